@@ -1,0 +1,265 @@
+"""The cache: a content-addressed blob store, an action index and a stat cache.
+
+Layout under the cache folder:
+  cas/<2 hex>/<digest>      blobs, named by the BLAKE3 of their bytes (verified on every read)
+  ac/<2 hex>/<key>          action entries: key → [(files read with their digests, result digest)]
+  last/<2 hex>/<id digest>  the last key components of each unit, for --explain
+  stat/<root digest>        (path → size, mtime_ns, inode, digest) for one project checkout
+
+Every write goes to a temporary file in the same folder and is renamed into place, so a reader
+never sees a partial entry and concurrent writers of one key (same content by construction) are
+harmless. Anything that fails verification is dropped and treated as absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CacheCorrupt
+from .hashing import digest_bytes, digest_file
+
+_ENTRIES_PER_KEY = 4
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary sibling and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name[-16:])
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _sealed(payload: bytes) -> bytes:
+    """Prefix a payload with its digest so truncation or bit rot is detected on read."""
+    return digest_bytes(payload).encode("ascii") + b"\n" + payload
+
+
+def _unseal(data: bytes) -> bytes | None:
+    head, sep, payload = data.partition(b"\n")
+    if not sep or head != digest_bytes(payload).encode("ascii"):
+        return None
+    return payload
+
+
+@dataclass
+class ActionEntry:
+    reads: list[tuple[str, str | None]]
+    result: str
+
+
+class Cache:
+    """One cache folder; safe to share between concurrent runs and machines."""
+
+    def __init__(self, root: Path, log=None) -> None:
+        self.root = Path(root)
+        self.log = log
+        self.corrupt_dropped = 0
+
+    # -- blobs -------------------------------------------------------------------------------
+    def _blob_path(self, digest: str) -> Path:
+        return self.root / "cas" / digest[:2] / digest
+
+    def put_blob(self, data: bytes) -> str:
+        digest = digest_bytes(data)
+        path = self._blob_path(digest)
+        if not path.exists():
+            atomic_write(path, data)
+        return digest
+
+    def has_blob(self, digest: str) -> bool:
+        return self._blob_path(digest).exists()
+
+    def get_blob(self, digest: str) -> bytes:
+        """The blob's bytes; raises CacheCorrupt (after dropping it) if missing or mismatched."""
+        path = self._blob_path(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise CacheCorrupt(f"blob {digest[:12]} vanished from the cache") from None
+        if digest_bytes(data) != digest:
+            self._drop(path, f"blob {digest[:12]} does not match its digest")
+            raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
+        return data
+
+    # -- action index ------------------------------------------------------------------------
+    def _action_path(self, key: str) -> Path:
+        return self.root / "ac" / key[:2] / key
+
+    def get_actions(self, key: str) -> list[ActionEntry]:
+        payload = self._read_sealed(self._action_path(key))
+        if payload is None:
+            return []
+        try:
+            return [ActionEntry([tuple(r) for r in e["reads"]], e["result"])
+                    for e in json.loads(payload)]
+        except (ValueError, KeyError, TypeError):
+            self._drop(self._action_path(key), "unreadable action entry")
+            return []
+
+    def put_action(self, key: str, reads: dict[str, str | None], result: str) -> None:
+        entries = [e for e in self.get_actions(key) if e.result != result][: _ENTRIES_PER_KEY - 1]
+        document = [{"reads": sorted(reads.items()), "result": result}]
+        document += [{"reads": e.reads, "result": e.result} for e in entries]
+        atomic_write(self._action_path(key), _sealed(json.dumps(document).encode("utf-8")))
+
+    # -- last key components (explain) -------------------------------------------------------
+    def _last_path(self, unit_digest: str) -> Path:
+        return self.root / "last" / unit_digest[:2] / unit_digest
+
+    def get_last(self, unit_digest: str) -> dict | None:
+        payload = self._read_sealed(self._last_path(unit_digest))
+        try:
+            return json.loads(payload) if payload is not None else None
+        except ValueError:
+            return None
+
+    def put_last(self, unit_digest: str, components: dict) -> None:
+        atomic_write(self._last_path(unit_digest),
+                     _sealed(json.dumps(components, sort_keys=True).encode("utf-8")))
+
+    # -- housekeeping ------------------------------------------------------------------------
+    def _read_sealed(self, path: Path) -> bytes | None:
+        try:
+            data = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        payload = _unseal(data)
+        if payload is None:
+            self._drop(path, "cache entry failed verification")
+        return payload
+
+    def _drop(self, path: Path, why: str) -> None:
+        self.corrupt_dropped += 1
+        if self.log is not None:
+            self.log.warning("cache.dropped", file=str(path), reason=why)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def stats(self) -> dict:
+        """Counts and bytes per area."""
+        out = {}
+        for area in ("cas", "ac", "last", "stat"):
+            count = size = 0
+            base = self.root / area
+            if base.exists():
+                for dirpath, _, names in os.walk(base):
+                    for name in names:
+                        try:
+                            size += os.stat(os.path.join(dirpath, name)).st_size
+                            count += 1
+                        except FileNotFoundError:
+                            pass
+            out[area] = {"files": count, "bytes": size}
+        return out
+
+    def gc(self, max_bytes: int | None = None, max_age_days: float | None = None) -> dict:
+        """Drop blobs and actions older than `max_age_days`, then the least recently used
+        until the cache is under `max_bytes`. Actions pointing at dropped blobs become misses."""
+        now = time.time()
+        files = []
+        for area in ("cas", "ac", "last"):
+            base = self.root / area
+            if not base.exists():
+                continue
+            for dirpath, _, names in os.walk(base):
+                for name in names:
+                    path = os.path.join(dirpath, name)
+                    try:
+                        st = os.stat(path)
+                    except FileNotFoundError:
+                        continue
+                    files.append((max(st.st_atime, st.st_mtime), st.st_size, path))
+        files.sort()
+        total = sum(size for _, size, _ in files)
+        removed = freed = 0
+        for used, size, path in files:
+            too_old = max_age_days is not None and now - used > max_age_days * 86400
+            too_big = max_bytes is not None and total > max_bytes
+            if not (too_old or too_big):
+                continue
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            total -= size
+            removed += 1
+            freed += size
+        return {"removed": removed, "freed_bytes": freed, "remaining_bytes": total}
+
+    def clear(self) -> None:
+        if self.root.exists():
+            shutil.rmtree(self.root)
+
+
+class StatCache:
+    """Remembers content digests by (size, mtime_ns, inode) so unchanged files are not re-read."""
+
+    _VERSION = 1
+
+    def __init__(self, cache_root: Path, project_root: str, log=None) -> None:
+        self.path = Path(cache_root) / "stat" / digest_bytes(project_root.encode("utf-8"))[:32]
+        self.project_root = project_root
+        self.log = log
+        self.entries: dict[str, tuple[int, int, int, str]] = {}
+        self.dirty = False
+        self.hashed = 0
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        payload = _unseal(data)
+        try:
+            version, entries = pickle.loads(payload) if payload is not None else (None, None)
+        except Exception:  # any damage at all: start over
+            version, entries = None, None
+        if version != self._VERSION or not isinstance(entries, dict):
+            if self.log is not None:
+                self.log.warning("cache.dropped", file=str(self.path), reason="stat cache unreadable")
+            self.path.unlink(missing_ok=True)
+            return
+        self.entries = entries
+
+    def digest(self, relpath: str, st: os.stat_result | None = None) -> str | None:
+        """Content digest of a project file, or None when it does not exist."""
+        abspath = f"{self.project_root}/{relpath}"
+        if st is None:
+            try:
+                st = os.stat(abspath)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        signature = (st.st_size, st.st_mtime_ns, st.st_ino)
+        known = self.entries.get(relpath)
+        if known is not None and known[:3] == signature:
+            return known[3]
+        digest = digest_file(abspath)
+        self.hashed += 1
+        # A file modified within the clock's granularity could change again unseen: don't trust it.
+        if time.time_ns() - st.st_mtime_ns > 2_000_000_000:
+            self.entries[relpath] = (*signature, digest)
+            self.dirty = True
+        return digest
+
+    def save(self) -> None:
+        if self.dirty:
+            atomic_write(self.path, _sealed(pickle.dumps((self._VERSION, self.entries), protocol=5)))
+            self.dirty = False

@@ -1,0 +1,115 @@
+"""What a stage sees of the run on the driver: the build file, the project tree, the output folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .cache import StatCache, atomic_write
+from .config import Build
+from .errors import ProjectError
+from .hashing import digest_file
+from .reads import to_posix
+from .types import StageReport
+
+
+class Context:
+    """Driver-side services for stages: config sections, the file walk, digests, publishing."""
+
+    def __init__(self, build: Build, stat_cache: StatCache, log, executor_name: str = "") -> None:
+        self.build = build
+        self.config = build.config
+        self.root = to_posix(str(build.project_root))
+        self.build_dir = build.dir
+        self.output_dir = build.output_dir
+        self.cache_dir = build.cache_dir
+        self.log = log
+        self.stats = stat_cache
+        self.executor_name = executor_name
+        self.published: set[str] = set()
+        self.rewritten: list[str] = []
+        self.reports: list[StageReport] = []
+        self._walk: list | None = None
+        self._digests: dict[str, str | None] = {}
+
+    def section(self, name: str) -> Any:
+        return self.build.section(name)
+
+    # -- the project tree --------------------------------------------------------------------
+    def walk(self) -> list:
+        """Every file under the project root, sorted by path (links to folders not followed).
+
+        The output and cache folders are skipped when they sit inside the project.
+        """
+        if self._walk is None:
+            from stages.sources.base import FileEntry  # the vocabulary stages share
+            skip = {str(p) for p in (self.output_dir, self.cache_dir)}
+            entries = []
+            stack = [(str(self.build.project_root), "")]
+            while stack:
+                folder, prefix = stack.pop()
+                try:
+                    scan = list(os.scandir(folder))
+                except PermissionError as exc:
+                    raise ProjectError(f"cannot list folder: {exc.strerror}", file=folder) from None
+                for entry in scan:
+                    rel = f"{prefix}{entry.name}"
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.path not in skip:
+                            stack.append((entry.path, rel + "/"))
+                    elif entry.is_file(follow_symlinks=True):
+                        st = entry.stat(follow_symlinks=True)
+                        entries.append(FileEntry(to_posix(rel), st.st_size, st.st_mtime_ns,
+                                                 st.st_ino))
+            entries.sort(key=lambda e: e.path)
+            self._walk = entries
+        return self._walk
+
+    def file_digest(self, relpath: str) -> str | None:
+        """Content digest of a project file (None if absent), remembered by stat signature."""
+        if relpath not in self._digests:
+            try:
+                self._digests[relpath] = self.stats.digest(relpath)
+            except PermissionError as exc:
+                raise ProjectError(f"cannot read: {exc.strerror}",
+                                   file=f"{self.root}/{relpath}") from None
+        return self._digests[relpath]
+
+    # -- the output folder -------------------------------------------------------------------
+    def output_path(self, relpath: str) -> Path:
+        """The absolute path of an output file; refuses anything that would land outside."""
+        clean = relpath.replace("\\", "/")
+        parts = clean.split("/")
+        if (not clean or clean.startswith("/") or ".." in parts or ":" in parts[0]
+                or any(p in ("", ".") for p in parts)):
+            raise ProjectError(f"unsafe output path {relpath!r}", key="output")
+        return self.output_dir / clean
+
+    def publish_bytes(self, relpath: str, data: bytes) -> bool:
+        """Write an output file atomically; an unchanged file is left alone (keeps its mtime)."""
+        target = self.output_path(relpath)
+        self.published.add(relpath)
+        try:
+            if target.stat().st_size == len(data) and target.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+        atomic_write(target, data)
+        self.rewritten.append(relpath)
+        return True
+
+    def remove_output(self, relpath: str) -> None:
+        """Remove a file of the output folder that the build no longer produces."""
+        target = self.output_path(relpath)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            return
+        parent = target.parent
+        while parent != self.output_dir and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+
+    def rehash(self, relpath: str) -> str:
+        return digest_file(str(self.output_path(relpath)))

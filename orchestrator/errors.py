@@ -1,0 +1,82 @@
+"""The exception family: each error carries where it happened and the exit code it maps to."""
+
+from __future__ import annotations
+
+
+class OrchestrateError(Exception):
+    """Base of every expected error; `exit_code` is what the CLI returns for it."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 key: str | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = ""
+        if self.file:
+            where = str(self.file)
+            if self.line is not None:
+                where += f":{self.line}"
+        if self.key:
+            where = f"{where}: {self.key}" if where else self.key
+        return f"{where}: {self.message}" if where else self.message
+
+    def __reduce__(self):  # keep file/line/key across pickling (Ray ships exceptions)
+        return (_rebuild, (type(self), self.message, self.file, self.line, self.key))
+
+
+def _rebuild(cls, message, file, line, key):
+    return cls(message, file=file, line=line, key=key)
+
+
+class ConfigError(OrchestrateError):
+    """The build file (or a file it names) is invalid."""
+
+    exit_code = 2
+
+
+class ProjectError(OrchestrateError):
+    """A project file the build cannot do without is malformed, or a path is unsafe."""
+
+    exit_code = 2
+
+
+class RuleFileError(OrchestrateError):
+    """A rule file is not valid YAML or not a list/mapping of rules."""
+
+    exit_code = 2
+
+
+class StepFailed(OrchestrateError):
+    """A step failed outside the project's content (external tool, cluster, disk, lock)."""
+
+    exit_code = 4
+
+
+class OutputLocked(StepFailed):
+    """Another run holds the output folder."""
+
+
+class CacheCorrupt(OrchestrateError):
+    """A cache file failed verification; callers drop it and recompute."""
+
+    exit_code = 3
+
+
+class MissingInput(Exception):
+    """A unit tried to read a file its worker does not have; the driver resends it with the file.
+
+    Not an OrchestrateError: it is control flow between a remote reader and the executor.
+    """
+
+    def __init__(self, relpath: str) -> None:
+        self.relpath = relpath
+        super().__init__(relpath)
+
+    def __reduce__(self):
+        return (MissingInput, (self.relpath,))

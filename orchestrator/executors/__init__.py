@@ -1,0 +1,93 @@
+"""Executors run units of work: in the driver (`local`) or as Ray tasks (`ray`).
+
+Both speak one small protocol: `execute(fn, items, shared)` yields `Finished` records as units
+complete, in any order. The scheduler owns caching; executors only run what they are given.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Protocol
+
+from ..errors import MissingInput, OrchestrateError
+from ..reads import Reader
+
+
+@dataclass
+class WorkItem:
+    """A unit as sent to an executor: payload, the stored blobs it needs, preloaded file bytes."""
+
+    unit_id: str
+    payload: Any
+    blobs: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, bytes | None] = field(default_factory=dict)
+    want: tuple[str, ...] = ()  # files it is known to read: preloaded for remote workers
+    cost: int = 1
+
+
+@dataclass
+class Finished:
+    """One unit's outcome: a result or an error, the files it read, and when and where it ran."""
+
+    unit_id: str
+    result: Any = None
+    error: BaseException | None = None
+    error_text: str = ""  # traceback of an unexpected error, for the bug report
+    reads: dict[str, str | None] = field(default_factory=dict)
+    start: float = 0.0
+    seconds: float = 0.0
+    worker: str = "driver"
+    missing_file: str | None = None  # the worker lacked this file: resend with it
+
+
+class Executor(Protocol):
+    name: str
+
+    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def worker_label() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_item(fn: Callable, item: WorkItem, shared: Any, root: str, disk: bool,
+             label: str) -> Finished:
+    """Run one unit with a recording reader; never raises (errors travel in the record)."""
+    reader = Reader(root, preloaded=item.files, disk=disk, blobs=item.blobs)
+    start = time.time()
+    clock = time.perf_counter()
+    try:
+        result = fn(item.payload, shared, reader)
+    except MissingInput as missing:
+        return Finished(item.unit_id, reads=reader.reads, start=start, worker=label,
+                        seconds=time.perf_counter() - clock, missing_file=missing.relpath)
+    except OrchestrateError as exc:
+        return Finished(item.unit_id, error=exc, reads=reader.reads, start=start, worker=label,
+                        seconds=time.perf_counter() - clock)
+    except Exception as exc:  # a bug in a stage: keep the traceback for the report
+        return Finished(item.unit_id, error=exc, error_text=traceback.format_exc(),
+                        reads=reader.reads, start=start, worker=label,
+                        seconds=time.perf_counter() - clock)
+    return Finished(item.unit_id, result=result, reads=reader.reads, start=start, worker=label,
+                    seconds=time.perf_counter() - clock)
+
+
+def make_executor(kind: str, root: str, *, workers: int | None = None,
+                  address: str | None = None, shared_paths: bool = False, log=None) -> Executor:
+    """An executor by name; Ray is imported only when a Ray executor is made."""
+    if kind == "local":
+        from .local import LocalExecutor
+        return LocalExecutor(root)
+    if kind == "ray":
+        from .ray import RayExecutor
+        return RayExecutor(root, workers=workers, address=address, shared_paths=shared_paths,
+                           log=log)
+    raise ValueError(f"unknown executor {kind!r}")

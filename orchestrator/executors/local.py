@@ -1,0 +1,22 @@
+"""The local executor: units run one after another in the driver process."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from . import Finished, WorkItem, run_item, worker_label
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.label = f"driver ({worker_label()})"
+
+    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
+        for item in items:
+            yield run_item(fn, item, shared, self.root, True, self.label)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,146 @@
+"""The Ray executor: units sent in batches as Ray tasks, results streamed back with `ray.wait`.
+
+Batching policy (measured in benchmarks/bench_engine.py): a Ray task costs on the order of a
+millisecond of scheduling and serialization, while a typical unit (parse one XML file, check one
+file against the rules, cook one asset) costs 0.1–2 ms. A batch therefore carries at least
+`MIN_BATCH_UNITS` units or `MIN_BATCH_BYTES` of input, and the work is cut into about
+`BATCHES_PER_WORKER` batches per worker so that the last batches still balance across workers.
+At most `IN_FLIGHT_PER_WORKER` batches per worker are in flight, which bounds driver memory.
+
+Read-only shared data (the index, the compiled rules) is put in the object store once per stage.
+Input bytes travel with the batch unless `shared_paths` says every node sees the project at the
+same path; a unit that discovers it needs a file it was not sent comes back asking for it and is
+resent with it. Ray retries a task whose worker died (`max_retries`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import ray
+
+from . import Finished, WorkItem, run_item, worker_label
+
+MIN_BATCH_UNITS = 16
+MIN_BATCH_BYTES = 256 * 1024
+MAX_BATCH_UNITS = 512
+BATCHES_PER_WORKER = 4
+IN_FLIGHT_PER_WORKER = 2
+TASK_RETRIES = 3
+
+
+def _run_batch(fn: Callable, shared: Any, root: str, disk: bool,
+               items: list[WorkItem]) -> list[Finished]:
+    label = worker_label()
+    return [run_item(fn, item, shared, root, disk, label) for item in items]
+
+
+def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
+    """Cut items into batches big enough to dwarf per-task overhead, small enough to balance."""
+    if not items:
+        return []
+    per_batch = math.ceil(len(items) / (workers * BATCHES_PER_WORKER))
+    per_batch = max(1, min(MAX_BATCH_UNITS, max(per_batch, MIN_BATCH_UNITS)))
+    batches, current, current_cost = [], [], 0
+    for item in items:
+        current.append(item)
+        current_cost += item.cost
+        if len(current) >= per_batch or (current_cost >= MIN_BATCH_BYTES * 8
+                                         and len(current) >= 1):
+            batches.append(current)
+            current, current_cost = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _code_roots() -> list[str]:
+    """Folders holding the orchestrator and stages packages (shipped to a remote cluster)."""
+    import orchestrator
+    import stages
+    return [str(Path(orchestrator.__file__).parent), str(Path(stages.__file__).parent)]
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, root: str, *, workers: int | None = None, address: str | None = None,
+                 shared_paths: bool = False, log=None) -> None:
+        self.root = root
+        self.log = log
+        self.shared_paths = shared_paths
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        started = time.perf_counter()
+        if not ray.is_initialized():
+            if address:
+                # A cluster may not have our code: ship the two packages with the job.
+                ray.init(address=address, runtime_env={"py_modules": _code_roots()},
+                         log_to_driver=False, configure_logging=False)
+            else:
+                code_parent = str(Path(_code_roots()[0]).parent)
+                path = os.pathsep.join([code_parent, *[p for p in sys.path if p]])
+                ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path}})
+        self.startup_seconds = time.perf_counter() - started
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._remote = ray.remote(_run_batch).options(max_retries=TASK_RETRIES,
+                                                      retry_exceptions=False)
+        if log is not None:
+            log.info("ray.ready", workers=self.workers, address=address or "local",
+                     seconds=round(self.startup_seconds, 2))
+
+    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
+        shared_ref = ray.put(shared)
+        pending = plan_batches(items, self.workers)
+        pending.reverse()
+        limit = self.workers * IN_FLIGHT_PER_WORKER
+        in_flight: dict[Any, list[WorkItem]] = {}
+        disk = self.shared_paths
+        while pending or in_flight:
+            while pending and len(in_flight) < limit:
+                batch = pending.pop()
+                if not disk:
+                    batch = [self._preload(item) for item in batch]
+                ref = self._remote.remote(fn, shared_ref, self.root, disk, batch)
+                in_flight[ref] = batch
+            done, _ = ray.wait(list(in_flight), num_returns=1)
+            for ref in done:
+                batch = in_flight.pop(ref)
+                by_id = {item.unit_id: item for item in batch}
+                retry = []
+                for finished in ray.get(ref):
+                    if finished.missing_file is not None:
+                        item = by_id[finished.unit_id]
+                        item.files[finished.missing_file] = self._read(finished.missing_file)
+                        retry.append(item)
+                    else:
+                        yield finished
+                if retry:
+                    pending.append(retry)
+
+    def _preload(self, item: WorkItem) -> WorkItem:
+        for relpath in item.want:
+            if relpath not in item.files:
+                item.files[relpath] = self._read(relpath)
+        return item
+
+    def _read(self, relpath: str) -> bytes | None:
+        try:
+            with open(f"{self.root}/{relpath}", "rb") as handle:
+                return handle.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def close(self) -> None:
+        pass
+
+
+def shutdown() -> None:
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,102 @@
+"""The stage graph, derived from the stages' declarations and checked when it is built."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+from .errors import ConfigError, OrchestrateError
+from .types import StageSpec
+
+#: The pipeline's stages, by module. Order here is irrelevant: the graph comes from the specs.
+DEFAULT_STAGES = (
+    "stages.collect", "stages.dependency", "stages.validate", "stages.cook", "stages.pack",
+    "stages.write", "stages.archive", "stages.hash", "stages.link_xml", "stages.manifest",
+)
+
+
+class GraphError(OrchestrateError):
+    """The stage declarations do not form a valid graph (a bug in a stage, not user input)."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Stage:
+    spec: StageSpec
+    module: ModuleType
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def load_stages(module_names: tuple[str, ...] = DEFAULT_STAGES) -> list[Stage]:
+    """Import the stage modules that exist; each must declare SPEC, plan, run and finish."""
+    stages = []
+    for name in module_names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # a stage not built yet: the pipeline runs what exists
+                continue
+            raise
+        for attr in ("SPEC", "plan", "run", "finish"):
+            if not hasattr(module, attr):
+                raise GraphError(f"stage module {name} lacks {attr}")
+        stages.append(Stage(module.SPEC, module))
+    return stages
+
+
+def order(stages: list[Stage]) -> list[Stage]:
+    """Topological order; checks one producer per value and no cycles; ties broken by name."""
+    producer: dict[str, str] = {}
+    for stage in stages:
+        for value in stage.spec.outputs:
+            if value in producer:
+                raise GraphError(f"value {value!r} is produced by both {producer[value]!r} "
+                                 f"and {stage.name!r}")
+            producer[value] = stage.name
+    by_name = {s.name: s for s in stages}
+    if len(by_name) != len(stages):
+        raise GraphError("two stages share a name")
+    needs: dict[str, set[str]] = {}
+    for stage in stages:
+        missing = [v for v in stage.spec.inputs if v not in producer]
+        if missing:
+            raise GraphError(f"stage {stage.name!r} needs {missing} which no stage produces")
+        needs[stage.name] = {producer[v] for v in stage.spec.inputs}
+    done: list[Stage] = []
+    placed: set[str] = set()
+    while len(done) < len(stages):
+        ready = sorted(n for n in by_name if n not in placed and needs[n] <= placed)
+        if not ready:
+            cycle = sorted(n for n in by_name if n not in placed)
+            raise GraphError(f"the stages {cycle} depend on each other in a cycle")
+        for name in ready[:1]:  # one at a time keeps the order stable and dependency-first
+            done.append(by_name[name])
+            placed.add(name)
+    return done
+
+
+def select(stages: list[Stage], wanted: list[str] | None) -> list[Stage]:
+    """The stages named in `wanted` and every stage they depend on, in graph order."""
+    ordered = order(stages)
+    if not wanted:
+        return ordered
+    by_name = {s.name: s for s in ordered}
+    unknown = [w for w in wanted if w not in by_name]
+    if unknown:
+        raise ConfigError(f"unknown stage(s) {unknown}; the stages are {list(by_name)}",
+                          key="--stages")
+    producer = {v: s.name for s in ordered for v in s.spec.outputs}
+    keep: set[str] = set()
+    todo = list(wanted)
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        todo.extend(producer[v] for v in by_name[name].spec.inputs)
+    return [s for s in ordered if s.name in keep]

@@ -1,0 +1,36 @@
+"""An exclusive lock on an output folder, so two runs never publish into it at once."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from .errors import OutputLocked
+
+
+class OutputLock:
+    def __init__(self, output_dir: Path) -> None:
+        self.path = Path(output_dir) / "reports" / ".orchestrate.lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> "OutputLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "another run"
+            os.close(fd)
+            raise OutputLocked(f"the output folder is in use by {holder}; wait for it to finish",
+                               file=str(self.path.parent.parent)) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"process {os.getpid()}".encode("ascii"))
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,83 @@
+"""A file reader that records every read (and every miss) so a unit's cache key can include it.
+
+Units never open project files directly: they call `reader.read_bytes(relpath)` and
+`reader.exists(relpath)`. The recorded trace — relpath → content digest, or None for a file looked
+for and not found — becomes part of the unit's constructive trace. On a worker that does not share
+the driver's file system, the reader serves preloaded bytes and raises `MissingInput` for anything
+else, so the driver can resend the unit with that file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from .errors import MissingInput
+from .hashing import digest_bytes
+
+
+def to_posix(path: str) -> str:
+    return path.replace(os.sep, "/") if os.sep != "/" else path
+
+
+class Reader:
+    """Reads project files by project-relative path, recording (relpath → digest | None)."""
+
+    def __init__(self, root: str, preloaded: Mapping[str, bytes | None] | None = None,
+                 disk: bool = True, blobs: Mapping[str, object] | None = None) -> None:
+        self.root = to_posix(os.path.abspath(root))
+        self._preloaded = dict(preloaded or {})
+        self._disk = disk
+        self._blobs = blobs or {}
+        self.reads: dict[str, str | None] = {}
+
+    def blob(self, digest: str):
+        """A stored result another stage produced, declared in the unit's `blobs`."""
+        return self._blobs[digest]
+
+    # -- paths -------------------------------------------------------------------------------
+    def abspath(self, relpath: str) -> str:
+        """Absolute `/`-separated path of a project-relative path."""
+        return f"{self.root}/{relpath}" if relpath else self.root
+
+    def relpath(self, path: str) -> str | None:
+        """Project-relative form of an absolute or relative path, or None if outside the root."""
+        path = to_posix(path)
+        if not path.startswith("/") and not (len(path) > 1 and path[1] == ":"):
+            path = f"{self.root}/{path}"
+        path = os.path.normpath(path).replace(os.sep, "/")
+        if path == self.root:
+            return ""
+        prefix = self.root.rstrip("/") + "/"
+        return path[len(prefix):] if path.startswith(prefix) else None
+
+    # -- reads -------------------------------------------------------------------------------
+    def read_bytes(self, relpath: str) -> bytes:
+        """The bytes of a project file; raises FileNotFoundError (recorded as a miss)."""
+        data = self._load(relpath)
+        if data is None:
+            self.reads[relpath] = None
+            raise FileNotFoundError(self.abspath(relpath))
+        self.reads[relpath] = digest_bytes(data)
+        return data
+
+    def exists(self, relpath: str) -> bool:
+        """Whether a project file exists (records the file's digest, or the miss)."""
+        if relpath in self.reads:
+            return self.reads[relpath] is not None
+        try:
+            self.read_bytes(relpath)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _load(self, relpath: str) -> bytes | None:
+        if relpath in self._preloaded:
+            return self._preloaded[relpath]
+        if not self._disk:
+            raise MissingInput(relpath)
+        try:
+            with open(self.abspath(relpath), "rb") as handle:
+                return handle.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None

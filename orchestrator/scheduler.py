@@ -1,0 +1,357 @@
+"""The build loop: for each stage in graph order, plan units, look each up, run the misses, record.
+
+A scheduler × a rebuilder ("Build Systems à la Carte"): stages run in topological order; within a
+stage every unit is looked up in the cache under a constructive trace — a static key (stage,
+versions, build-file slice, declared key material) plus the files the unit read last time, each
+re-checked against its current digest. Misses go to an executor; their results and traces are
+recorded. Unchanged outputs give unchanged downstream keys, so rebuilds stop early.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from . import __version__
+from .cache import Cache, StatCache
+from .config import Build
+from .context import Context
+from .errors import CacheCorrupt, OrchestrateError
+from .executors import Executor, WorkItem, make_executor, run_item
+from .graph import Stage, load_stages, select
+from .hashing import digest_value, dumps, loads
+from .observe import Progress, ResourceSampler, outcome_line
+from .types import StageReport, Unit, UnitOutcome
+
+#: Below this many units left to run, `auto` stays in the driver: starting Ray costs seconds.
+AUTO_LOCAL_MAX_UNITS = 400
+#: Results smaller than this stay in memory for `finish`; larger ones are reloaded from the store.
+KEEP_IN_MEMORY_BYTES = 64 * 1024
+
+
+class InternalError(OrchestrateError):
+    """A stage raised something unexpected: a bug."""
+
+    exit_code = 3
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries that shape outputs; they enter every key."""
+    import blake3
+    import lxml.etree
+    import zstandard
+    import lz4
+    return {"python": "%d.%d" % sys.version_info[:2], "lxml": lxml.etree.__version__,
+            "zstandard": zstandard.__version__, "lz4": lz4.__version__,
+            "blake3": getattr(blake3, "__version__", "?"), "orchestrate": __version__}
+
+
+class Results(Mapping):
+    """Unit id → result, loaded lazily from the store; `digest(id)` without loading."""
+
+    def __init__(self, cache: Cache, repair: Callable[[str], Any]) -> None:
+        self._cache = cache
+        self._repair = repair
+        self._digests: dict[str, str] = {}
+        self._memory: dict[str, Any] = {}
+
+    def add(self, unit_id: str, digest: str, value: Any = None, keep: bool = False) -> None:
+        self._digests[unit_id] = digest
+        if keep:
+            self._memory[unit_id] = value
+
+    def digest(self, unit_id: str) -> str:
+        return self._digests[unit_id]
+
+    def __getitem__(self, unit_id: str) -> Any:
+        if unit_id in self._memory:
+            return self._memory[unit_id]
+        return self._repair(self._digests[unit_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._digests)
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, Any]
+    reports: list[StageReport]
+    context: Context
+    ray_startup: float | None = None
+    corrupt_dropped: int = 0
+    hashed_files: int = 0
+    explained: list = field(default_factory=list)
+    dry_run_stopped_at: str | None = None
+
+
+@dataclass
+class RunOptions:
+    executor: str = "auto"
+    workers: int | None = None
+    stages: list[str] | None = None
+    explain: bool = False
+    no_cache: bool = False
+    dry_run: bool = False
+    keep_going: bool = False
+    progress: bool = True
+    callbacks: dict[str, list[Callable]] = field(default_factory=dict)
+
+
+class Scheduler:
+    """Runs the stage graph for one build file."""
+
+    def __init__(self, build: Build, options: RunOptions, log, stage_modules=None) -> None:
+        self.build = build
+        self.options = options
+        self.log = log
+        self.cache = Cache(build.cache_dir, log=log)
+        self.stat_cache = StatCache(build.cache_dir, str(build.project_root).replace("\\", "/"),
+                                    log=log)
+        self.stages = select(load_stages(stage_modules) if stage_modules else load_stages(),
+                             options.stages)
+        self.libs = library_versions()
+        self._executors: dict[str, Executor] = {}
+        self.ray_startup: float | None = None
+        self.explained: list[UnitOutcome] = []
+        # digest of a cached result → how to recompute it, should its blob turn out corrupt
+        self._producers: dict[str, Callable[[], Any]] = {}
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        ctx = Context(self.build, self.stat_cache, self.log)
+        values: dict[str, Any] = {}
+        progress = Progress(self.options.progress)
+        self.dry_run_stopped_at: str | None = None
+        try:
+            with ResourceSampler() as sampler:
+                for stage in self.stages:
+                    started = time.perf_counter()
+                    report = StageReport(stage.name)
+                    inputs = {name: values[name] for name in stage.spec.inputs}
+                    try:
+                        outputs = self._run_stage(stage, ctx, inputs, report, progress)
+                    except DryRunStop:
+                        ctx.reports.append(report)
+                        self.dry_run_stopped_at = stage.name
+                        break
+                    values.update(outputs)
+                    if not self.options.dry_run:
+                        publish = getattr(stage.module, "publish", None)
+                        if publish is not None:
+                            publish(ctx, outputs)
+                        for callback in self.options.callbacks.get(stage.name, []):
+                            callback(ctx, outputs)
+                    report.seconds = time.perf_counter() - started
+                    report.peak_rss, report.cpu_percent = sampler.window()
+                    ctx.reports.append(report)
+                    self.log.debug("stage.done", stage=stage.name, units=report.units,
+                                   cached=report.cached, built=report.built,
+                                   seconds=round(report.seconds, 3))
+        finally:
+            progress.stop()
+            self.stat_cache.save()
+            for executor in self._executors.values():
+                executor.close()
+        return RunResult(values, ctx.reports, ctx, self.ray_startup, self.cache.corrupt_dropped,
+                         self.stat_cache.hashed)
+
+    def _run_stage(self, stage: Stage, ctx: Context, inputs: dict, report: StageReport,
+                   progress: Progress) -> dict[str, Any]:
+        spec = stage.spec
+        plan = stage.module.plan(ctx, inputs)
+        slice_digest = digest_value(self.build.slice_for(spec.config_keys))
+        results = Results(self.cache, self.load_result)
+        misses: list[tuple[Unit, str, str, dict, str]] = []
+        report.units = len(plan.units)
+        for unit in plan.units:
+            key_parts = _key_parts(unit.key)
+            static = digest_value({"stage": spec.name, "version": spec.version,
+                                   "libs": self.libs, "slice": slice_digest, "key": key_parts,
+                                   "unit": unit.id})
+            unit_digest = digest_value([spec.name, unit.id])
+            hit, why = (None, "--no-cache") if self.options.no_cache else self._lookup(ctx, static)
+            if hit is not None:
+                results.add(unit.id, hit)
+                self._producers[hit] = self._recompute_later(stage, ctx, plan.shared, unit, static,
+                                                             hit)
+                report.cached += 1
+                report.outcomes.append(UnitOutcome(spec.name, unit.id, True, "cached"))
+                continue
+            components = {"version": spec.version, "libs": self.libs, "slice": slice_digest,
+                          "key": key_parts}
+            if why is None:
+                why = self._explain_miss(unit_digest, components)
+            misses.append((unit, static, unit_digest, components, why))
+        if self.options.dry_run and misses:
+            for unit, _, _, _, why in misses:
+                outcome = UnitOutcome(spec.name, unit.id, False, why)
+                report.outcomes.append(outcome)
+                self.explained.append(outcome)
+            report.built = len(misses)
+            raise DryRunStop(spec.name)  # later stages need this stage's values to be planned
+        if misses:
+            self._execute(stage, ctx, plan.shared, misses, results, report, progress)
+        outputs = stage.module.finish(ctx, inputs, results)
+        if set(outputs) != set(spec.outputs):
+            raise InternalError(f"stage {spec.name!r} returned {sorted(outputs)}, "
+                                f"declared {list(spec.outputs)}")
+        return outputs
+
+    # -- cache lookups -------------------------------------------------------------------
+    def _lookup(self, ctx: Context, static: str) -> tuple[str | None, str | None]:
+        """(result digest, None) on a hit; (None, reason) when the trace no longer matches."""
+        entries = self.cache.get_actions(static)
+        if not entries:
+            return None, None
+        reason = None
+        for entry in entries:
+            changed = next((path for path, digest in entry.reads
+                            if ctx.file_digest(path) != digest), None)
+            if changed is None:
+                if self.cache.has_blob(entry.result):
+                    return entry.result, None
+                reason = "cached result was dropped from the store"
+            elif reason is None:
+                reason = f"input changed: {changed}"
+        return None, reason
+
+    def _explain_miss(self, unit_digest: str, components: dict) -> str:
+        last = self.cache.get_last(unit_digest)
+        if last is None:
+            return "no entry"
+        if last.get("version") != components["version"]:
+            return f"stage version changed ({last.get('version')} → {components['version']})"
+        if last.get("libs") != components["libs"]:
+            changed = sorted(k for k in components["libs"]
+                             if last.get("libs", {}).get(k) != components["libs"][k])
+            return f"tool or library version changed ({', '.join(changed)})"
+        if last.get("slice") != components["slice"]:
+            return "build-file slice changed"
+        old, new = last.get("key", {}), components["key"]
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return f"declared input changed: {', '.join(changed)}" if changed else "no entry"
+
+    # -- running misses ------------------------------------------------------------------
+    def _executor_for(self, stage: Stage, misses: list) -> Executor:
+        kind = self.options.executor
+        if kind == "auto":
+            remote = self.build.config.executor.address
+            kind = "ray" if (len(misses) > AUTO_LOCAL_MAX_UNITS or remote) else "local"
+        if kind not in self._executors:
+            exec_cfg = self.build.config.executor
+            executor = make_executor(kind, str(self.build.project_root).replace("\\", "/"),
+                                     workers=self.options.workers or exec_cfg.workers,
+                                     address=exec_cfg.address, shared_paths=exec_cfg.shared_paths,
+                                     log=self.log)
+            self._executors[kind] = executor
+            if kind == "ray":
+                self.ray_startup = getattr(executor, "startup_seconds", None)
+        return self._executors[kind]
+
+    def _execute(self, stage: Stage, ctx: Context, shared: Any, misses: list, results: Results,
+                 report: StageReport, progress: Progress) -> None:
+        spec = stage.spec
+        executor = self._executor_for(stage, misses)
+        by_id = {unit.id: (unit, static, unit_digest, components, why)
+                 for unit, static, unit_digest, components, why in misses}
+        items = [WorkItem(unit.id, unit.payload, self._blobs_for(unit), want=unit.files,
+                          cost=unit.cost) for unit, *_ in misses]
+        progress.start(spec.name, len(items))
+        failures: list[OrchestrateError] = []
+        try:
+            for finished in executor.execute(stage.module.run, items, shared):
+                unit, static, unit_digest, components, why = by_id[finished.unit_id]
+                progress.advance()
+                if finished.error is not None:
+                    error = finished.error
+                    if not isinstance(error, OrchestrateError):
+                        error = InternalError(
+                            f"stage {spec.name!r} failed on unit {unit.id!r}: "
+                            f"{type(error).__name__}: {error}\n{finished.error_text}")
+                    failures.append(error)
+                    self.log.error("unit.failed", stage=spec.name, unit=unit.id,
+                                   error=error.describe().splitlines()[0])
+                    if not self.options.keep_going:
+                        raise error
+                    continue
+                blob = dumps(finished.result)
+                digest = self.cache.put_blob(blob)
+                self.cache.put_action(static, finished.reads, digest)
+                self.cache.put_last(unit_digest, components)
+                results.add(unit.id, digest, finished.result, keep=len(blob) <= KEEP_IN_MEMORY_BYTES)
+                outcome = UnitOutcome(spec.name, unit.id, False, why, finished.seconds,
+                                      finished.worker, finished.start)
+                report.outcomes.append(outcome)
+                report.built += 1
+                if self.options.explain:
+                    self.explained.append(outcome)
+                    self.log.info("explain", unit=outcome_line(outcome))
+        finally:
+            progress.stop()
+        if failures:
+            raise failures[0]
+
+    def _blobs_for(self, unit: Unit) -> dict[str, Any]:
+        return {digest: self.load_result(digest) for digest in unit.blobs}
+
+    def load_result(self, digest: str) -> Any:
+        """A stored result; a corrupt blob is dropped and its unit recomputed in the driver."""
+        try:
+            return loads(self.cache.get_blob(digest))
+        except CacheCorrupt:
+            recompute = self._producers.get(digest)
+            if recompute is None:
+                raise
+            self.log.warning("cache.recompute", digest=digest[:12])
+            return recompute()
+
+    def _recompute_later(self, stage: Stage, ctx: Context, shared: Any, unit: Unit,
+                         static: str, expected: str) -> Callable[[], Any]:
+        def recompute() -> Any:
+            item = WorkItem(unit.id, unit.payload, self._blobs_for(unit), want=unit.files)
+            finished = run_item(stage.module.run, item, shared, ctx.root, True, "driver")
+            if finished.error is not None:
+                raise finished.error
+            digest = self.cache.put_blob(dumps(finished.result))
+            self.cache.put_action(static, finished.reads, digest)
+            if digest != expected:  # not reproducible: restart so every key sees the new value
+                raise CacheCorrupt(f"unit {unit.id!r} of {stage.name!r} recomputed differently")
+            return finished.result
+        return recompute
+
+
+class DryRunStop(Exception):
+    """A dry run reached a stage with work to do; the stages after it cannot be planned."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        super().__init__(stage)
+
+
+def _key_parts(key: Any) -> dict[str, str]:
+    """Digest of each top-level field of a unit's key, so --explain can name what changed."""
+    if isinstance(key, Mapping):
+        return {str(k): digest_value(v) for k, v in sorted(key.items(), key=lambda kv: str(kv[0]))}
+    return {"key": digest_value(key)}
+
+
+def run_build(build: Build, options: RunOptions, log, stage_modules=None) -> RunResult:
+    """Run a build; a corrupt cache entry found mid-run is dropped and the run restarted once."""
+    for attempt in range(3):
+        scheduler = Scheduler(build, options, log, stage_modules)
+        try:
+            result = scheduler.run()
+            result.explained = scheduler.explained
+            result.dry_run_stopped_at = scheduler.dry_run_stopped_at
+            return result
+        except CacheCorrupt as exc:
+            log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

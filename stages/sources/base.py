@@ -1,0 +1,129 @@
+"""The asset-source interface: what the stages see of a project, whatever engine wrote it.
+
+A source turns a project tree into `Asset`s with typed references. Collecting fans out: the source
+splits the file table into parse units (`plan`), each unit is parsed by a pure, picklable function
+(`parse`, run on any executor, reading files only through the recording `Reader`), and the
+partial results are assembled in the driver (`assemble`) into a `SourceResult`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.reads import Reader
+
+HARD = "hard"
+SOFT = "soft"
+
+WORLD = "world"
+LEVEL = "level"
+RESOURCE = "resource"
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One file of the project tree: project-relative `/` path and its stat signature."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference from one asset to another, in file order."""
+
+    target: str  # the referenced asset id
+    strength: str  # HARD or SOFT
+    label: str = ""  # why: "Deps", "CollisionShape", "attribute file", "level", "m_SourcePrefab", …
+
+
+@dataclass(frozen=True, slots=True)
+class Asset:
+    """A cookable thing: a resource (id = GUID) or a world/level (id = project-relative path)."""
+
+    id: str
+    kind: str  # WORLD | LEVEL | RESOURCE
+    type: str  # the asset's Type ("Material", "Texture", …; "World"/"Level" for maps)
+    virtual_paths: tuple[str, ...]  # Package/Name of each item (several when duplicated)
+    folders: tuple[str, ...]  # project-relative folders holding it, sorted; payload from the first
+    files: tuple[str, ...]  # project-relative files that make its payload (first folder), sorted
+    refs: tuple[Ref, ...]  # outgoing references, in file order
+    package: str = ""  # Package of the first item ("" for maps)
+    name: str = ""  # Name of the first item, or the file name for maps
+    items: int = 1  # number of repository items with this id (>1: ambiguous)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something the source noticed: a broken file, an item without GUID, a meta without asset."""
+
+    kind: str  # e.g. "broken_repository", "item_without_guid", "orphan_meta", "unreadable"
+    file: str  # project-relative
+    message: str
+    line: int | None = None
+    fatal: bool = False  # True: the build cannot go on (exit 2) unless collect.skip_broken
+
+
+@dataclass(frozen=True, slots=True)
+class ParseUnit:
+    """One unit of parse work: a stable id and the project-relative files it starts from."""
+
+    id: str
+    kind: str
+    files: tuple[str, ...]
+
+
+@dataclass
+class SourceResult:
+    """Everything collected: assets by id, the source-specific index for rules, problems, roots."""
+
+    assets: dict[str, Asset]
+    index: Any  # e.g. MessiahIndex; consumed by the rule engine's predefined sets
+    problems: list[Problem] = field(default_factory=list)
+    roots: dict[str, list[str]] = field(default_factory=dict)  # source-defined roots, by kind
+    external: tuple[str, ...] = ()  # ids known to live outside the project (not missing)
+    digest: str = ""  # content digest of everything `assets` derive from (set by the collect stage)
+
+
+class AssetSource(Protocol):
+    """A project format. Implementations are module-level objects so they pickle by reference."""
+
+    name: str
+    version: int
+
+    def plan(self, files: list[FileEntry], options: dict) -> list[ParseUnit]:
+        """Split the file table into parse units (per repository, per level, per batch)."""
+
+    def parse(self, unit: ParseUnit, reader: Reader, options: dict) -> Any:
+        """Parse one unit's files (pure; reads only through `reader`); returns a picklable part."""
+
+    def assemble(self, root: str, files: list[FileEntry], parts: dict[str, Any],
+                 options: dict) -> SourceResult:
+        """Combine the parts (keyed by unit id) into assets, index and problems."""
+
+
+@dataclass
+class CookList:
+    """The dependency stage's output: what to cook, why, and what went wrong on the way."""
+
+    cooked: list[str]  # asset ids, in breadth-first discovery order (roots first)
+    chains: dict[str, tuple[str, ...]]  # id → the shortest chain from a root (root first, id last)
+    missing: dict[str, str]  # referenced id → reason, with its chain
+    ambiguous: dict[str, str]  # GUID with several items → reason
+    never_cook_refs: dict[str, str]  # never-cooked id that a root or reference reached → reason
+    cycles: list[list[str]]  # each cycle once, as a list of ids
+    roots: dict[str, list[str]]  # root kind ("maps", "startup", "always_cook", …) → ids
+    external: list[str] = field(default_factory=list)  # referenced ids outside the project
+    failure: str = ""  # non-empty: publish, then exit 1 (cook.fail_on_missing found missing refs)
+
+    def to_json(self) -> dict:
+        """The `orchestrate cooklist --format json` document."""
+        return {"cooked": list(self.cooked), "missing": dict(self.missing),
+                "ambiguous": dict(self.ambiguous), "never_cook_refs": dict(self.never_cook_refs),
+                "cycles": [list(c) for c in self.cycles], "external": list(self.external),
+                "roots": {k: list(v) for k, v in self.roots.items()},
+                "chains": {k: list(v) for k, v in self.chains.items()},
+                "failure": self.failure}

@@ -1,0 +1,80 @@
+"""The index of a Messiah project, typed exactly as the rule language's predefined sets expect.
+
+2.0 names live on `res_store`, 1.x names on `res_filter` (see spec/asset-project.md). All paths are
+absolute with `/`. The index is built once by the Messiah source and is read-only afterwards (it is
+put in Ray's object store once and shared by every rule unit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import NamedTuple
+
+from orchestrator.hashing import digest_value
+
+
+class MessiahResource(NamedTuple):
+    """One Item of a resource.repository."""
+
+    GUID: str
+    Package: str
+    Name: str
+    Type: str
+    Deps: tuple[str, ...]
+    Repository: str  # the repository's name (its folder name)
+    VirtualPath: str  # Package/Name
+    RepositoryFullPath: str  # absolute path of the resource.repository file
+
+
+class ResourceFile(NamedTuple):
+    """One resource folder found on disk."""
+
+    GUID: str
+    Repository: str
+    Type: str
+    Resource: str  # absolute path of the attribute file
+    Data: str | None
+    HDR: str | None
+    Source: str | None
+
+
+@dataclass
+class MessiahIndex:
+    """The predefined sets. Tuples are in the orders the spec fixes (sorted repository/folder paths)."""
+
+    root: str  # absolute project root, `/`-separated
+    res_in_repo: dict[str, tuple[MessiahResource, ...]] = field(default_factory=dict)
+    res_in_disk: dict[str, tuple[ResourceFile, ...]] = field(default_factory=dict)
+    res_virt_info: dict[str, tuple[MessiahResource, ...]] = field(default_factory=dict)
+    ilevels: frozenset[str] = frozenset()
+
+    # -- 1.x views ----------------------------------------------------------------------------
+    def all_res(self) -> dict[str, list[tuple]]:
+        """`res_filter.ALL_RES`: GUID → list of (Package, Name, Type, Deps list, repository path)."""
+        return {guid: [(r.Package, r.Name, r.Type, list(r.Deps), r.RepositoryFullPath) for r in items]
+                for guid, items in self.res_in_repo.items()}
+
+    def all_res_guid(self) -> dict[str, list[dict]]:
+        """`res_filter.ALL_RES_GUID`: GUID → list of {Resource, Data, HDR, Source}."""
+        return {guid: [{"Resource": f.Resource, "Data": f.Data, "HDR": f.HDR, "Source": f.Source}
+                       for f in files]
+                for guid, files in self.res_in_disk.items()}
+
+    def namespaces(self) -> tuple[SimpleNamespace, SimpleNamespace]:
+        """(res_store, res_filter) as the objects rules import (`import res_store`)."""
+        res_store = SimpleNamespace(res_in_repo=self.res_in_repo, res_in_disk=self.res_in_disk,
+                                    res_virt_info=self.res_virt_info, ilevels=set(self.ilevels))
+        all_used = set(self.ilevels)
+        res_filter = SimpleNamespace(ALL_RES=self.all_res(), ALL_RES_GUID=self.all_res_guid(),
+                                     ALL_USED_FILTER=all_used, ALL_USED_ILEVEL=set(all_used))
+        return res_store, res_filter
+
+    def digest(self) -> str:
+        """A digest of the whole index (rule units that use a predefined set key on it)."""
+        return digest_value({
+            "root": self.root,
+            "repo": sorted((g, [list(r) for r in rs]) for g, rs in self.res_in_repo.items()),
+            "disk": sorted((g, [list(f) for f in fs]) for g, fs in self.res_in_disk.items()),
+            "ilevels": sorted(self.ilevels),
+        })

@@ -1,0 +1,31 @@
+"""Shared fixtures: the ../shared folder (skipped with a reason when absent) and toy builds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+SHARED = TESTS.parents[1] / "shared"
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not (SHARED / "spec").is_dir():
+        pytest.skip(f"../shared is absent ({SHARED}); conformance data unavailable")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray with two workers for the whole session (started once: it costs seconds)."""
+    import os
+    import ray
+    if not ray.is_initialized():
+        path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield ray

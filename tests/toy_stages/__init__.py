@@ -1,0 +1,1 @@
+"""A toy pipeline for engine tests: count lines of text files, following `include` lines."""
