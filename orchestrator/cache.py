@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,12 +27,13 @@ from .errors import CacheCorrupt
 from .hashing import digest_bytes, digest_file
 
 _ENTRIES_PER_KEY = 4
+TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some behind
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary sibling and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name[-16:])
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=path.name[-16:])
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -77,7 +79,11 @@ class Cache:
     def put_blob(self, data: bytes) -> str:
         digest = digest_bytes(data)
         path = self._blob_path(digest)
-        if not path.exists():
+        try:  # an existing blob may be damaged: only a verified copy spares the write
+            intact = path.stat().st_size == len(data) and path.read_bytes() == data
+        except (FileNotFoundError, NotADirectoryError):
+            intact = False
+        if not intact:
             atomic_write(path, data)
         return digest
 
@@ -247,6 +253,8 @@ class StatCache:
                 st = os.stat(abspath)
             except (FileNotFoundError, NotADirectoryError):
                 return None
+        if not stat.S_ISREG(st.st_mode):  # a folder, FIFO or device is no file (as for Reader)
+            return None
         signature = (st.st_size, st.st_mtime_ns, st.st_ino)
         known = self.entries.get(relpath)
         if known is not None and known[:3] == signature:

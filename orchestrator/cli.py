@@ -119,7 +119,7 @@ def run_command(build_file, *, executor=None, workers=None, stages=None, explain
                          explain=explain, no_cache=no_cache, dry_run=dry_run,
                          keep_going=keep_going, progress=not quiet and log_format == "console")
     t0 = time.time()
-    with OutputLock(build.output_dir):
+    with OutputLock(build.output_dir, keep=(build.cache_dir,)):
         result = run_build(build, options, log)
     if profile:
         write_profile(profile, result.reports, t0)
@@ -261,3 +261,107 @@ def demo(dest, assets, executor) -> None:
     click.echo(f"generated {assets} resources under {dest}; building {demo_file}")
     code = run_command(str(demo_file), executor=executor)
     sys.exit(code)
+
+
+# -- queries over a built cook list ------------------------------------------------------------
+def run_quiet(build_file: str, stages: list[str], executor: str | None = None,
+              log_format: str = "console"):
+    """Run just the named stages (and what they need) without the summary; returns the run."""
+    from .lock import OutputLock
+    from .scheduler import RunOptions, run_build
+    log = _log(log_format)
+    build = _load(build_file, executor)
+    options = RunOptions(executor=build.config.executor.kind, stages=stages, progress=False)
+    with OutputLock(build.output_dir, keep=(build.cache_dir,)):
+        return build, run_build(build, options, log)
+
+
+@cli.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def cooklist(build_file, fmt) -> None:
+    """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
+    from stages.closure import cooklist_text
+    build, result = run_quiet(build_file, ["dependency"])
+    cooked = result.outputs["cooklist"]
+    if fmt == "json":
+        click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(cooklist_text(cooked), nl=False)
+    sys.exit(1 if build.config.cook.fail_on_missing and cooked.missing else 0)
+
+
+@cli.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.argument("asset")
+def why(build_file, asset) -> None:
+    """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
+    from stages.closure import why as why_answers, why_text
+    build, result = run_quiet(build_file, ["dependency"])
+    answers = why_answers(result.outputs["source"].assets, result.outputs["cooklist"], asset,
+                          build.section("cook"))
+    click.echo(why_text(answers), nl=False)
+
+
+@cli.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
+@click.option("--cooked-only", is_flag=True, help="Only assets in the cook list.")
+def graph(build_file, fmt, cooked_only) -> None:
+    """Export the asset reference graph (Graphviz DOT or JSON)."""
+    from stages.closure import graph_dot, graph_json
+    build, result = run_quiet(build_file, ["dependency"])
+    assets, cooked = result.outputs["source"].assets, result.outputs["cooklist"]
+    if fmt == "json":
+        click.echo(json.dumps(graph_json(assets, cooked, cooked_only), indent=2, ensure_ascii=False))
+    else:
+        click.echo(graph_dot(assets, cooked, cooked_only), nl=False)
+
+
+@cli.command()
+@click.argument("bundle", type=click.Path(dir_okay=False))
+@click.option("--extract", "entry", default=None, help="Entry id (or unique name) to extract.")
+@click.option("--to", "dest", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the extracted entry (default: stdout).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def inspect(bundle, entry, dest, fmt) -> None:
+    """List a bundle's entries, or extract one entry's payload."""
+    from stages.bundle_inspect import extract_entry, format_listing, inspect_bundle
+    if entry is not None:
+        if dest is None:
+            import tempfile
+            with tempfile.TemporaryDirectory() as tmp:
+                target = Path(tmp) / "entry"
+                extract_entry(bundle, entry, target)
+                sys.stdout.buffer.write(target.read_bytes())
+            return
+        found = extract_entry(bundle, entry, dest)
+        click.echo(f"extracted {found.id} ({found.size} bytes) to {dest}", err=True)
+        return
+    description = inspect_bundle(bundle)
+    if fmt == "json":
+        click.echo(json.dumps(description, indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_listing(description), nl=False)
+
+
+@cli.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text")
+@click.option("--output", "output", type=click.Path(dir_okay=False), default=None,
+              help="Write the report here instead of standard output.")
+@click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)
+def validate(build_file, fmt, output, executor) -> None:
+    """Check the project against the rule library; exit 1 if failures reach rules.fail_on."""
+    from stages.gates import build_verdict
+    from stages.rules.report import render
+    build, result = run_quiet(build_file, ["validate"], executor)
+    data = render(result.outputs["validation"], fmt)
+    if output:
+        from .cache import atomic_write
+        atomic_write(Path(output).resolve(), data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    verdict = build_verdict(build, {"validation": result.outputs["validation"]})
+    sys.exit(verdict.exit_code)

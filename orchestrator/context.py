@@ -71,7 +71,7 @@ class Context:
         if relpath not in self._digests:
             try:
                 self._digests[relpath] = self.stats.digest(relpath)
-            except PermissionError as exc:
+            except OSError as exc:  # exists but cannot be read (permissions, I/O error)
                 raise ProjectError(f"cannot read: {exc.strerror}",
                                    file=f"{self.root}/{relpath}") from None
         return self._digests[relpath]

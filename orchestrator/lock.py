@@ -1,4 +1,8 @@
-"""An exclusive lock on an output folder, so two runs never publish into it at once."""
+"""An exclusive lock on an output folder, so two runs never publish into it at once.
+
+Holding the lock also means no other run is writing into the folder, so temporary files left
+there by a run that was killed between a write and its rename are removed on entry.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import fcntl
 import os
 from pathlib import Path
 
+from .cache import TEMP_PREFIX
 from .errors import OutputLocked
 
 
 class OutputLock:
-    def __init__(self, output_dir: Path) -> None:
+    def __init__(self, output_dir: Path, keep: tuple[Path, ...] = ()) -> None:
         self.path = Path(output_dir) / "reports" / ".orchestrate.lock"
+        self._keep = {str(Path(p)) for p in keep}  # e.g. a cache folder inside the output
         self._fd: int | None = None
 
     def __enter__(self) -> "OutputLock":
@@ -27,7 +33,19 @@ class OutputLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"process {os.getpid()}".encode("ascii"))
         self._fd = fd
+        self._remove_partial_files()
         return self
+
+    def _remove_partial_files(self) -> None:
+        """Delete the temporary files (`atomic_write`'s `.tmp-*`) of runs that died mid-write."""
+        for dirpath, dirnames, names in os.walk(self.path.parent.parent):
+            dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in self._keep]
+            for name in names:
+                if name.startswith(TEMP_PREFIX):
+                    try:
+                        os.unlink(os.path.join(dirpath, name))
+                    except FileNotFoundError:
+                        pass
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:

@@ -10,9 +10,10 @@ else, so the driver can resend the unit with that file.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 
-from .errors import MissingInput
+from .errors import MissingInput, ProjectError
 from .hashing import digest_bytes
 
 
@@ -76,8 +77,24 @@ class Reader:
             return self._preloaded[relpath]
         if not self._disk:
             raise MissingInput(relpath)
-        try:
-            with open(self.abspath(relpath), "rb") as handle:
-                return handle.read()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return read_project_file(self.abspath(relpath))
+
+
+def read_project_file(abspath: str) -> bytes | None:
+    """A project file's bytes; None when it is absent or not a regular file (a folder, a FIFO:
+    opened without blocking); ProjectError naming it when it exists but cannot be read."""
+    try:
+        fd = os.open(abspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as exc:
+        raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
+    finally:
+        os.close(fd)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 import ray
 
+from ..reads import read_project_file
 from . import Finished, WorkItem, run_item, worker_label
 
 MIN_BATCH_UNITS = 16
@@ -131,11 +132,7 @@ class RayExecutor:
         return item
 
     def _read(self, relpath: str) -> bytes | None:
-        try:
-            with open(f"{self.root}/{relpath}", "rb") as handle:
-                return handle.read()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+        return read_project_file(f"{self.root}/{relpath}")
 
     def close(self) -> None:
         pass

@@ -1,0 +1,69 @@
+"""Stage `collect`: the file table and the asset source's view of the project.
+
+Parsing fans out over the source's parse units (per repository, per world/level, per batch of
+attribute files); each is cached by the content of the files it read, so editing one file
+re-parses only its unit. `finish` assembles the parts into assets and the rule index.
+"""
+
+from __future__ import annotations
+
+from orchestrator.hashing import digest_bytes
+from orchestrator.types import Plan, StageSpec, Unit
+
+from stages.closure import compile_globs
+from stages.sources import get_source, raise_on_fatal
+
+SPEC = StageSpec(name="collect", version=1, inputs=(), outputs=("files", "source"),
+                 config_keys=("project", "source", "collect"),
+                 description="walk the project; parse repositories, maps and attribute files")
+
+
+def project_files(ctx) -> list:
+    """The project's FileEntry list without the paths `collect.exclude` leaves out."""
+    excluded = compile_globs(ctx.section("collect").get("exclude") or [])
+    return [entry for entry in ctx.walk() if not excluded(entry.path)]
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    name = ctx.section("source")
+    source = get_source(name)
+    options = ctx.section("collect")
+    units = []
+    for unit in source.plan(project_files(ctx), options):
+        units.append(Unit(id=unit.id, payload=(name, unit, options),
+                          # The file list is key material: a file joining a batch must re-run it
+                          # even though the trace only records the files that were read.
+                          key={"source": name, "source_version": source.version,
+                               "kind": unit.kind, "files": list(unit.files)},
+                          files=unit.files, cost=max(1, len(unit.files))))
+    return Plan(units=units)
+
+
+def run(payload, shared, reader):
+    name, unit, options = payload
+    return get_source(name).parse(unit, reader, options)
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    name = ctx.section("source")
+    source = get_source(name)
+    options = ctx.section("collect")
+    entries = project_files(ctx)
+    files = {entry.path: ctx.file_digest(entry.path) for entry in entries}
+    parts = {unit_id: results[unit_id] for unit_id in results}
+    result = source.assemble(ctx.root, entries, parts, options)
+    raise_on_fatal(result.problems, bool(options.get("skip_broken")))
+    for problem in result.problems:
+        ctx.log.warning("collect.problem", kind=problem.kind, file=problem.file, line=problem.line,
+                        message=problem.message)
+    result.digest = _content_digest(name, source.version, options, files,
+                                    {unit_id: results.digest(unit_id) for unit_id in results})
+    return {"files": files, "source": result}
+
+
+def _content_digest(name: str, version: int, options: dict, files: dict, parts: dict) -> str:
+    """Everything the assets derive from, hashed without building a huge JSON document."""
+    lines = [f"{name}\0{version}\0{sorted(options.items())!r}"]
+    lines += [f"f\0{path}\0{digest}" for path, digest in files.items()]
+    lines += [f"p\0{unit_id}\0{parts[unit_id]}" for unit_id in sorted(parts)]
+    return digest_bytes("\n".join(lines).encode("utf-8"))

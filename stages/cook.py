@@ -1,0 +1,83 @@
+"""Stage `cook`: one unit per cooked asset; its payload comes from the cooker for its Type.
+
+The payload flows on by digest: `cooked[id]["digest"]` names the stored `CookedAsset`, which
+`write` reads back with `reader.blob`. The driver never loads payloads here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from orchestrator.errors import ProjectError
+from orchestrator.hashing import digest_bytes
+from orchestrator.types import Plan, StageSpec, Unit
+
+from .cookers import CookerSpec, cook_files, cooker_for
+
+# The cook section is not in config_keys on purpose: each unit keys on its own cooker, so editing
+# `cook.maps` (or one Type's cooker) does not re-cook every asset.
+SPEC = StageSpec(name="cook", version=1, inputs=("source", "cooklist"), outputs=("cooked",),
+                 description="each cooked asset's payload, by the cooker of its Type")
+
+
+class CookedAsset(NamedTuple):
+    """A unit's result: the payload with its size and BLAKE3 (so readers need not rehash)."""
+
+    content: str
+    size: int
+    data: bytes
+
+
+class CookJob(NamedTuple):
+    asset_id: str
+    folder: str  # file names inside the payload are relative to it
+    files: tuple[str, ...]
+    cooker: CookerSpec
+    platform: str
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    """One unit per cooked asset that the source knows, in cook-list order."""
+    assets = inputs["source"].assets
+    cookers = ctx.section("cook").get("cookers", {})
+    platform = ctx.section("platform")
+    specs: dict[str, CookerSpec] = {}
+    units = []
+    for asset_id in inputs["cooklist"].cooked:
+        asset = assets[asset_id]
+        spec = specs.get(asset.type) or specs.setdefault(asset.type,
+                                                         cooker_for(asset.type, cookers))
+        folder = asset.folders[0] if asset.folders else ""
+        job = CookJob(asset_id, folder, tuple(asset.files), spec, platform)
+        key = {"asset": asset_id, "folder": folder, "files": list(asset.files),
+               "cooker": spec.key(platform)}
+        units.append(Unit(id=asset_id, payload=job, key=key, files=job.files,
+                          cost=max(1, len(job.files))))
+    return Plan(units=units)
+
+
+def run(payload: CookJob, shared, reader) -> CookedAsset:
+    """Read the asset's files through the reader and cook them."""
+    files = {}
+    for relpath in payload.files:
+        try:
+            data = reader.read_bytes(relpath)
+        except FileNotFoundError:
+            raise ProjectError(f"file of asset {payload.asset_id} vanished during the build",
+                               file=relpath) from None
+        files[_inner_name(relpath, payload.folder)] = data
+    data = cook_files(payload.asset_id, files, payload.cooker, payload.platform)
+    return CookedAsset(digest_bytes(data), len(data), data)
+
+
+def _inner_name(relpath: str, folder: str) -> str:
+    prefix = folder.rstrip("/") + "/" if folder else ""
+    return relpath[len(prefix):] if prefix and relpath.startswith(prefix) else relpath
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    """`cooked`: asset id → {digest of the stored CookedAsset, Type}, in cook-list order."""
+    assets = inputs["source"].assets
+    return {"cooked": {asset_id: {"digest": results.digest(asset_id),
+                                  "type": assets[asset_id].type}
+                       for asset_id in inputs["cooklist"].cooked}}

@@ -1,0 +1,57 @@
+"""Stage `dependency`: the cook list — roots from the build file, closure, and its reports.
+
+The closure is fast (linear in assets and references), so it is one unit keyed on the content
+digest of the assets; `publish` writes `reports/cooklist.json`. With `cook.fail_on_missing` and
+something missing, the cook list's `failure` is set so the CLI exits 1 after publishing.
+"""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.types import Plan, StageSpec, Unit
+
+from stages.closure import assets_digest, compute_cooklist
+
+SPEC = StageSpec(name="dependency", version=1, inputs=("source",), outputs=("cooklist",),
+                 config_keys=("cook", "bundles"),
+                 description="cook roots and the dependency closure")
+
+REPORT = "reports/cooklist.json"
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    source = inputs["source"]
+    digest = source.digest or assets_digest(source.assets)
+    cook, bundles = _closure_config(ctx)
+    unit = Unit(id="closure", payload=(cook, bundles),
+                key={"assets": digest, "external": sorted(source.external),
+                     "source_roots": source.roots},
+                cost=max(1, len(source.assets)))
+    return Plan(units=[unit], shared=(source.assets, tuple(source.external), source.roots))
+
+
+def _closure_config(ctx) -> tuple[dict, dict]:
+    cook = {k: v for k, v in ctx.section("cook").items() if k != "cookers"}
+    bundles = ctx.section("bundles")
+    return cook, {"layout": bundles.get("layout") or []}
+
+
+def run(payload, shared, reader):
+    cook, bundles = payload
+    assets, external, source_roots = shared
+    return compute_cooklist(assets, cook, bundles, external, source_roots)
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    cooklist = results["closure"]
+    if cooklist.missing:
+        ctx.log.warning("dependency.missing", count=len(cooklist.missing),
+                        fail=bool(cooklist.failure))
+    return {"cooklist": cooklist}
+
+
+def publish(ctx, outputs: dict) -> None:
+    document = outputs["cooklist"].to_json()
+    data = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    ctx.publish_bytes(REPORT, data.encode("utf-8"))

@@ -1,0 +1,59 @@
+"""Stage `hash`: per bundle, the content hash (entries), the raw hash (file) and the file name.
+
+Both hashes are hex BLAKE3 (`orchestrator.hashing`). With `hash.append_hash: true` the file is
+named `<bundle>_<first 32 hex of the content hash>` (SBP's AppendBundleHash).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from orchestrator.hashing import digest_bytes
+from orchestrator.types import Plan, StageSpec, Unit
+
+from .bundle_format import content_hash, read_toc
+
+SPEC = StageSpec(name="hash", version=1, inputs=("archived",), outputs=("bundle_files",),
+                 config_keys=("hash",), description="content and raw hashes; hashed file names")
+
+HASH_SUFFIX_LEN = 32
+
+
+class BundleFile(NamedTuple):
+    """What the manifest says about one bundle's file; `blob` is the stored ArchivedBundle."""
+
+    name: str
+    file: str  # relative to the output folder, `/`-separated
+    size: int
+    crc32: int
+    content_hash: str
+    raw_hash: str
+    entries: int
+    blob: str
+
+
+def bundle_file_name(bundle: str, content: str, append_hash: bool) -> str:
+    return f"{bundle}_{content[:HASH_SUFFIX_LEN]}" if append_hash else bundle
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    append = bool(ctx.section("hash").get("append_hash", False))
+    units = [Unit(id=name, payload=(name, archived["digest"], append),
+                  key={"bundle": name, "archived": archived["digest"], "append_hash": append},
+                  blobs=(archived["digest"],))
+             for name, archived in inputs["archived"].items()]
+    return Plan(units=units)
+
+
+def run(payload, shared, reader) -> BundleFile:
+    name, digest, append = payload
+    archived = reader.blob(digest)
+    _, toc = read_toc(archived.data)
+    content = content_hash(toc)
+    return BundleFile(name, bundle_file_name(name, content, append), len(archived.data),
+                      archived.crc32, content, digest_bytes(archived.data), len(toc), digest)
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    """`bundle_files`: bundle → BundleFile (small records; the bytes stay in the store)."""
+    return {"bundle_files": {name: results[name] for name in inputs["archived"]}}

@@ -1,0 +1,110 @@
+"""Stage `manifest`: `manifest.json` and `staging.json`; its `publish` writes the whole output.
+
+The manifest lists every bundle (file, size, CRC32, hashes, assets, dependencies both ways),
+asset → bundles, the cook list and the build's metadata (platform, stage versions, tool version).
+The staging manifest splits what ships inside bundles (UFS, in Unreal's terms) from the loose
+files staged as they are (NonUFS). Neither holds time stamps or absolute paths.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import orchestrator
+from orchestrator.hashing import digest_value
+from orchestrator.types import Plan, StageSpec, Unit
+
+from .publishing import LINK_XML, MANIFEST, STAGING, publish_build
+
+SPEC = StageSpec(name="manifest", version=1,
+                 inputs=("cooklist", "cooked", "bundles", "archived", "bundle_files", "link_xml"),
+                 outputs=("manifest",), config_keys=("platform",),
+                 description="the build manifest and the staging manifest")
+
+FORMAT = 1
+
+
+class BuildOutput(NamedTuple):
+    """Everything `publish` puts in the output folder, in memory except the bundles' bytes."""
+
+    bundle_files: tuple  # hash.BundleFile records, sorted by bundle name
+    load: dict  # bundle name → () → its archived bytes (read from the store on demand)
+    loose: dict  # relpath → bytes (link.xml, staging.json)
+    manifest: bytes
+
+
+def stage_versions() -> dict[str, int]:
+    from orchestrator.graph import load_stages  # late: the graph imports every stage module
+    return {stage.name: stage.spec.version for stage in load_stages()}
+
+
+def manifest_document(packing, bundle_files: dict, cooklist, cooked: dict, platform: str,
+                      versions: dict[str, int]) -> dict:
+    """The manifest as JSON-able data (deterministic: sorted keys, cook-list order)."""
+    bundles = {}
+    for name, bundle in packing.bundles.items():
+        record = bundle_files[name]
+        bundles[name] = {"file": record.file, "size": record.size, "crc32": record.crc32,
+                         "content_hash": record.content_hash, "raw_hash": record.raw_hash,
+                         "kind": bundle.kind, "assets": list(bundle.assets),
+                         "explicit": list(bundle.explicit), "implicit": list(bundle.implicit),
+                         "dependencies": list(bundle.dependencies),
+                         "reverse_dependencies": list(bundle.reverse_dependencies),
+                         "used_by": list(bundle.used_by)}
+    return {
+        "format": FORMAT,
+        "build": {"platform": platform, "tool_version": orchestrator.__version__,
+                  "stage_versions": dict(sorted(versions.items())),
+                  "shared_dependencies": packing.policy},
+        "bundles": bundles,
+        "assets": {a: {"type": cooked[a]["type"], "bundles": list(names)}
+                   for a, names in packing.asset_bundles.items()},
+        "cooklist": [a for a in cooklist.cooked if a in cooked],
+        "missing": sorted(cooklist.missing),
+        "bundle_cycles": [list(c) for c in packing.cycles],
+        "loose_files": [LINK_XML, STAGING],
+    }
+
+
+def staging_document(bundle_files: dict) -> dict:
+    """UFS: the bundle files (and the bundle each is); NonUFS: loose files staged as they are."""
+    return {"format": FORMAT,
+            "ufs": [{"file": r.file, "bundle": r.name, "size": r.size, "raw_hash": r.raw_hash}
+                    for r in sorted(bundle_files.values(), key=lambda r: r.file)],
+            "non_ufs": sorted([LINK_XML, MANIFEST, STAGING])}
+
+
+def to_json_bytes(document: dict) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    document = manifest_document(inputs["bundles"], inputs["bundle_files"], inputs["cooklist"],
+                                 inputs["cooked"], ctx.section("platform"), stage_versions())
+    staging = staging_document(inputs["bundle_files"])
+    return Plan(units=[Unit(id="manifest", payload=(document, staging),
+                            key={"manifest": digest_value([document, staging])})])
+
+
+def run(payload, shared, reader) -> tuple[bytes, bytes]:
+    document, staging = payload
+    return to_json_bytes(document), to_json_bytes(staging)
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    manifest, staging = results["manifest"]
+    files = tuple(inputs["bundle_files"][name] for name in sorted(inputs["bundle_files"]))
+    load = {name: archived["load"] for name, archived in inputs["archived"].items()}
+    return {"manifest": BuildOutput(files, load, {LINK_XML: inputs["link_xml"], STAGING: staging},
+                                    manifest)}
+
+
+def publish(ctx, outputs: dict) -> None:
+    """Bundles first, then link.xml and staging.json, the manifest last, then stale removal."""
+    out: BuildOutput = outputs["manifest"]
+    done = publish_build(ctx, out.bundle_files, lambda name: out.load[name](), out.loose,
+                         out.manifest)
+    if getattr(ctx, "log", None) is not None:
+        ctx.log.info("manifest.published", written=len(done["written"]),
+                     removed=len(done["removed"]))

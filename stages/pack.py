@@ -1,0 +1,45 @@
+"""Stage `pack`: assign every cooked asset to bundles (one unit; the algorithm is `packing`)."""
+
+from __future__ import annotations
+
+from orchestrator.hashing import digest_value
+from orchestrator.types import Plan, StageSpec, Unit
+
+from .packing import Packing, pack
+
+SPEC = StageSpec(name="pack", version=1, inputs=("source", "cooklist", "cooked"),
+                 outputs=("bundles",), config_keys=("bundles",),
+                 description="bundle layout, shared dependencies, bundle dependency graph")
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    """One unit; its key covers the cooked assets' graph and the options it packs by."""
+    assets = inputs["source"].assets
+    cooked_ids = [a for a in inputs["cooklist"].cooked if a in inputs["cooked"]]
+    cooked = tuple(assets[a] for a in cooked_ids)
+    cook = ctx.section("cook")
+    bundles = ctx.section("bundles")
+    options = {"layout": bundles.get("layout", []),
+               "policy": bundles.get("shared_dependencies", "extract"),
+               "maps": list(cook.get("maps", [])),
+               "follow_soft": bool(cook.get("follow_soft_references", True))}
+    graph = [[a.id, a.kind, a.type, list(a.virtual_paths), list(a.folders), list(a.files),
+              [[r.target, r.strength] for r in a.refs], a.package, a.name] for a in cooked]
+    # Payload digests do not shape the packing, only which assets are cooked and how they refer
+    # to each other: a re-cooked asset does not re-pack.
+    key = {"graph": digest_value(graph), "options": options}
+    return Plan(units=[Unit(id="bundles", payload=(cooked, options), key=key)])
+
+
+def run(payload, shared, reader) -> Packing:
+    cooked, options = payload
+    return pack(cooked, options["layout"], options["maps"], options["policy"],
+                options["follow_soft"])
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    packing: Packing = results["bundles"]
+    if packing.cycles and getattr(ctx, "log", None) is not None:
+        for cycle in packing.cycles:
+            ctx.log.warning("pack.bundle_cycle", bundles=list(cycle))
+    return {"bundles": packing}

@@ -1,0 +1,304 @@
+"""Packing: which bundle holds each cooked asset, and how bundles depend on each other.
+
+1. Layout rules name *explicit* assets: `maps: all` gives one bundle per world of `cook.maps`
+   (the world and its levels; a level two worlds share stays with the first world listed), and
+   `include`/`exclude` globs select assets by virtual or project-relative path. One asset named
+   by two rules is a ConfigError naming both.
+2. From each bundle's explicit assets, the references the cook follows reach *implicit* assets
+   (a walk stops at explicit assets: they live in their own bundle). An implicit asset used by one
+   bundle joins it; used by several it is extracted to `shared/<hash of the users' names>` or
+   duplicated into each, per `shared_dependencies`.
+3. Cooked assets no bundle takes go to `default`; with `duplicate`, what they reach that is not
+   explicit anywhere is copied in too, with `extract` the default bundle depends on its holder.
+4. Dependencies: bundle A depends on B when an asset in A references an asset that B holds and A
+   does not. Reverse edges and cycles (strongly connected components) follow.
+
+Every list is ordered by the cook list (breadth-first from the roots) or by name: the same inputs
+always give the same bundles.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from orchestrator.errors import ConfigError
+from orchestrator.hashing import digest_bytes
+from stages.sources.base import HARD, LEVEL, WORLD, Asset
+
+from .path_glob import glob_match
+
+DEFAULT_BUNDLE = "default"
+SHARED_PREFIX = "shared/"
+TEMPLATE_FIELDS = ("stem", "package")
+RESERVED_NAMES = ("manifest.json", "staging.json", "link.xml", "reports")  # loose outputs
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    name: str
+    kind: str  # "layout" | "shared" | "default"
+    explicit: tuple[str, ...]
+    implicit: tuple[str, ...]
+    dependencies: tuple[str, ...] = ()
+    reverse_dependencies: tuple[str, ...] = ()
+    used_by: tuple[str, ...] = ()  # shared bundles: the bundles whose assets use it
+
+    @property
+    def assets(self) -> tuple[str, ...]:
+        return self.explicit + self.implicit
+
+
+@dataclass
+class Packing:
+    """Bundles by name (sorted), asset id → bundles holding it (cook order), bundle cycles."""
+
+    bundles: dict[str, Bundle]
+    asset_bundles: dict[str, tuple[str, ...]]
+    cycles: list[tuple[str, ...]] = field(default_factory=list)
+    policy: str = "extract"
+
+
+def pack(assets: Sequence[Asset], layout: Sequence[dict], maps: Sequence[str],
+         policy: str = "extract", follow_soft: bool = True) -> Packing:
+    """Pack the cooked `assets` (in cook-list order) per the build file's `bundles` section."""
+    if policy not in ("extract", "duplicate"):
+        raise ConfigError(f"unknown policy {policy!r} (extract | duplicate)",
+                          key="bundles.shared_dependencies")
+    cooked = {a.id: a for a in assets}
+    rank = {asset_id: i for i, asset_id in enumerate(cooked)}
+    edges = {a.id: _followed(a, cooked, follow_soft) for a in assets}
+
+    explicit = _explicit_assets(cooked, layout, maps)  # bundle → ids
+    owner = {a: name for name, ids in explicit.items() for a in ids}
+    users: dict[str, list[str]] = {}
+    for name in sorted(explicit):
+        for asset_id in _reach(explicit[name], edges, stop=owner):
+            users.setdefault(asset_id, []).append(name)
+
+    holders: dict[str, list[str]] = {a: [b] for a, b in owner.items()}
+    implicit: dict[str, list[str]] = {name: [] for name in explicit}
+    used_by: dict[str, tuple[str, ...]] = {}
+    for asset_id in sorted(users, key=rank.__getitem__):
+        names = users[asset_id]
+        if len(names) > 1 and policy == "extract":
+            shared = shared_bundle_name(names)
+            used_by[shared] = tuple(sorted(names))
+            names = [shared]
+        for name in names:
+            implicit.setdefault(name, []).append(asset_id)
+        holders[asset_id] = names
+
+    leftovers = [a for a in cooked if a not in holders]
+    if leftovers:
+        implicit.setdefault(DEFAULT_BUNDLE, [])
+        explicit.setdefault(DEFAULT_BUNDLE, [])
+        taken = set(leftovers) if policy == "extract" else set(_reach(leftovers, edges, owner))
+        for asset_id in sorted(taken | set(leftovers), key=rank.__getitem__):
+            if DEFAULT_BUNDLE not in holders.setdefault(asset_id, []):
+                holders[asset_id].append(DEFAULT_BUNDLE)
+                implicit[DEFAULT_BUNDLE].append(asset_id)
+
+    contents = {name: explicit.get(name, []) + implicit.get(name, [])
+                for name in set(explicit) | set(implicit)}
+    # A reference to an asset the bundle holds itself (a duplicate copy included) is no edge.
+    forward = {name: sorted({h for a in ids for t in edges[a] if name not in holders[t]
+                             for h in holders[t]})
+               for name, ids in contents.items()}
+    reverse: dict[str, list[str]] = {name: [] for name in contents}
+    for name in sorted(forward):
+        for dep in forward[name]:
+            reverse[dep].append(name)
+    _check_output_names(contents)
+    bundles = {}
+    for name in sorted(contents):
+        kind = ("shared" if name in used_by else
+                "default" if name == DEFAULT_BUNDLE and name not in owner.values() else "layout")
+        bundles[name] = Bundle(name, kind, tuple(explicit.get(name, ())),
+                               tuple(implicit.get(name, ())), tuple(forward[name]),
+                               tuple(reverse[name]), used_by.get(name, ()))
+    asset_bundles = {a: tuple(sorted(holders[a])) for a in cooked}
+    return Packing(bundles, asset_bundles, bundle_cycles(forward), policy)
+
+
+def shared_bundle_name(users: Sequence[str]) -> str:
+    """`shared/` + the first 16 hex of BLAKE3 over the users' sorted names, one per line."""
+    return SHARED_PREFIX + digest_bytes("\n".join(sorted(users)).encode("utf-8"))[:16]
+
+
+def _followed(asset: Asset, cooked: dict[str, Asset], follow_soft: bool) -> tuple[str, ...]:
+    """The cooked targets of the references the cook follows, in file order, once each."""
+    seen: dict[str, None] = {}
+    for ref in asset.refs:
+        if ref.target in cooked and ref.target != asset.id and (follow_soft or ref.strength == HARD):
+            seen.setdefault(ref.target)
+    return tuple(seen)
+
+
+def _reach(starts: Sequence[str], edges: dict[str, tuple[str, ...]], stop: dict) -> list[str]:
+    """Assets reachable from `starts` (excluded), not entering any asset in `stop`."""
+    seen = set(starts)
+    queue, found = list(starts), []
+    while queue:
+        nxt = []
+        for asset_id in queue:
+            for target in edges[asset_id]:
+                if target not in seen and target not in stop:
+                    seen.add(target)
+                    found.append(target)
+                    nxt.append(target)
+        queue = nxt
+    return found
+
+
+# -- the layout rules -------------------------------------------------------------------------
+def _explicit_assets(cooked: dict[str, Asset], layout: Sequence[dict],
+                     maps: Sequence[str]) -> dict[str, list[str]]:
+    """Bundle name → explicit asset ids (rule order, then cook order); checks conflicts."""
+    bundles: dict[str, list[str]] = {}
+    named_by: dict[str, tuple[int, str]] = {}  # asset → (rule index, bundle)
+    for index, rule in enumerate(layout):
+        where = f"bundles.layout[{index}]"
+        template = rule.get("name", "")
+        _check_template(template, where)
+        picks = []  # (bundle name, asset id)
+        if rule.get("maps") == "all":
+            for world in maps:
+                asset = cooked.get(world)
+                if asset is None or asset.kind != WORLD:
+                    continue
+                name = render_name(template, asset, where)
+                levels = [t.target for t in asset.refs
+                          if t.target in cooked and cooked[t.target].kind == LEVEL]
+                picks += [(name, world)] + [(name, level) for level in levels]
+        include, exclude = rule.get("include") or [], rule.get("exclude") or []
+        if include:
+            for asset in cooked.values():
+                paths = asset_paths(asset)
+                if any(glob_match(g, p) for g in include for p in paths) and \
+                        not any(glob_match(g, p) for g in exclude for p in paths):
+                    picks.append((render_name(template, asset, where), asset.id))
+        if rule.get("maps") != "all" and not include:
+            raise ConfigError(f"layout rule {template!r} names no assets: give `maps: all` or "
+                              f"`include` globs", key=where)
+        for name, asset_id in picks:
+            if asset_id in named_by:
+                first, first_bundle = named_by[asset_id]
+                if first != index:
+                    raise ConfigError(
+                        f"asset {asset_id} is named by two layout rules: bundles.layout[{first}]"
+                        f" ({layout[first].get('name')!r}) and {where} ({template!r})", key=where)
+                continue  # a level two worlds share: it stays with the first
+            named_by[asset_id] = (index, name)
+            bundles.setdefault(name, []).append(asset_id)
+    return bundles
+
+
+def asset_paths(asset: Asset) -> list[str]:
+    """What layout globs match: virtual paths, then project-relative folders and files."""
+    paths = list(asset.virtual_paths) + list(asset.folders) + list(asset.files)
+    return paths if asset.kind == "resource" else [asset.id, *paths]
+
+
+def render_name(template: str, asset: Asset, where: str) -> str:
+    """A bundle name from its template: `{stem}` (file or item name without extension) and
+    `{package}` (the asset's Package, slashes kept; a map's folder)."""
+    base = asset.name or posixpath.basename(asset.id)
+    stem = posixpath.splitext(base)[0] if asset.kind in (WORLD, LEVEL) else base
+    package = asset.package or posixpath.dirname(asset.id)
+    name = template.format(stem=stem, package=package)
+    check_bundle_name(name, where)
+    return name
+
+
+def _check_template(template: str, where: str) -> None:
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ConfigError(f"bad bundle name template {template!r}: {exc}", key=where) from None
+    unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
+    if unknown:
+        raise ConfigError(f"bundle name template {template!r} uses {unknown}; the fields are "
+                          f"{{stem}} and {{package}}", key=f"{where}.name")
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def check_bundle_name(name: str, where: str = "bundles.layout") -> None:
+    """Bundle names become paths in the output folder: refuse any that could leave it."""
+    problem = None
+    if not name:
+        problem = "is empty"
+    elif name.startswith("/"):
+        problem = "starts with /"
+    elif "\\" in name:
+        problem = "contains a backslash"
+    elif _DRIVE.match(name) or ":" in name:
+        problem = "contains a drive letter or colon"
+    elif any(part in ("", ".", "..") for part in name.split("/")):
+        problem = "has an empty, . or .. segment"
+    elif "\0" in name:
+        problem = "contains a NUL"
+    elif name.split("/")[0] in RESERVED_NAMES:
+        problem = "is reserved for the build's loose files"
+    if problem:
+        raise ConfigError(f"unsafe bundle name {name!r}: it {problem}", key=where)
+
+
+def _check_output_names(contents: dict[str, list[str]]) -> None:
+    """A bundle named like another bundle's folder (`a` and `a/b`) cannot both be files."""
+    names = set(contents)
+    for name in sorted(names):
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in names:
+                raise ConfigError(f"bundle {folder!r} would also be the folder of bundle "
+                                  f"{name!r}", key="bundles.layout")
+
+
+# -- the bundle graph -------------------------------------------------------------------------
+def bundle_cycles(forward: dict[str, list[str]]) -> list[tuple[str, ...]]:
+    """Strongly connected components of more than one bundle (Tarjan, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles = []
+    for root in sorted(forward):
+        if root in index:
+            continue
+        work = [(root, iter(forward[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(forward.get(child, ()))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(tuple(sorted(component)))
+    return sorted(cycles)

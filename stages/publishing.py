@@ -1,0 +1,115 @@
+"""Putting the build into the output folder safely: bundles, then loose files, manifest last.
+
+A reader of the output folder never sees a half-written file (temporary file, then rename) nor a
+manifest naming a file that is not there yet (bundles go first, `manifest.json` last); files of
+bundles that disappeared are removed only once the new manifest is in place. An unchanged file is
+not rewritten, so it keeps its time stamp. Nothing is written or removed outside the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.cache import atomic_write
+from orchestrator.errors import ProjectError
+from orchestrator.hashing import digest_bytes, digest_file
+
+MANIFEST = "manifest.json"
+STAGING = "staging.json"
+LINK_XML = "link.xml"
+
+
+def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
+    """The absolute path of an output file; ProjectError if `relpath` could leave the folder."""
+    parts = relpath.split("/")
+    if (not relpath or relpath.startswith("/") or "\\" in relpath or ":" in relpath
+            or any(p in ("", ".", "..") for p in parts)):
+        raise ProjectError(f"refusing to write outside the output folder: {relpath!r}")
+    base = Path(output_dir).resolve()
+    target = base.joinpath(*parts)
+    # A symlinked folder inside the output could still point elsewhere: resolve what exists.
+    if not target.parent.resolve().is_relative_to(base):
+        raise ProjectError(f"refusing to write through a link out of the output folder: "
+                           f"{relpath!r}")
+    return target
+
+
+def file_matches(path: Path, size: int, raw_hash: str) -> bool:
+    """Whether `path` already holds exactly these bytes (size first: cheap)."""
+    try:
+        return path.is_file() and path.stat().st_size == size and digest_file(str(path)) == raw_hash
+    except OSError:
+        return False
+
+
+def write_if_changed(output_dir: str | os.PathLike, relpath: str, data: bytes) -> bool:
+    """Atomically write `data` unless the file already holds it; True if it was written.
+
+    The engine's `ctx.publish_bytes` has this contract; this is the reference implementation.
+    """
+    target = output_path(output_dir, relpath)
+    if file_matches(target, len(data), digest_bytes(data)):
+        return False
+    atomic_write(target, data)
+    return True
+
+
+def previous_bundle_files(output_dir: str | os.PathLike) -> list[str]:
+    """The bundle files the manifest now in the folder names ([] if none or unreadable)."""
+    try:
+        document = json.loads(Path(output_dir, MANIFEST).read_bytes())
+        return sorted({b["file"] for b in document["bundles"].values()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+def remove_stale(output_dir: str | os.PathLike, previous: list[str], keep: set[str]) -> list[str]:
+    """Remove files the previous manifest named and the new one does not, and folders they
+    leave empty; only ever inside the output folder. Returns what was removed."""
+    base = Path(output_dir).resolve()
+    removed = []
+    for relpath in previous:
+        if relpath in keep or relpath in (MANIFEST, STAGING, LINK_XML):
+            continue
+        try:
+            target = output_path(base, relpath)
+        except ProjectError:
+            continue  # a tampered manifest must not make us delete anything else
+        if target.is_file() and not target.is_symlink():
+            target.unlink()
+            removed.append(relpath)
+            folder = target.parent
+            while folder != base and folder.is_relative_to(base) and not any(folder.iterdir()):
+                folder.rmdir()
+                folder = folder.parent
+    return removed
+
+
+def publish_build(ctx, bundle_files, load: Callable[[str], bytes], loose: dict[str, bytes],
+                  manifest: bytes) -> dict:
+    """Publish in the safe order: bundles, loose files, manifest, then remove stale bundles.
+
+    `bundle_files` are `hash.BundleFile` records; `load(bundle name)` fetches a bundle's bytes
+    from the store, called only when its file is missing or differs. Uses `ctx.output_dir` and
+    `ctx.publish_bytes(relpath, data)` (atomic, unchanged files left alone).
+    """
+    output_dir = ctx.output_dir
+    previous = previous_bundle_files(output_dir)
+    written = []
+    for record in sorted(bundle_files, key=lambda r: r.file):
+        if file_matches(output_path(output_dir, record.file), record.size, record.raw_hash):
+            continue
+        data = load(record.name)
+        if digest_bytes(data) != record.raw_hash:
+            raise ProjectError(f"stored bytes of bundle {record.name} do not match its hash")
+        ctx.publish_bytes(record.file, data)
+        written.append(record.file)
+    for relpath in sorted(loose):
+        output_path(output_dir, relpath)
+        ctx.publish_bytes(relpath, loose[relpath])
+    ctx.publish_bytes(MANIFEST, manifest)
+    removed = remove_stale(output_dir, previous, {r.file for r in bundle_files})
+    return {"written": written, "removed": removed}

@@ -1,0 +1,375 @@
+"""Checking source files against compiled rules.
+
+The unit of work is one project file F: `check_file` parses F once, runs every rule whose rpath
+selected it, and parses each subxpath target P once for all the rules that reach it. Results are
+keyed by rule digest (not position), so a cached result stays right when rules are reordered.
+
+`plan_files` decides which rules apply to which files (driver side, before any project file is
+read); `validate_project` runs the whole thing in-process without the build engine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from lxml import etree
+
+from orchestrator.errors import MissingInput
+from orchestrator.reads import Reader, to_posix
+
+from . import registry
+from .conditions import Verdict, check, lines_of
+from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view
+from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
+from .paths import DocumentError, element_label
+from .sandbox import CustomCodeTimeout, custom_namespace, expression_globals, time_limit
+
+
+class Failure(NamedTuple):
+    """One failing (rule, source, via): values as JSON-able data, their lines, a message."""
+
+    source: str
+    via: str | None
+    errors: tuple
+    lines: tuple
+    message: str | None
+
+
+class RuleOutcome(NamedTuple):
+    """What one rule found in one unit: every (source, via) it checked, and the failures."""
+
+    digest: str
+    checked: tuple[tuple[str, str | None], ...]
+    failures: tuple[Failure, ...]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Read-only data every unit of a run shares (sent to workers once)."""
+
+    rules: tuple[CompiledRule, ...]
+    index: Any
+    index_digest: str
+    root: str  # the driver's absolute project root: the index's paths are under it
+    timeout: float | None = 30.0
+
+
+class _Stop(Exception):
+    """A source fails as a whole (parse failure, misbehaving filter): errors [] and a message."""
+
+
+class _Absent(Exception):
+    """A file named by a value does not exist (subxpath drops such values)."""
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+def plan_files(ruleset: RuleSet, root: str, relpaths, index: Any) -> dict[str, list[int]]:
+    """Project-relative path → positions (into `ruleset.rules`) of the rules that check it."""
+    relpaths = list(relpaths)
+    known = set(relpaths)
+    absolute = [f"{root}/{rel}" for rel in relpaths]
+    selected: dict[str, list[int]] = {}
+    by_pattern: dict[tuple, list[int]] = {}
+    for i, rule in enumerate(ruleset.rules):
+        if rule.rpath is not None:
+            key = (rule.rpath.pattern, rule.rpath.flags,
+                   rule.not_rpath.pattern if rule.not_rpath is not None else None)
+            by_pattern.setdefault(key, []).append(i)
+        else:
+            view = index_view(index, ruleset.index_digest, root)
+            for path in sorted(view.container(rule.rpath_set)):
+                path = to_posix(path)
+                rel = path[len(root) + 1:] if path.startswith(root + "/") else None
+                if rel in known and not (rule.not_rpath and rule.not_rpath.search(path)):
+                    selected.setdefault(rel, []).append(i)
+    for positions in by_pattern.values():
+        first = ruleset.rules[positions[0]]
+        search, exclude = first.rpath.search, first.not_rpath
+        for rel, path in zip(relpaths, absolute):
+            if search(path) and not (exclude is not None and exclude.search(path)):
+                selected.setdefault(rel, []).extend(positions)
+    return {rel: sorted(selected[rel]) for rel in sorted(selected)}
+
+
+# -- one unit ------------------------------------------------------------------------------------
+
+class _Documents:
+    """Parsed files of one unit; the unit's own file is kept, targets are parsed on demand."""
+
+    def __init__(self, ctx: EvalContext) -> None:
+        self.ctx = ctx
+
+    def load(self, relpath: str) -> tuple[Any, Any]:
+        """(language, document), or raise _Stop with a message naming the file and line."""
+        language = registry.language_for(relpath)
+        try:
+            data = self.ctx.reader.read_bytes(relpath)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise _Absent(relpath) from None
+        try:
+            return language, language.parse(data, relpath)
+        except DocumentError as exc:
+            where = f"{relpath}:{exc.line}" if exc.line else relpath
+            raise _Stop(f"{where}: {exc.message}") from None
+        except Exception as exc:  # a plug-in language's own parse error
+            line = getattr(exc, "line", None) or getattr(exc, "lineno", None)
+            where = f"{relpath}:{line}" if line else relpath
+            raise _Stop(f"{where}: cannot parse as {language.name}: {exc}") from None
+
+
+class _ConditionEnv:
+    """What conditions see of the run for one (rule, source)."""
+
+    __slots__ = ("rule", "ctx", "filepath", "timeout", "_globals")
+
+    def __init__(self, rule: CompiledRule, ctx: EvalContext, filepath: str) -> None:
+        self.rule = rule
+        self.ctx = ctx
+        self.filepath = filepath
+        self.timeout = ctx.timeout
+        self._globals = None
+
+    def container(self, set_name: str):
+        return self.ctx.view.container(set_name)
+
+    def expression_globals(self) -> dict:
+        if self._globals is None:
+            self._globals = expression_globals(self.ctx.view.namespaces())
+        return self._globals
+
+    def custom(self, name: str):
+        return _custom_function(self.rule, self.ctx, name)
+
+    def call_check(self, ref, data: list, condition: list):
+        function, accepts_context = registry.check_callable(ref.target)
+        if accepts_context:
+            return function(data=data, filepath=self.filepath, condition=condition,
+                            context=self.ctx)
+        return function(data=data, filepath=self.filepath, condition=condition)
+
+
+def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str):
+    namespace = custom_namespace(rule.code_key, rule.func_str, rule.label, ctx.view.key,
+                                 ctx.view.namespaces, ctx.timeout)
+    return namespace[name]
+
+
+def _extract(ref: PathRef, language: Any, document: Any, relpath: str) -> tuple[list, list]:
+    if language is registry.XML:
+        if ref.xml is None:
+            raise _Stop(f"{relpath}: the expression {ref.text!r} is not valid for XML files: "
+                        f"{ref.xml_error}")
+        return registry.XML.evaluate(ref.xml, document)
+    if language.name not in ref.languages:
+        raise _Stop(f"{relpath}: the expression {ref.text!r} is not valid for {language.name} files")
+    try:
+        values, lines = language.evaluate(registry.compiled_query(language, ref.text), document)
+    except Exception as exc:
+        raise _Stop(f"{relpath}: evaluating {ref.text!r} failed: {exc}") from None
+    return list(values), list(lines)
+
+
+def _apply_filter(ref: FilterRef, values: list, lines: list, rule: CompiledRule,
+                  ctx: EvalContext, filepath: str) -> tuple[list, list]:
+    if ref.kind == "regex":
+        search = ref.pattern.search
+        keep = [i for i, value in enumerate(values) if search(str(value))]
+        return [values[i] for i in keep], [lines[i] for i in keep]
+    if ref.kind == "predefined":
+        return PREDEFINED_FUNCTIONS[ref.name][0](values, lines, ctx)
+    try:
+        function = _custom_function(rule, ctx, ref.name)
+        with time_limit(ctx.timeout):
+            result = function(data=list(values), filepath=filepath)
+    except CustomCodeTimeout as exc:
+        raise _Stop(f"filter {ref.text}: {exc}") from None
+    except Exception as exc:
+        raise _Stop(f"filter {ref.text} raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(result, (list, tuple)):
+        raise _Stop(f"filter {ref.text} returned {type(result).__name__}, not a list")
+    result = list(result)
+    return result, lines_of(result, values, lines)
+
+
+def _drop(pattern, values: list, lines: list) -> tuple[list, list]:
+    if pattern is None:
+        return values, lines
+    keep = [i for i, value in enumerate(values) if not pattern.search(str(value))]
+    return [values[i] for i in keep], [lines[i] for i in keep]
+
+
+class _RuleRun:
+    """Collects one rule's checked sources and failures within a unit."""
+
+    __slots__ = ("rule", "checked", "failures")
+
+    def __init__(self, rule: CompiledRule) -> None:
+        self.rule = rule
+        self.checked: list[tuple[str, str | None]] = []
+        self.failures: list[Failure] = []
+
+    def record(self, source: str, via: str | None, verdict: Verdict) -> None:
+        self.checked.append((source, via))
+        if verdict.failed:
+            self.failures.append(Failure(source, via, tuple(to_json_value(v) for v in verdict.errors),
+                                         tuple(verdict.lines), verdict.message))
+
+    def stop(self, source: str, via: str | None, message: str) -> None:
+        self.record(source, via, Verdict(True, [], [], message))
+
+    def outcome(self) -> RuleOutcome:
+        return RuleOutcome(self.rule.digest, tuple(self.checked), tuple(self.failures))
+
+
+def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
+    """Check one file against `rules`; returns a tuple of RuleOutcome (one per rule digest)."""
+    view = index_view(shared.index, shared.index_digest, shared.root)
+    ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
+    documents = _Documents(ctx)
+    runs: dict[str, _RuleRun] = {}
+    for rule in rules:
+        runs.setdefault(rule.digest, _RuleRun(rule))
+    try:
+        language, document = documents.load(relpath)
+    except (_Stop, _Absent) as stop:
+        message = str(stop) if isinstance(stop, _Stop) else f"{relpath}: cannot read the file"
+        for run in runs.values():
+            run.stop(relpath, None, message)
+        return tuple(run.outcome() for run in runs.values())
+    filepath = ctx.abspath(relpath)
+    targets: dict[str, list[tuple[_RuleRun, str]]] = {}
+    for run in runs.values():
+        rule = run.rule
+        try:
+            values, lines = _values_of(rule.xpath, rule.filter, rule.not_filter, rule, ctx,
+                                       language, document, relpath, filepath)
+        except _Stop as stop:
+            run.stop(relpath, None, str(stop))
+            continue
+        if rule.subxpath is None:
+            run.record(relpath, None, _check(rule, values, lines, ctx, filepath))
+            continue
+        for target in _file_targets(values, ctx):
+            targets.setdefault(target, []).append((run, relpath))
+    for target, waiting in targets.items():
+        _check_target(target, waiting, documents, ctx,
+                      (language, document) if target == relpath else None)
+    return tuple(run.outcome() for run in runs.values())
+
+
+def _values_of(path: PathRef, filter_ref: FilterRef | None, not_filter, rule: CompiledRule,
+               ctx: EvalContext, language: Any, document: Any, relpath: str,
+               filepath: str) -> tuple[list, list]:
+    values, lines = _extract(path, language, document, relpath)
+    if filter_ref is not None:
+        values, lines = _apply_filter(filter_ref, values, lines, rule, ctx, filepath)
+    return _drop(not_filter, values, lines)
+
+
+def _check(rule: CompiledRule, values: list, lines: list, ctx: EvalContext,
+           filepath: str) -> Verdict:
+    try:
+        return check(rule.condition, values, lines, _ConditionEnv(rule, ctx, filepath))
+    except CustomCodeTimeout as exc:
+        return Verdict(True, [], [], str(exc))
+    except MissingInput:  # control flow: the executor resends the unit with the file
+        raise
+    except Exception as exc:  # a failure of the engine itself must not stop the other rules
+        return Verdict(True, [], [], f"checking failed: {type(exc).__name__}: {exc}")
+
+
+def _file_targets(values: list, ctx: EvalContext) -> list[str]:
+    """The distinct project files named by string values, in order of first naming (whether
+    they exist is found out when they are read: absent ones are dropped then)."""
+    found: dict[str, None] = {}
+    for value in values:
+        if isinstance(value, str) and value:
+            rel = ctx.relpath(value)
+            if rel is not None:
+                found.setdefault(rel)
+    return list(found)
+
+
+def _check_target(target: str, waiting: list, documents: _Documents, ctx: EvalContext,
+                  loaded: tuple | None) -> None:
+    try:
+        language, document = loaded or documents.load(target)
+    except _Absent:  # a value naming no existing file leaves the flow (the read is traced)
+        return
+    except _Stop as stop:
+        for run, via in waiting:
+            run.stop(target, via, str(stop))
+        return
+    filepath = ctx.abspath(target)
+    for run, via in waiting:
+        rule = run.rule
+        try:
+            values, lines = _values_of(rule.subxpath, rule.subfilter, None, rule, ctx, language,
+                                       document, target, filepath)
+        except _Stop as stop:
+            run.stop(target, via, str(stop))
+            continue
+        run.record(target, via, _check(rule, values, lines, ctx, filepath))
+
+
+def to_json_value(value: Any) -> Any:
+    """A failing value as the report writes it (elements as "<Tag> line N")."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, etree._Element):
+        return element_label(value)
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((to_json_value(v) for v in value), key=repr)
+    return str(value)
+
+
+# -- without the build engine --------------------------------------------------------------------
+
+def walk_files(root: str) -> list[str]:
+    """Every file under `root` (hidden ones included; links to folders not followed), sorted."""
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        rel_folder = to_posix(os.path.relpath(folder, root))
+        prefix = "" if rel_folder == "." else rel_folder + "/"
+        found.extend(prefix + name for name in files
+                     if os.path.isfile(os.path.join(folder, name)))
+    return sorted(found)
+
+
+def prepare(root: str, rule_files, index: Any, *, allow_custom_code: bool = True,
+            timeout: float | None = 30.0) -> tuple[RuleSet, Shared]:
+    root = to_posix(os.path.abspath(root))
+    ruleset = load_rules(rule_files, index=index, root=root,
+                         allow_custom_code=allow_custom_code, timeout=timeout)
+    shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, root, timeout)
+    return ruleset, shared
+
+
+def validate_project(root: str, rule_files, index: Any, files=None, allow_custom_code: bool = True,
+                     timeout: float | None = 30.0) -> dict:
+    """Check a project in this process; returns the JSON document (spec/rules.md)."""
+    from .report import build_document
+
+    ruleset, shared = prepare(root, rule_files, index, allow_custom_code=allow_custom_code,
+                              timeout=timeout)
+    relpaths = walk_files(shared.root) if files is None else sorted(files)
+    plan = plan_files(ruleset, shared.root, relpaths, index)
+    results = []
+    for relpath, positions in plan.items():
+        rules = [shared.rules[i] for i in positions]
+        results.append(check_file(relpath, rules, shared, Reader(shared.root)))
+    return build_document(ruleset, results)
+
+
+__all__ = ["Failure", "RuleOutcome", "Shared", "check_file", "plan_files", "prepare",
+           "validate_project", "walk_files", "to_json_value"]

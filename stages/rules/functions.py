@@ -1,0 +1,188 @@
+"""The predefined sets and functions of the rule language, over a project's index.
+
+Rules name them `artfunc_res_store.res_in_disk`, `artfunc_res_filter.guidToResourcePath`, …
+(spec/rules.md "Predefined sets and functions"; the sets themselves are defined in
+spec/asset-project.md and built by the Messiah source as a `MessiahIndex`).
+
+Everything a unit needs at run time comes through an `EvalContext`: the index view (built once
+per process and index), the project root, and file reads that go through the unit's recording
+`Reader`, so files a function reads enter the unit's cache key.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from lxml import etree
+
+from .paths import DocumentError, node_text, parse_xml
+
+GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def is_guid(value: Any) -> bool:
+    return isinstance(value, str) and GUID_RE.fullmatch(value) is not None
+
+
+# name → (MessiahIndex attribute whose keys/members answer `d in S`, is a set of file paths).
+# The 1.x dicts (ALL_RES, ALL_RES_GUID) have exactly the keys of their 2.0 counterparts, so
+# membership is answered without building the 1.x views.
+PREDEFINED_SETS: dict[str, tuple[str, bool]] = {
+    "res_store.res_in_repo": ("res_in_repo", False),
+    "res_store.res_in_disk": ("res_in_disk", False),
+    "res_store.res_virt_info": ("res_virt_info", False),
+    "res_store.ilevels": ("ilevels", True),
+    "res_filter.ALL_RES": ("res_in_repo", False),
+    "res_filter.ALL_RES_GUID": ("res_in_disk", False),
+    "res_filter.ALL_USED_FILTER": ("ilevels", True),
+    "res_filter.ALL_USED_ILEVEL": ("ilevels", True),
+}
+
+INDEX_MODULES = ("res_store", "res_filter")
+
+
+def index_is_available(index: Any) -> bool:
+    """Whether `index` offers the predefined sets (a MessiahIndex or anything shaped like one)."""
+    return all(hasattr(index, name) for name in
+               ("res_in_repo", "res_in_disk", "res_virt_info", "ilevels", "namespaces"))
+
+
+class IndexView:
+    """Read-only views of one index, built lazily and shared by every rule in a process."""
+
+    def __init__(self, index: Any, root: str, key: str = "") -> None:
+        self.key = key  # identifies the index in per-process caches (custom code namespaces)
+        self.index = index
+        self.root = root
+        self.available = index_is_available(index)
+        self._namespaces: tuple | None = None
+        self._by_resource_path: dict[str, Any] | None = None
+
+    def container(self, set_name: str):
+        """The dict or set answering `d in S` for a predefined set (empty without an index)."""
+        attribute, _ = PREDEFINED_SETS[set_name]
+        return getattr(self.index, attribute) if self.available else frozenset()
+
+    def namespaces(self) -> tuple[Any, Any]:
+        """(res_store, res_filter), the objects `import res_store` / `import res_filter` give."""
+        if self._namespaces is None:
+            if self.available:
+                self._namespaces = self.index.namespaces()
+            else:
+                from types import SimpleNamespace
+                self._namespaces = (
+                    SimpleNamespace(res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()),
+                    SimpleNamespace(ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(),
+                                    ALL_USED_ILEVEL=set()))
+        return self._namespaces
+
+    def resource_files(self, guid: Any) -> tuple:
+        if not self.available or not isinstance(guid, str):
+            return ()
+        return self.index.res_in_disk.get(guid, ())
+
+    def resource_file_at(self, path: str):
+        """The ResourceFile whose attribute file is `path` (absolute), or None."""
+        if self._by_resource_path is None:
+            self._by_resource_path = {}
+            if self.available:
+                for files in self.index.res_in_disk.values():
+                    for entry in files:
+                        self._by_resource_path.setdefault(entry.Resource, entry)
+        return self._by_resource_path.get(path)
+
+
+_VIEWS: dict[str, IndexView] = {}
+
+
+def index_view(index: Any, index_digest: str, root: str) -> IndexView:
+    """The process-wide view of an index (the last few kept; workers see one index per build)."""
+    key = f"{index_digest}:{root}"
+    view = _VIEWS.get(key)
+    if view is None:
+        if len(_VIEWS) >= 2:
+            _VIEWS.pop(next(iter(_VIEWS)))
+        view = _VIEWS[key] = IndexView(index, root, key)
+    return view
+
+
+@dataclass
+class EvalContext:
+    """What functions and checks may use while checking one unit."""
+
+    root: str  # absolute project root, `/`
+    view: IndexView
+    reader: Any  # orchestrator.reads.Reader (records every read)
+    timeout: float = 0.0
+
+    def relpath(self, path: str) -> str | None:
+        """Project-relative form of an absolute or root-relative path; None outside the root."""
+        path = path.replace("\\", "/")
+        if not path.startswith("/") and not re.match(r"[A-Za-z]:/", path):
+            path = f"{self.root}/{path}"
+        path = posixpath.normpath(path)
+        prefix = self.root.rstrip("/") + "/"
+        if not path.startswith(prefix):
+            return None
+        return path[len(prefix):] or None
+
+    def abspath(self, relpath: str) -> str:
+        return f"{self.root}/{relpath}"
+
+    def read(self, path: str) -> bytes | None:
+        """Bytes of a project file named absolutely or relative to the root (traced), else None."""
+        relpath = self.relpath(path)
+        if relpath is None:
+            return None
+        try:
+            return self.reader.read_bytes(relpath)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+
+# -- built-in filter functions -------------------------------------------------------------------
+# Each takes (values, lines, ctx) and returns (values, lines); a function that transforms values
+# has no lines to give (None), one that only keeps values keeps their lines.
+
+def guid_to_resource_path(values: list, lines: list, ctx: EvalContext) -> tuple[list, list]:
+    """Each GUID → the absolute paths of its attribute files, in order; unknown GUIDs dropped."""
+    out = [entry.Resource for value in values for entry in ctx.view.resource_files(value)]
+    return out, [None] * len(out)
+
+
+def resources_in_ilevel(values: list, lines: list, ctx: EvalContext) -> tuple[list, list]:
+    """Each .ilevel path → every GUID-shaped element text in it (document order, repeats kept)."""
+    out: list[str] = []
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        data = ctx.read(value)
+        if data is None:
+            continue
+        try:
+            root = parse_xml(data)
+        except DocumentError:
+            continue
+        for element in root.iter(etree.Element):
+            text = node_text(element)
+            if GUID_RE.fullmatch(text):
+                out.append(text)
+    return out, [None] * len(out)
+
+
+def valid_guid(values: list, lines: list, ctx: EvalContext) -> tuple[list, list]:
+    """Keep the GUID-shaped strings."""
+    keep = [i for i, value in enumerate(values) if is_guid(value)]
+    return [values[i] for i in keep], [lines[i] for i in keep]
+
+
+# name → (function, needs the index)
+PREDEFINED_FUNCTIONS: dict[str, tuple[Callable, bool]] = {
+    "res_filter.guidToRealPath": (guid_to_resource_path, True),
+    "res_filter.guidToResourcePath": (guid_to_resource_path, True),
+    "res_filter.getResourcesInILevel": (resources_in_ilevel, False),
+    "res_filter.validGUID": (valid_guid, False),
+}

@@ -1,0 +1,343 @@
+"""Reading rule files and compiling each rule, before any project file is read.
+
+`load_rules(...)` returns a `RuleSet`: the runnable `CompiledRule`s (frozen, picklable: regexes,
+compiled XML queries, and the *source* of custom code, which workers compile on first use), and
+what could not run — `rule_errors`, `skipped`, `warnings` — exactly as the report lists them.
+A rule file that is not YAML, or not a list/mapping of rules, raises `RuleFileError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import RuleFileError
+from orchestrator.hashing import digest_value
+
+from . import registry
+from .conditions import Condition, ConditionError, compile_condition
+from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS, index_is_available
+from .paths import PathSyntaxError, XmlQuery
+from .sandbox import CustomCodeTimeout, names_used, remember_namespace, run_func_str
+
+# Bump when a change to the engine can change what a rule reports (it enters every rule digest).
+ENGINE_VERSION = 1
+
+FIELDS = ("name", "description", "id", "severity", "enabled", "rpath", "not_rpath", "xpath",
+          "filter", "not_filter", "subxpath", "subfilter", "condition", "func_str")
+REQUIRED = ("rpath", "xpath", "condition")
+DISPLAY_FIELDS = ("name", "description", "id", "severity", "enabled")
+SEVERITIES = {"error": "error", "warning": "warning", "info": "info",
+              "严重": "error", "一般": "warning", "提示": "info"}
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+
+
+@dataclass(frozen=True)
+class FilterRef:
+    """A `filter`/`subfilter`: a regex, a predefined function, or a func_str function."""
+
+    kind: str  # "regex" | "predefined" | "custom"
+    text: str
+    pattern: re.Pattern | None = None
+    name: str | None = None  # the function's name (without artfunc_)
+
+
+@dataclass(frozen=True)
+class PathRef:
+    """An `xpath`/`subxpath`: its XML compiled form, and the plug-in languages that accept it."""
+
+    text: str
+    xml: XmlQuery | None
+    xml_error: str | None
+    languages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    position: int  # 1-based, over every rule read
+    label: str  # id, else name
+    severity: str  # error | warning | info
+    digest: str  # what the rule checks (display fields excluded): keys results
+    rpath: re.Pattern | None
+    rpath_set: str | None  # a predefined set of file paths, e.g. "res_store.ilevels"
+    not_rpath: re.Pattern | None
+    xpath: PathRef
+    filter: FilterRef | None
+    not_filter: re.Pattern | None
+    subxpath: PathRef | None
+    subfilter: FilterRef | None
+    condition: Condition
+    func_str: str | None
+    uses_index: bool
+    code_key: str = ""  # keys this rule's func_str namespace in each process
+    name: str = ""
+    file: str = ""
+
+
+@dataclass
+class RuleSet:
+    rules: list[CompiledRule]
+    total: int  # every rule read, rule errors and skipped ones included
+    rule_errors: list[dict] = field(default_factory=list)  # {"rule", "message"}
+    skipped: list[dict] = field(default_factory=list)  # {"rule", "reason"}
+    warnings: list[dict] = field(default_factory=list)  # {"rule", "message"}
+    index_digest: str = "none"
+
+    @property
+    def uses_custom_code(self) -> bool:
+        return any(rule.func_str for rule in self.rules)
+
+
+class _RuleProblem(Exception):
+    pass
+
+
+# -- reading files -------------------------------------------------------------------------------
+
+def read_rule_file(path: str | Path) -> list[tuple[str | None, Any, int]]:
+    """The rules of one file as (id from a mapping key, raw rule, line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise RuleFileError("rule file not found", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(f"cannot read the rule file: {exc}", file=str(path)) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RuleFileError(f"not valid YAML: {problem}", file=str(path),
+                            line=mark.line + 1 if mark is not None else None) from None
+    if data is None:
+        return []
+    if isinstance(data, list):
+        lines = [item.start_mark.line + 1 for item in node.value]
+        return [(None, raw, line) for raw, line in zip(data, lines)]
+    if isinstance(data, dict):
+        lines = [value.start_mark.line + 1 for _, value in node.value]
+        return [(str(key), raw, line) for (key, raw), line in zip(data.items(), lines)]
+    raise RuleFileError("expected a list of rules or a mapping id: rule", file=str(path),
+                        line=node.start_mark.line + 1 if node is not None else 1)
+
+
+# -- compiling -----------------------------------------------------------------------------------
+
+def load_rules(rule_files, *, index: Any = None, index_digest: str | None = None, root: str = "",
+               allow_custom_code: bool = True, timeout: float | None = 30.0) -> RuleSet:
+    """Read every rule file and compile its rules (func_str code runs here, once)."""
+    from .functions import index_view
+
+    available = index_is_available(index)
+    if index_digest is None:
+        index_digest = index.digest() if available else "none"
+    view = index_view(index, index_digest, root)
+    ruleset = RuleSet([], 0, index_digest=index_digest)
+    for path in rule_files:
+        for key_id, raw, line in read_rule_file(path):
+            ruleset.total += 1
+            _compile_one(ruleset, key_id, raw, ruleset.total, f"{Path(path).name}:{line}",
+                         view=view, allow_custom_code=allow_custom_code, timeout=timeout)
+    return ruleset
+
+
+def _label(key_id: str | None, raw: dict, position: int) -> str | None:
+    for candidate in (key_id, raw.get("id"), raw.get("name")):
+        if candidate is not None and str(candidate).strip():
+            return str(candidate)
+    return None
+
+
+def _compile_one(ruleset: RuleSet, key_id, raw, position: int, where: str, *, view,
+                 allow_custom_code: bool, timeout) -> None:
+    if not isinstance(raw, dict):
+        label = key_id or f"#{position}"
+        ruleset.rule_errors.append({"rule": label, "message": f"{where}: a rule must be a mapping"})
+        return
+    label = _label(key_id, raw, position)
+    if label is None:
+        ruleset.rule_errors.append({"rule": f"#{position}",
+                                    "message": f"{where}: the rule has neither id nor name"})
+        return
+    enabled = raw.get("enabled", True)
+    if enabled is False:
+        ruleset.skipped.append({"rule": label, "reason": "disabled (enabled: false)"})
+        return
+    if raw.get("func_str") is not None and not allow_custom_code:
+        ruleset.skipped.append({"rule": label, "reason": "rules.allow_custom_code is false"})
+        return
+    try:
+        rule, warnings = _compile_fields(raw, label, position, where, view, timeout)
+    except _RuleProblem as exc:
+        ruleset.rule_errors.append({"rule": label, "message": str(exc)})
+        return
+    ruleset.rules.append(rule)
+    ruleset.warnings.extend({"rule": label, "message": message} for message in warnings)
+
+
+def _compile_fields(raw: dict, label: str, position: int, where: str, view,
+                    timeout) -> tuple[CompiledRule, list[str]]:
+    problems: list[str] = []
+    unknown = [key for key in raw if key not in FIELDS]
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), FIELDS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        problems.append(f"unknown field '{key}'{hint}")
+    if "enabled" in raw and not isinstance(raw["enabled"], bool):
+        problems.append(f"enabled must be true or false, not {raw['enabled']!r}")
+    for key in REQUIRED:
+        if raw.get(key) is None:
+            problems.append(f"required field '{key}' is missing" if key not in raw
+                            else f"required field '{key}' is null")
+    for key in ("rpath", "not_rpath", "xpath", "filter", "not_filter", "subxpath", "subfilter",
+                "func_str"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            problems.append(f"{key} must be a string, not {type(raw[key]).__name__}")
+    severity = SEVERITIES.get(str(raw.get("severity") or "error").strip().lower())
+    if severity is None:
+        problems.append(f"unknown severity {raw.get('severity')!r} (error, warning, info, "
+                        "严重, 一般, 提示)")
+    if raw.get("subfilter") is not None and raw.get("subxpath") is None:
+        problems.append("subfilter without subxpath")
+    if problems:
+        raise _RuleProblem(f"{where}: " + "; ".join(problems))
+
+    available = view.available
+    custom_names: frozenset[str] = frozenset()
+    func_str = raw.get("func_str")
+    uses_index = False
+    digest = code_key = _rule_digest(raw)
+    if func_str is not None:
+        custom_names, uses_index = _run_custom_code(func_str, label, code_key, view, timeout)
+    rpath, rpath_set = _compile_rpath(raw["rpath"], available)
+    not_rpath = _regex("not_rpath", raw.get("not_rpath"))
+    xpath = _compile_path("xpath", raw["xpath"])
+    subxpath = _compile_path("subxpath", raw["subxpath"]) if raw.get("subxpath") is not None else None
+    filter_ref = _compile_filter("filter", raw.get("filter"), custom_names, available)
+    subfilter = _compile_filter("subfilter", raw.get("subfilter"), custom_names, available)
+    not_filter = _regex("not_filter", raw.get("not_filter"))
+    try:
+        condition = compile_condition(raw["condition"], custom_names=custom_names,
+                                      index_available=available)
+    except ConditionError as exc:
+        raise _RuleProblem(f"condition: {exc}") from None
+    uses_index = (uses_index or rpath_set is not None or condition.uses_index
+                  or any(ref is not None and ref.kind == "predefined"
+                         and PREDEFINED_FUNCTIONS[ref.name][1] for ref in (filter_ref, subfilter)))
+    if condition.check is not None:  # a plug-in's own version decides its results too
+        digest = digest_value([digest, condition.check.target, condition.check.version])
+    warnings = [f"{key}: & and | mixed without precedence (evaluated left to right)"
+                for key, ref in (("xpath", xpath), ("subxpath", subxpath))
+                if ref is not None and ref.xml is not None and ref.xml.mixes_and_or]
+    rule = CompiledRule(position, label, severity, digest, rpath, rpath_set, not_rpath, xpath,
+                        filter_ref, not_filter, subxpath, subfilter, condition, func_str,
+                        uses_index, code_key=code_key, name=str(raw.get("name") or ""),
+                        file=where)
+    return rule, warnings
+
+
+def _rule_digest(raw: dict) -> str:
+    checked = {key: _jsonable(value) for key, value in raw.items() if key not in DISPLAY_FIELDS}
+    return digest_value({"engine": ENGINE_VERSION, "rule": checked})
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def _run_custom_code(source: str, label: str, digest: str, view,
+                     timeout) -> tuple[frozenset[str], bool]:
+    try:
+        uses_index = bool(names_used(source) & set(INDEX_MODULES))
+    except SyntaxError as exc:
+        raise _RuleProblem(f"func_str does not compile: {exc.msg} (line {exc.lineno})") from None
+    if uses_index and not view.available:
+        raise _RuleProblem("func_str uses res_store/res_filter, which need a Messiah project index")
+    try:
+        namespace = run_func_str(source, label, view.namespaces(), timeout)
+    except SyntaxError as exc:
+        raise _RuleProblem(f"func_str does not compile: {exc.msg} (line {exc.lineno})") from None
+    except CustomCodeTimeout as exc:
+        raise _RuleProblem(f"func_str: {exc}") from None
+    except Exception as exc:
+        raise _RuleProblem(f"func_str raised {type(exc).__name__}: {exc}") from None
+    remember_namespace(digest, view.key, namespace)
+    names = frozenset(name for name, value in namespace.items()
+                      if callable(value) and not name.startswith("__"))
+    return names, uses_index
+
+
+def _regex(key: str, text: str | None) -> re.Pattern | None:
+    if text is None:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise _RuleProblem(f"{key}: {exc}") from None
+
+
+def _compile_rpath(text: str, index_available: bool) -> tuple[re.Pattern | None, str | None]:
+    if text.startswith("artfunc_"):
+        name = text[len("artfunc_"):]
+        if name not in PREDEFINED_SETS:
+            raise _RuleProblem(f"rpath: unknown predefined set {text!r}")
+        if not PREDEFINED_SETS[name][1]:
+            raise _RuleProblem(f"rpath: {text!r} is not a set of file paths")
+        if not index_available:
+            raise _RuleProblem(f"rpath: {text!r}: predefined sets need a Messiah project index")
+        return None, name
+    return _regex("rpath", text), None
+
+
+def _compile_path(key: str, text: str) -> PathRef:
+    try:
+        xml, xml_error = registry.XML.compile(text), None
+    except PathSyntaxError as exc:
+        xml, xml_error = None, str(exc)
+    accepted = []
+    for name, language in registry.path_languages().items():
+        if language is registry.XML:
+            continue
+        try:
+            registry.compiled_query(language, text)
+        except Exception:  # a plug-in rejects the expression in its own way
+            continue
+        accepted.append(name)
+    if xml is None and not accepted:
+        raise _RuleProblem(f"{key}: {xml_error} (in {text!r})")
+    return PathRef(text, xml, xml_error, tuple(accepted))
+
+
+def _compile_filter(key: str, text: str | None, custom_names: frozenset[str],
+                    index_available: bool) -> FilterRef | None:
+    if text is None:
+        return None
+    if text.startswith("artfunc_"):
+        name = text[len("artfunc_"):]
+        if name in PREDEFINED_FUNCTIONS:
+            if PREDEFINED_FUNCTIONS[name][1] and not index_available:
+                raise _RuleProblem(f"{key}: {text!r} needs a Messiah project index")
+            return FilterRef("predefined", text, name=name)
+        if name in custom_names:
+            return FilterRef("custom", text, name=name)
+        if name in PREDEFINED_SETS:
+            raise _RuleProblem(f"{key}: {text!r} is a set, not a function")
+        raise _RuleProblem(f"{key}: {text!r} does not resolve to a predefined function or a "
+                           "function of this rule's func_str")
+    return FilterRef("regex", text, pattern=_regex(key, text))

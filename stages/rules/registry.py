@@ -1,0 +1,151 @@
+"""Plug-in points of the rule engine, found through Python entry points.
+
+- `orchestrate.checks`: built-in checks (`messiah_condfunc.NAME`, `condfunc.NAME`,
+  `g83_runner.NAME`), name → callable `(data, filepath, condition[, context])` returning the
+  failing values. The three shipped ones are also known without the package installed.
+- `orchestrate.path_languages`: path languages for other file types, name → object implementing
+  `PathLanguage`. XML is built in and is the language of every file no plug-in claims.
+
+Compiled rules refer to plug-ins by name and "module:attribute" target (picklable); workers
+resolve them on first use and keep them for the process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
+
+from . import paths
+
+CHECK_GROUP = "orchestrate.checks"
+LANGUAGE_GROUP = "orchestrate.path_languages"
+
+BUILTIN_CHECKS = {
+    "srcTexConflict": "stages.rules.builtins:src_tex_conflict",
+    "rigidbody_deps": "stages.rules.builtins:rigidbody_deps",
+    "compressed_src_tex": "stages.rules.builtins:compressed_src_tex",
+}
+CHECK_PREFIXES = ("messiah_condfunc.", "condfunc.", "g83_runner.")
+
+
+class CheckRef(NamedTuple):
+    """A registered check: its name, where it lives, and its distribution's version (for keys)."""
+
+    name: str
+    target: str  # "module:attribute"
+    version: str
+
+
+def load_target(target: str) -> Any:
+    module_name, _, attribute = target.partition(":")
+    value = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@lru_cache(maxsize=None)
+def available_checks() -> dict[str, CheckRef]:
+    """Every check name → CheckRef: the shipped ones, overridden by installed entry points."""
+    found = {name: CheckRef(name, target, "") for name, target in BUILTIN_CHECKS.items()}
+    for ep in entry_points(group=CHECK_GROUP):
+        version = ep.dist.version if ep.dist is not None else ""
+        found[ep.name] = CheckRef(ep.name, ep.value, version)
+    return found
+
+
+@lru_cache(maxsize=None)
+def check_callable(target: str) -> tuple[Callable, bool]:
+    """(function, whether it accepts a `context` keyword)."""
+    function = load_target(target)
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return function, False
+    accepts = any(p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD
+                  for p in parameters)
+    return function, accepts
+
+
+# -- path languages ------------------------------------------------------------------------------
+
+@runtime_checkable
+class PathLanguage(Protocol):
+    """A path language for one family of files (a Unity YAML flavour registers one later).
+
+    `parse` raises on content it cannot read (an exception with a `line`/`lineno` attribute gives
+    the failure its line); `compile` raises ValueError on an expression it does not accept;
+    `evaluate` returns (values, lines) — `lines[i]` is the 1-based line of `values[i]` or None.
+    The compiled query need not pickle: rules keep the expression and compile it per process.
+    """
+
+    name: str
+    suffixes: tuple[str, ...]  # lower-case file-name endings it claims, e.g. (".prefab", ".unity")
+
+    def parse(self, data: bytes, relpath: str) -> Any: ...
+
+    def compile(self, expr: str) -> Any: ...
+
+    def evaluate(self, query: Any, document: Any) -> tuple[list, list]: ...
+
+
+class XmlDocument(NamedTuple):
+    """A parsed XML file and the selections rules already made in it (shared between rules)."""
+
+    root: Any
+    memo: dict
+
+
+class XmlLanguage:
+    """The built-in language: ArtEase's XML path language (stages/rules/paths.py)."""
+
+    name = "xml"
+    suffixes: tuple[str, ...] = ()
+
+    def parse(self, data: bytes, relpath: str) -> XmlDocument:
+        return XmlDocument(paths.parse_xml(data, relpath), {})
+
+    def compile(self, expr: str) -> Any:
+        return paths.compile_xml_path(expr)
+
+    def evaluate(self, query: Any, document: XmlDocument) -> tuple[list, list]:
+        return paths.evaluate(query, document.root, document.memo)
+
+
+XML = XmlLanguage()
+
+
+@lru_cache(maxsize=None)
+def path_languages() -> dict[str, Any]:
+    """Registered languages by name (XML first, then plug-ins sorted by name)."""
+    found: dict[str, Any] = {XML.name: XML}
+    for ep in sorted(entry_points(group=LANGUAGE_GROUP), key=lambda e: e.name):
+        language = ep.load()
+        if isinstance(language, type):
+            language = language()
+        found[getattr(language, "name", ep.name)] = language
+    return found
+
+
+def language_for(relpath: str) -> Any:
+    """The language of a file: the plug-in whose suffix its name ends with, else XML."""
+    lowered = relpath.lower()
+    for language in path_languages().values():
+        if any(lowered.endswith(suffix) for suffix in getattr(language, "suffixes", ())):
+            return language
+    return XML
+
+
+_QUERIES: dict[tuple[str, str], Any] = {}
+
+
+def compiled_query(language: Any, expr: str) -> Any:
+    """A language's compiled form of an expression, cached per process."""
+    key = (language.name, expr)
+    query = _QUERIES.get(key)
+    if query is None:
+        query = _QUERIES[key] = language.compile(expr)
+    return query

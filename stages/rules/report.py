@@ -1,0 +1,180 @@
+"""The validation results: the JSON document (spec/rules.md "The results, as a machine reads
+them"), exit gating, and the JSON / JUnit XML / text renderings."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Iterable
+
+from lxml import etree
+
+from .loader import SEVERITY_RANK, RuleSet
+
+SCHEMA_VERSION = 1
+FORMATS = ("json", "junit", "text")
+
+
+def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
+    """Assemble unit results (tuples of RuleOutcome) into the document, deterministically sorted.
+
+    Failures come in rule order, then by source and via. The pairs each rule checked are kept
+    under the private key "_checked" (the JUnit report needs them); `public(doc)` drops it.
+    """
+    checked_by_digest: dict[str, list] = defaultdict(list)
+    failures_by_digest: dict[str, list] = defaultdict(list)
+    for outcomes in unit_results:
+        for outcome in outcomes:
+            checked_by_digest[outcome.digest].extend(outcome.checked)
+            failures_by_digest[outcome.digest].extend(outcome.failures)
+    failures, checked, sources_checked = [], [], 0
+    for rule in ruleset.rules:
+        pairs = sorted(checked_by_digest.get(rule.digest, ()), key=_source_key)
+        sources_checked += len(pairs)
+        checked.extend([rule.label, source, via] for source, via in pairs)
+        for failure in sorted(failures_by_digest.get(rule.digest, ()), key=_source_key):
+            failures.append({"rule": rule.label, "severity": rule.severity,
+                             "source": failure.source, "via": failure.via,
+                             "errors": list(failure.errors), "lines": list(failure.lines),
+                             "message": failure.message})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "rules": ruleset.total,
+        "sources_checked": sources_checked,
+        "failures": failures,
+        "rule_errors": [dict(e) for e in ruleset.rule_errors],
+        "skipped": [dict(s) for s in ruleset.skipped],
+        "warnings": [dict(w) for w in ruleset.warnings],
+        "_checked": checked,
+    }
+
+
+def _source_key(item) -> tuple:
+    return (item[0], item[1] or "")
+
+
+def public(document: dict) -> dict:
+    """The document as published (without the private keys)."""
+    return {key: value for key, value in document.items() if not key.startswith("_")}
+
+
+# -- gating --------------------------------------------------------------------------------------
+
+def highest_severity(document: dict) -> str | None:
+    """The most severe failure (rule errors count as `error`), or None when nothing failed."""
+    severities = [f["severity"] for f in document["failures"]]
+    if document["rule_errors"]:
+        severities.append("error")
+    return max(severities, key=SEVERITY_RANK.__getitem__) if severities else None
+
+
+def gate_fails(document: dict, fail_on: str) -> bool:
+    """Whether `rules.fail_on` (error | warning | info | never) fails the build."""
+    worst = highest_severity(document)
+    if fail_on == "never" or worst is None:
+        return False
+    return SEVERITY_RANK[worst] >= SEVERITY_RANK[fail_on]
+
+
+# -- renderings ----------------------------------------------------------------------------------
+
+def render(document: dict, fmt: str) -> bytes:
+    """The document in one of FORMATS, as UTF-8 bytes."""
+    if fmt == "json":
+        return render_json(document)
+    if fmt == "junit":
+        return render_junit(document)
+    if fmt == "text":
+        return render_text(document)
+    raise ValueError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+
+
+def render_json(document: dict) -> bytes:
+    return (json.dumps(public(document), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+
+
+def _where(failure: dict) -> str:
+    lines = [line for line in failure["lines"] if line is not None]
+    where = failure["source"] + (f":{lines[0]}" if len(set(lines)) == 1 else "")
+    return where + (f" (via {failure['via']})" if failure["via"] else "")
+
+
+def _value_lines(failure: dict) -> list[str]:
+    out = []
+    for value, line in zip(failure["errors"], failure["lines"]):
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out.append(f"{failure['source']}:{line}: {shown}" if line is not None else
+                   f"{failure['source']}: {shown}")
+    return out
+
+
+def render_junit(document: dict) -> bytes:
+    """One testsuite per rule; a testcase per (rule, source, via) checked; rule errors as errors,
+    skipped rules as skipped testcases."""
+    failures_at = {(f["rule"], f["source"], f["via"]): f for f in document["failures"]}
+    suites: dict[str, dict] = {}  # rule → (source, via) pairs, in order (dict as ordered set)
+    for rule, source, via in document.get("_checked", []):
+        suites.setdefault(rule, {})[(source, via)] = None
+    for failure in document["failures"]:  # also when "_checked" was dropped
+        suites.setdefault(failure["rule"], {}).setdefault((failure["source"], failure["via"]))
+    root = etree.Element("testsuites", name="orchestrate validate")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for rule, pairs in suites.items():
+        suite = etree.SubElement(root, "testsuite", name=rule)
+        counts = {"tests": len(pairs), "failures": 0, "errors": 0, "skipped": 0}
+        for source, via in pairs:
+            case = etree.SubElement(suite, "testcase", classname=rule,
+                                    name=source + (f" (via {via})" if via else ""))
+            failure = failures_at.get((rule, source, via))
+            if failure is not None:
+                counts["failures"] += 1
+                message = failure["message"] or f"{len(failure['errors'])} failing value(s)"
+                node = etree.SubElement(case, "failure", type=failure["severity"], message=message)
+                node.text = "\n".join(_value_lines(failure)) or message
+        _set_counts(suite, counts, totals)
+    for kind, entries, key in (("errors", document["rule_errors"], "message"),
+                               ("skipped", document["skipped"], "reason")):
+        for entry in entries:
+            suite = etree.SubElement(root, "testsuite", name=entry["rule"])
+            case = etree.SubElement(suite, "testcase", classname=entry["rule"], name="(rule)")
+            etree.SubElement(case, "error" if kind == "errors" else "skipped",
+                             message=entry[key])
+            _set_counts(suite, {"tests": 1, "failures": 0, "errors": int(kind == "errors"),
+                                "skipped": int(kind == "skipped")}, totals)
+    for name, count in totals.items():
+        root.set(name, str(count))
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+
+
+def _set_counts(suite, counts: dict, totals: dict) -> None:
+    for name, count in counts.items():
+        suite.set(name, str(count))
+        totals[name] += count
+
+
+def render_text(document: dict) -> bytes:
+    """Failures grouped by rule, one line per failing value with file and line."""
+    out: list[str] = []
+    by_rule: dict[str, list] = {}
+    for failure in document["failures"]:
+        by_rule.setdefault(failure["rule"], []).append(failure)
+    for rule, failures in by_rule.items():
+        out.append(f"{rule} [{failures[0]['severity']}]: {len(failures)} failing source(s)")
+        for failure in failures:
+            via = f" (via {failure['via']})" if failure["via"] else ""
+            if failure["message"]:
+                out.append(f"  {_where(failure)}: {failure['message']}")
+            if not failure["errors"] and not failure["message"]:
+                out.append(f"  {failure['source']}{via}: fails (no values)")
+            for line in _value_lines(failure):
+                out.append(f"  {line}{via}")
+    for title, entries, key in (("rule errors", document["rule_errors"], "message"),
+                                ("skipped", document["skipped"], "reason"),
+                                ("warnings", document["warnings"], "message")):
+        if entries:
+            out.append(f"{title}:")
+            out.extend(f"  {entry['rule']}: {entry[key]}" for entry in entries)
+    out.append(f"{document['rules']} rule(s), {document['sources_checked']} source(s) checked, "
+               f"{len(document['failures'])} failure(s), {len(document['rule_errors'])} rule "
+               f"error(s)")
+    return ("\n".join(out) + "\n").encode("utf-8")

@@ -1,0 +1,448 @@
+"""The Messiah asset source: resource.repository files, resource folders, worlds and levels.
+
+Collecting fans out over parse units — one per repository, one per world or level, and batches of
+attribute files — each a pure function of the files it reads, so the engine caches it by content.
+`assemble` then builds, in the driver, the typed index the rules read (`MessiahIndex`, exactly as
+spec/asset-project.md types it) and the source-agnostic `Asset`s the other stages see.
+
+`build_index(root)` and `collect_project(root, options)` run the same three steps in-process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import posixpath
+import re
+from typing import NamedTuple
+
+from lxml import etree
+
+from orchestrator.hashing import digest_bytes
+from orchestrator.reads import Reader, to_posix
+
+from . import raise_on_fatal
+from .base import (HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
+                   SourceResult)
+from .messiah_index import MessiahIndex, MessiahResource, ResourceFile
+
+REPOSITORY_FILE = "resource.repository"
+# Attribute file and payload names, in the order the spec prefers them.
+ATTRIBUTE_FILES = ("resource.xml", "resource", "texture.xml")
+PAYLOAD_FILES = ("resource.data", "texture.data")
+WORLD_SUFFIX = ".iworld"
+LEVEL_SUFFIX = ".ilevel"
+
+GUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+GUID_RE = re.compile(f"^{GUID_PATTERN}$")
+# GUIDs inside free text (attribute files, Anno values): not glued to other hex digits.
+GUID_IN_TEXT = re.compile(f"(?<![0-9A-Za-z]){GUID_PATTERN}(?![0-9A-Za-z])".encode("ascii"))
+
+# Attribute files per batch, roughly: batches are hash buckets of the folder path, so adding one
+# resource changes one batch, not the boundaries of every batch after it.
+ATTRIBUTE_BATCH = 64
+
+
+def _xml_parser() -> etree.XMLParser:
+    # Project files are untrusted: no entity expansion, no network, no DTD loading.
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
+                           huge_tree=True, remove_comments=True, remove_pis=True)
+
+
+def is_guid(text: str | None) -> bool:
+    return bool(text) and GUID_RE.match(text) is not None
+
+
+# -- the file table, read without opening a file ------------------------------------------------
+
+class ResourceFolder(NamedTuple):
+    """A GUID-named folder below a repository that holds an attribute file (relpaths)."""
+
+    folder: str
+    guid: str
+    repository_dir: str  # the nearest enclosing repository folder ("" for the project root)
+    attribute: str
+    data: str | None
+    hdr: str | None
+    source: str | None
+    files: tuple[str, ...]  # every file directly in the folder, sorted
+
+
+class Layout(NamedTuple):
+    repositories: tuple[str, ...]  # relpaths of resource.repository files, sorted
+    worlds: tuple[str, ...]
+    levels: tuple[str, ...]
+    folders: tuple[ResourceFolder, ...]  # sorted by folder path
+
+
+def _parent(path: str) -> str:
+    cut = path.rfind("/")
+    return path[:cut] if cut >= 0 else ""
+
+
+def scan_layout(files: list[FileEntry]) -> Layout:
+    """Classify the project's files: repositories, worlds, levels, resource folders."""
+    repositories, worlds, levels = [], [], []
+    by_folder: dict[str, list[str]] = {}
+    for entry in files:
+        path = entry.path
+        name = path[path.rfind("/") + 1:]
+        if name == REPOSITORY_FILE:
+            repositories.append(path)
+        elif name.endswith(WORLD_SUFFIX):
+            worlds.append(path)
+        elif name.endswith(LEVEL_SUFFIX):
+            levels.append(path)
+        by_folder.setdefault(_parent(path), []).append(path)
+    repository_dirs = {_parent(path) for path in repositories}
+    folders = []
+    for folder in sorted(by_folder):
+        guid = folder[folder.rfind("/") + 1:]
+        if not is_guid(guid):
+            continue
+        repository_dir = _nearest_repository(folder, repository_dirs)
+        if repository_dir is None:
+            continue
+        names = {path[len(folder) + 1:]: path for path in by_folder[folder]}
+        attribute = next((names[n] for n in ATTRIBUTE_FILES if n in names), None)
+        if attribute is None:
+            continue
+        data = next((names[n] for n in PAYLOAD_FILES if n in names), None)
+        members = sorted(by_folder[folder])
+        hdr = next((p for p in members if p.endswith(".hdr")), None)
+        source = next((p for p in members if p[len(folder) + 1:].startswith("source")), None)
+        folders.append(ResourceFolder(folder, guid, repository_dir, attribute, data, hdr, source,
+                                      tuple(members)))
+    return Layout(tuple(sorted(repositories)), tuple(sorted(worlds)), tuple(sorted(levels)),
+                  tuple(folders))
+
+
+def _nearest_repository(folder: str, repository_dirs: set[str]) -> str | None:
+    current = _parent(folder)
+    while True:
+        if current in repository_dirs:
+            return current
+        if not current:
+            return None
+        current = _parent(current)
+
+
+# -- parse units and their parts -----------------------------------------------------------------
+
+class RepositoryItem(NamedTuple):
+    guid: str
+    type: str
+    name: str
+    package: str
+    deps: tuple[str, ...]
+    annos: tuple[tuple[str, str], ...]  # (Key, Value) in document order
+
+
+class RepositoryPart(NamedTuple):
+    path: str
+    items: tuple[RepositoryItem, ...]
+    problems: tuple[Problem, ...]
+
+
+class MapPart(NamedTuple):
+    """A world (refs = level relpaths) or a level (refs = GUIDs), in file order."""
+
+    path: str
+    kind: str
+    refs: tuple[str, ...]
+    problems: tuple[Problem, ...]
+
+
+class AttributePart(NamedTuple):
+    files: tuple[tuple[str, tuple[str, ...]], ...]  # (attribute file, GUIDs it names in order)
+    problems: tuple[Problem, ...]
+
+
+def _attribute_bucket_bits(count: int) -> int:
+    """Bits of the folder hash that name a batch: about ATTRIBUTE_BATCH files per batch.
+
+    The bit count only changes when the project doubles or halves in size.
+    """
+    if count <= ATTRIBUTE_BATCH:
+        return 0
+    return min(16, round(math.log2(count / ATTRIBUTE_BATCH)))
+
+
+def _parse_xml(data: bytes, path: str) -> tuple[etree._Element | None, Problem | None]:
+    try:
+        return etree.fromstring(data, _xml_parser()), None
+    except etree.XMLSyntaxError as exc:
+        line = exc.lineno if exc.lineno else (exc.position[0] if exc.position else None)
+        return None, Problem("unreadable", path, f"not well-formed XML: {exc.msg}", line=line)
+
+
+def _text(element: etree._Element | None) -> str:
+    return (element.text or "").strip() if element is not None else ""
+
+
+def parse_repository(path: str, data: bytes) -> RepositoryPart:
+    root, problem = _parse_xml(data, path)
+    if problem is not None:
+        fatal = dataclasses.replace(problem, kind="broken_repository", fatal=True,
+                                    message=f"malformed resource.repository: {problem.message}")
+        return RepositoryPart(path, (), (fatal,))
+    items, problems = [], []
+    for item in root.iterfind("Items/Item"):
+        fields: dict[str, str] = {}
+        deps: list[str] = []
+        annos: list[tuple[str, str]] = []
+        for child in item:
+            tag = child.tag
+            if tag == "Deps":
+                text = _text(child)
+                if text:
+                    deps.append(text)
+            elif tag == "Annotation":
+                for anno in child.iterfind("Anno"):
+                    annos.append((_text(anno.find("Key")), _text(anno.find("Value"))))
+            elif isinstance(tag, str) and tag not in fields:
+                fields[tag] = _text(child)
+        guid = fields.get("GUID", "")
+        if not guid:
+            problems.append(Problem("item_without_guid", path,
+                                    f"Item without a GUID (Name {fields.get('Name', '')!r}) ignored",
+                                    line=item.sourceline))
+            continue
+        items.append(RepositoryItem(guid, fields.get("Type", ""), fields.get("Name", ""),
+                                    fields.get("Package", ""), tuple(deps), tuple(annos)))
+    return RepositoryPart(path, tuple(items), tuple(problems))
+
+
+def normalise_level_path(text: str) -> str:
+    path = posixpath.normpath(text.strip().replace("\\", "/"))
+    return path[2:] if path.startswith("./") else path
+
+
+def parse_map(path: str, kind: str, data: bytes) -> MapPart:
+    root, problem = _parse_xml(data, path)
+    if problem is not None:
+        return MapPart(path, kind, (), (problem,))
+    refs: list[str] = []
+    if kind == WORLD:
+        for element in root.iterfind(".//Level/Path"):
+            text = _text(element)
+            if text:
+                refs.append(normalise_level_path(text))
+    else:
+        for element in root.iter():
+            text = (element.text or "").strip() if isinstance(element.tag, str) else ""
+            if text and GUID_RE.match(text):
+                refs.append(text)
+    return MapPart(path, kind, tuple(dict.fromkeys(refs)), ())
+
+
+def guids_in_attribute_file(data: bytes) -> tuple[str, ...]:
+    """The GUIDs an attribute file names, in file order, once each (a regex: no tree needed)."""
+    return tuple(dict.fromkeys(m.decode("ascii") for m in GUID_IN_TEXT.findall(data)))
+
+
+class MessiahSource:
+    """The Messiah project format, as an `AssetSource`."""
+
+    name = "messiah"
+    version = 1
+
+    def plan(self, files: list[FileEntry], options: dict) -> list[ParseUnit]:
+        layout = scan_layout(files)
+        units = [ParseUnit(f"repo:{path}", "repository", (path,)) for path in layout.repositories]
+        units += [ParseUnit(f"map:{path}", WORLD, (path,)) for path in layout.worlds]
+        units += [ParseUnit(f"map:{path}", LEVEL, (path,)) for path in layout.levels]
+        bits = _attribute_bucket_bits(len(layout.folders))
+        batches: dict[str, list[str]] = {}
+        for folder in layout.folders:
+            hashed = int(digest_bytes(folder.folder.encode("utf-8"))[:4], 16) >> (16 - bits)
+            batches.setdefault(f"{bits}-{hashed:04x}", []).append(folder.attribute)
+        units += [ParseUnit(f"attrs:{bucket}", "attributes", tuple(batches[bucket]))
+                  for bucket in sorted(batches)]
+        return units
+
+    def parse(self, unit: ParseUnit, reader: Reader, options: dict):
+        if unit.kind == "repository":
+            path = unit.files[0]
+            return parse_repository(path, reader.read_bytes(path))
+        if unit.kind in (WORLD, LEVEL):
+            path = unit.files[0]
+            return parse_map(path, unit.kind, reader.read_bytes(path))
+        found, problems = [], []
+        for path in unit.files:
+            try:
+                found.append((path, guids_in_attribute_file(reader.read_bytes(path))))
+            except FileNotFoundError:
+                problems.append(Problem("unreadable", path, "attribute file vanished while read"))
+        return AttributePart(tuple(found), tuple(problems))
+
+    def assemble(self, root: str, files: list[FileEntry], parts: dict, options: dict) -> SourceResult:
+        return _Assembler(to_posix(root).rstrip("/") or "/", files, parts).result()
+
+
+class _Assembler:
+    """Builds the index and the assets from the parse parts (driver side, once per build)."""
+
+    def __init__(self, root: str, files: list[FileEntry], parts: dict) -> None:
+        self.root = root
+        self.layout = scan_layout(files)
+        self.parts = parts
+        self.problems: list[Problem] = []
+
+    def absolute(self, relpath: str) -> str:
+        return f"{self.root}/{relpath}" if relpath else self.root
+
+    def repository_name(self, repository_file: str) -> str:
+        folder = _parent(repository_file)
+        return folder[folder.rfind("/") + 1:] if folder else posixpath.basename(self.root)
+
+    def result(self) -> SourceResult:
+        layout, parts = self.layout, self.parts
+        repository_parts = [parts[f"repo:{path}"] for path in layout.repositories]
+        map_parts = {path: parts[f"map:{path}"] for path in layout.worlds + layout.levels}
+        attribute_refs: dict[str, tuple[str, ...]] = {}
+        for unit_id, part in parts.items():
+            if unit_id.startswith("attrs:"):
+                attribute_refs.update(part.files)
+                self.problems.extend(part.problems)
+
+        items_by_guid: dict[str, list[tuple[RepositoryItem, MessiahResource]]] = {}
+        all_resources: list[MessiahResource] = []
+        for part in repository_parts:  # sorted repository order, then document order
+            self.problems.extend(part.problems)
+            repository, full_path = self.repository_name(part.path), self.absolute(part.path)
+            for item in part.items:
+                resource = MessiahResource(item.guid, item.package, item.name, item.type, item.deps,
+                                           repository, f"{item.package}/{item.name}", full_path)
+                items_by_guid.setdefault(item.guid, []).append((item, resource))
+                all_resources.append(resource)
+
+        index = self.build_index(items_by_guid, all_resources, map_parts)
+        assets: dict[str, Asset] = {}
+        for kind, paths in ((WORLD, layout.worlds), (LEVEL, layout.levels)):
+            for path in paths:
+                part = map_parts[path]
+                self.problems.extend(part.problems)
+                label = "level" if kind == WORLD else "placed"
+                assets[path] = Asset(path, kind, "World" if kind == WORLD else "Level", (path,),
+                                     (_parent(path),), (path,),
+                                     tuple(Ref(target, HARD, label) for target in part.refs),
+                                     name=posixpath.basename(path))
+        folders_by_guid: dict[str, list[ResourceFolder]] = {}
+        for folder in layout.folders:
+            folders_by_guid.setdefault(folder.guid, []).append(folder)
+        for guid in sorted(set(items_by_guid) | set(folders_by_guid)):
+            assets[guid] = self.resource_asset(guid, items_by_guid.get(guid, []),
+                                               folders_by_guid.get(guid, []), attribute_refs, index)
+        return SourceResult(assets=assets, index=index, problems=self.problems)
+
+    def build_index(self, items_by_guid, all_resources, map_parts) -> MessiahIndex:
+        res_in_repo = {guid: tuple(r for _, r in pairs) for guid, pairs in items_by_guid.items()}
+        res_virt_info: dict[str, list[MessiahResource]] = {}
+        for resource in all_resources:  # sorted repositories, then document order
+            res_virt_info.setdefault(resource.VirtualPath, []).append(resource)
+        res_in_disk: dict[str, list[ResourceFile]] = {}
+        for folder in self.layout.folders:  # sorted folder order
+            res_in_disk.setdefault(folder.guid, []).append(ResourceFile(
+                folder.guid, self.repository_name(f"{folder.repository_dir}/{REPOSITORY_FILE}"
+                                                  if folder.repository_dir else REPOSITORY_FILE),
+                self.folder_type(folder, res_in_repo.get(folder.guid, ())),
+                self.absolute(folder.attribute),
+                self.absolute(folder.data) if folder.data else None,
+                self.absolute(folder.hdr) if folder.hdr else None,
+                self.absolute(folder.source) if folder.source else None))
+        ilevels = frozenset(self.absolute(level) for path in self.layout.worlds
+                            for level in map_parts[path].refs)
+        return MessiahIndex(root=self.root, res_in_repo=res_in_repo,
+                            res_in_disk={g: tuple(fs) for g, fs in res_in_disk.items()},
+                            res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()}, ilevels=ilevels)
+
+    def folder_type(self, folder: ResourceFolder, items: tuple[MessiahResource, ...]) -> str:
+        own_repository = self.absolute(f"{folder.repository_dir}/{REPOSITORY_FILE}"
+                                       if folder.repository_dir else REPOSITORY_FILE)
+        for resource in items:
+            if resource.RepositoryFullPath == own_repository:
+                return resource.Type
+        if items:
+            return items[0].Type
+        return "Texture" if folder.attribute.endswith("/texture.xml") else ""
+
+    def resource_asset(self, guid, pairs, folders, attribute_refs, index) -> Asset:
+        refs: dict[str, Ref] = {}
+
+        def add(target: str, strength: str, label: str) -> None:
+            known = refs.get(target)
+            if known is None:
+                refs[target] = Ref(target, strength, label)
+            elif strength == HARD and known.strength == SOFT:
+                refs[target] = Ref(target, HARD, label)
+
+        for item, _ in pairs:
+            for dep in item.deps:
+                add(dep, HARD, "Deps")
+            for key, value in item.annos:
+                for target in guids_in_attribute_file(value.encode("utf-8")):
+                    add(target, SOFT, key or "Anno")
+        for folder in folders:
+            for target in attribute_refs.get(folder.attribute, ()):
+                if target != guid:  # an attribute file naming its own GUID is not a reference
+                    add(target, SOFT, "attribute file")
+        if pairs:
+            first = pairs[0][1]
+            type_, package, name = first.Type, first.Package, first.Name
+        else:
+            type_, package, name = index.res_in_disk[guid][0].Type, "", guid
+        return Asset(id=guid, kind=RESOURCE, type=type_,
+                     virtual_paths=tuple(dict.fromkeys(r.VirtualPath for _, r in pairs)),
+                     folders=tuple(f.folder for f in folders),
+                     files=folders[0].files if folders else (),
+                     refs=tuple(refs.values()), package=package, name=name, items=len(pairs))
+
+
+SOURCE = MessiahSource()
+
+
+# -- in-process convenience ----------------------------------------------------------------------
+
+def walk_project(root: str) -> list[FileEntry]:
+    """Every file below `root` as sorted `FileEntry`s with `/` relpaths (symlinked dirs skipped)."""
+    root = os.path.abspath(root)
+    entries: list[FileEntry] = []
+    stack = [(root, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as listing:
+            for item in listing:
+                relpath = f"{prefix}{item.name}"
+                if item.is_dir(follow_symlinks=False):
+                    stack.append((item.path, relpath + "/"))
+                elif item.is_file():
+                    st = item.stat()
+                    entries.append(FileEntry(relpath, st.st_size, st.st_mtime_ns, st.st_ino))
+    entries.sort(key=lambda e: e.path)
+    return entries
+
+
+def collect_project(root: str, options: dict | None = None) -> SourceResult:
+    """Plan, parse and assemble a Messiah project in this process, reading from disk.
+
+    `options` is the build file's `collect` section; a malformed resource.repository raises
+    `ProjectError` unless `skip_broken` is true (then it is only reported in `problems`).
+    """
+    options = dict(options or {})
+    files = walk_project(root)
+    if options.get("exclude"):
+        from stages.closure import compile_globs
+        excluded = compile_globs(options["exclude"])
+        files = [entry for entry in files if not excluded(entry.path)]
+    reader = Reader(root)
+    parts = {unit.id: SOURCE.parse(unit, reader, options) for unit in SOURCE.plan(files, options)}
+    result = SOURCE.assemble(reader.root, files, parts, options)
+    raise_on_fatal(result.problems, bool(options.get("skip_broken", False)))
+    return result
+
+
+def build_index(root: str) -> MessiahIndex:
+    """The rule engine's predefined sets for the project at `root` (broken files are skipped)."""
+    return collect_project(root, {"skip_broken": True}).index

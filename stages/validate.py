@@ -1,0 +1,114 @@
+"""Stage `validate`: check the project against the build's rule files (spec/rules.md).
+
+One unit per source file: it parses the file once and runs every rule whose rpath selects it
+(subxpath targets are read through the reader, so they enter the unit's cache key). The rules
+are loaded and compiled in `plan`, before any project file is read; custom code runs there once
+and again, lazily, once per worker process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.types import Plan, StageSpec, Unit
+
+from stages.rules.engine import Shared, check_file, plan_files
+from stages.rules.loader import RuleSet, load_rules
+from stages.rules.report import build_document, gate_fails, highest_severity, render
+
+SPEC = StageSpec(name="validate", version=1, inputs=("files", "source", "cooklist"),
+                 outputs=("validation",), config_keys=("rules",),
+                 description="check source files against the rule library")
+
+REPORTS = {"json": "reports/validate.json", "junit": "reports/junit.xml",
+           "text": "reports/validate.txt"}
+
+# plan → finish hand-over: the loaded rules of the last plans (finish gets no Plan back).
+_PLANNED: dict[int, tuple] = {}
+
+
+def rule_file_paths(ctx) -> list[Path]:
+    """`rules.files`, resolved against the build file's folder."""
+    build = getattr(ctx, "build", None)
+    if build is not None and hasattr(build, "rule_files"):
+        return list(build.rule_files)
+    base = Path(getattr(ctx, "build_dir", "."))
+    return [p if p.is_absolute() else base / p for p in map(Path, ctx.section("rules")["files"])]
+
+
+def _cooked_files(source, cooklist, files: dict) -> set[str]:
+    """Files of cooked assets: their files plus everything under their folders."""
+    chosen: set[str] = set()
+    folders: list[str] = []
+    for asset_id in cooklist.cooked:
+        asset = source.assets.get(asset_id)
+        if asset is None:
+            continue
+        chosen.update(asset.files)
+        folders.extend(f.rstrip("/") + "/" for f in asset.folders if f)
+    if folders:
+        prefixes = tuple(sorted(set(folders)))
+        chosen.update(path for path in files if path.startswith(prefixes))
+    return chosen & set(files)
+
+
+def _load(ctx, index) -> RuleSet:
+    section = ctx.section("rules")
+    return load_rules(rule_file_paths(ctx), index=index, root=ctx.root,
+                      allow_custom_code=bool(section.get("allow_custom_code", True)),
+                      timeout=section.get("timeout"))
+
+
+def plan(ctx, inputs: dict) -> Plan:
+    source = inputs["source"]
+    index = getattr(source, "index", None)
+    section = ctx.section("rules")
+    ruleset = _load(ctx, index)
+    files = inputs["files"]
+    candidates = list(files)
+    if section.get("scope") == "cooked":
+        cooked = _cooked_files(source, inputs["cooklist"], files)
+        candidates = [path for path in candidates if path in cooked]
+    selected = plan_files(ruleset, ctx.root, candidates, index)
+    shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, ctx.root,
+                    section.get("timeout"))
+    units = []
+    for relpath, positions in selected.items():
+        rules = [ruleset.rules[i] for i in positions]
+        key = {"path": relpath, "rules": [rule.digest for rule in rules]}
+        if any(rule.uses_index for rule in rules):
+            key["index"] = ruleset.index_digest
+        if any(rule.func_str for rule in rules):
+            key["root"] = ctx.root  # custom code sees absolute paths
+        units.append(Unit(id=relpath, payload=(relpath, tuple(positions)), key=key,
+                          files=(relpath,), cost=len(rules)))
+    _PLANNED[id(ctx)] = (ctx, ruleset)
+    while len(_PLANNED) > 4:
+        _PLANNED.pop(next(iter(_PLANNED)))
+    return Plan(units=units, shared=shared)
+
+
+def run(payload, shared: Shared, reader):
+    relpath, positions = payload
+    return check_file(relpath, [shared.rules[i] for i in positions], shared, reader)
+
+
+def finish(ctx, inputs: dict, results) -> dict:
+    entry = _PLANNED.get(id(ctx))
+    if entry is not None and entry[0] is ctx:
+        ruleset = entry[1]
+    else:  # finish without a plan in this process: load again (deterministic)
+        ruleset = _load(ctx, getattr(inputs["source"], "index", None))
+    document = build_document(ruleset, (results[unit_id] for unit_id in results))
+    fail_on = ctx.section("rules").get("fail_on", "error")
+    ctx.log.info("validate.done", rules=document["rules"], checked=document["sources_checked"],
+                 failures=len(document["failures"]), rule_errors=len(document["rule_errors"]),
+                 worst=highest_severity(document), gate_fails=gate_fails(document, fail_on))
+    return {"validation": document}
+
+
+def publish(ctx, outputs: dict) -> None:
+    document = outputs["validation"]
+    for fmt, relpath in REPORTS.items():
+        ctx.publish_bytes(relpath, render(document, fmt))
+

@@ -1,0 +1,122 @@
+"""Helpers for tests of the real pipeline: generated projects, CLI runs, output and cache checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from orchestrator.cache import _unseal
+from orchestrator.hashing import digest_bytes
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+def make_project(dest: Path, assets: int = 120, seed: int = 5, **settings) -> Path:
+    """Generate a project under `dest`; apply build-file `settings`; return the build file."""
+    from stages.sources.messiah_generate import generate_project
+    project = generate_project(dest, assets, seed)
+    build_file = Path(project.build_file)
+    if settings:
+        edit_build(build_file, **settings)
+    return build_file
+
+
+def edit_build(build_file: Path, **settings) -> Path:
+    """Merge `settings` (section → mapping or value) into a build file."""
+    data = yaml.safe_load(build_file.read_text(encoding="utf-8"))
+    for key, value in settings.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    build_file.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
+                          encoding="utf-8")
+    return build_file
+
+
+def cli_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(REPO), env.get("PYTHONPATH", "")])
+    env["CI"] = "true"
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, prelude: str = "", timeout: float = 300, **popen) -> subprocess.CompletedProcess:
+    """Run `orchestrate ARGS` in a fresh interpreter; `prelude` is Python run before it."""
+    script = textwrap.dedent(prelude) + "\nfrom orchestrator.cli import main\nmain()\n"
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          env=popen.pop("env", None) or cli_env(), timeout=timeout, **popen)
+
+
+def run_inprocess(*args: str) -> int:
+    """Run `orchestrate ARGS` in this process; returns the exit code."""
+    from orchestrator.cli import main
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+def published(output_dir: Path) -> dict[str, bytes]:
+    """Every published file (reports excluded) → its bytes."""
+    output_dir = Path(output_dir)
+    found = {}
+    for path in sorted(output_dir.rglob("*")):
+        rel = path.relative_to(output_dir).as_posix()
+        if rel == "reports" or rel.startswith("reports/") or not path.is_file():
+            continue
+        found[rel] = path.read_bytes()
+    return found
+
+
+def cache_problems(cache_dir: Path, areas=("cas", "ac", "last", "stat")) -> list[str]:
+    """Entries of a cache that fail verification (leftover temporary files are not entries)."""
+    problems = []
+    cache_dir = Path(cache_dir)
+    for path in sorted(cache_dir.rglob("*")):
+        if not path.is_file() or path.name.startswith(".tmp-"):
+            continue
+        area = path.relative_to(cache_dir).parts[0]
+        if area not in areas:
+            continue
+        data = path.read_bytes()
+        if area == "cas":
+            if digest_bytes(data) != path.name:
+                problems.append(f"blob {path} does not match its name")
+        elif area in ("ac", "last", "stat"):
+            payload = _unseal(data)
+            if payload is None:
+                problems.append(f"{area} entry {path} fails its seal")
+            elif area == "ac":
+                for entry in json.loads(payload):
+                    blob = cache_dir / "cas" / entry["result"][:2] / entry["result"]
+                    if not blob.exists():
+                        problems.append(f"action {path.name[:12]} names a missing blob")
+    return problems
+
+
+def snapshot(folder: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple[int, int]]:
+    """(size, mtime_ns) of every file under `folder`, except under `skip`."""
+    skip_text = tuple(str(p) for p in skip)
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        if dirpath.startswith(skip_text):
+            dirnames[:] = []
+            continue
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            found[path] = (st.st_size, st.st_mtime_ns)
+    return found

@@ -1,0 +1,91 @@
+"""The validation document, its gating, and the JSON / JUnit / text renderings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lxml import etree
+
+from rules_helpers import REPOSITORY, make_index, write_files
+from stages.rules.engine import validate_project
+from stages.rules.report import gate_fails, highest_severity, public, render
+
+RULES = """
+- {id: warn-names, severity: 一般, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Package',
+   condition: [unique]}
+- {id: guids-known, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Deps',
+   condition: [in, artfunc_res_store.res_in_repo]}
+- {id: broken, rpath: '[', xpath: R, condition: [exists]}
+- {id: switched-off, enabled: false, rpath: x, xpath: R, condition: [exists]}
+- {id: mixed, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==A|Type==B&Name==C,GUID',
+   condition: [exists]}
+"""
+
+
+@pytest.fixture
+def document(tmp_path):
+    root = write_files(tmp_path / "p", {"Repository/resource.repository": REPOSITORY})
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES, encoding="utf-8")
+    return validate_project(str(root), [rules], make_index(root))
+
+
+def test_document_shape(document):
+    """The document has the spec's keys, counts and entries."""
+    doc = public(document)
+    assert list(doc) == ["schema_version", "rules", "sources_checked", "failures", "rule_errors",
+                         "skipped", "warnings"]
+    assert doc["schema_version"] == 1 and doc["rules"] == 5 and doc["sources_checked"] == 3
+    assert [(f["rule"], f["severity"]) for f in doc["failures"]] == [("warn-names", "warning"),
+                                                                     ("guids-known", "error")]
+    assert doc["failures"][0]["errors"] == ["Test/Test_Demo"]
+    assert doc["rule_errors"][0]["rule"] == "broken"
+    assert doc["rule_errors"][0]["message"].startswith("rpath:")
+    assert doc["skipped"] == [{"rule": "switched-off", "reason": "disabled (enabled: false)"}]
+    assert doc["warnings"][0]["rule"] == "mixed"
+    assert all(len(f["lines"]) == len(f["errors"]) for f in doc["failures"])
+
+
+@pytest.mark.parametrize("fail_on,fails", [("error", True), ("warning", True), ("info", True),
+                                           ("never", False)])
+def test_gate(document, fail_on, fails):
+    """fail_on gates on the highest failing severity; rule errors count as errors."""
+    assert highest_severity(document) == "error"
+    assert gate_fails(document, fail_on) is fails
+
+
+def test_gate_on_warnings_only():
+    """Only warnings: fail_on error passes, fail_on warning fails."""
+    doc = {"failures": [{"severity": "warning"}], "rule_errors": []}
+    assert not gate_fails(doc, "error") and gate_fails(doc, "warning")
+    assert highest_severity({"failures": [], "rule_errors": []}) is None
+
+
+def test_json_rendering_round_trips(document):
+    """The JSON rendering is the public document, UTF-8, non-ASCII kept."""
+    assert json.loads(render(document, "json")) == public(document)
+
+
+def test_junit_has_a_testcase_per_checked_pair(document):
+    """JUnit: a testcase per (rule, source) checked, failures carrying values, rule errors."""
+    root = etree.fromstring(render(document, "junit"))
+    assert root.get("tests") == str(document["sources_checked"] + 2)  # + broken + skipped
+    assert root.get("failures") == "2" and root.get("errors") == "1" and root.get("skipped") == "1"
+    failure = root.find("testsuite[@name='guids-known']/testcase/failure")
+    assert "12345678-9876-1234-abcd-1234567890ab" in failure.text
+    assert failure.get("type") == "error"
+
+
+def test_text_groups_failures_by_rule_with_file_and_line(document):
+    """Text: one block per failing rule, value lines with file:line."""
+    text = render(document, "text").decode("utf-8")
+    assert "guids-known [error]: 1 failing source(s)" in text
+    assert "Repository/resource.repository:9: 12345678-9876-1234-abcd-1234567890ab" in text
+    assert "rule errors:" in text and "broken: rpath:" in text
+
+
+def test_unknown_format_is_refused(document):
+    """An unknown format raises ValueError."""
+    with pytest.raises(ValueError):
+        render(document, "yaml")
