@@ -13,6 +13,7 @@ harmless. Anything that fails verification is dropped and treated as absent.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -28,6 +29,7 @@ from .hashing import digest_bytes, digest_file
 
 _ENTRIES_PER_KEY = 4
 TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some behind
+_TEMP_ABANDONED_SECONDS = 24 * 3600  # a temporary file this old belongs to no live run
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -191,6 +193,15 @@ class Cache:
                         st = os.stat(path)
                     except FileNotFoundError:
                         continue
+                    if name.startswith(TEMP_PREFIX):
+                        # Another run may be about to rename it (the cache is shared): only
+                        # the leftovers of killed runs, old by any measure, are removed.
+                        if now - st.st_mtime > _TEMP_ABANDONED_SECONDS:
+                            try:
+                                os.unlink(path)
+                            except FileNotFoundError:
+                                pass
+                        continue
                     files.append((max(st.st_atime, st.st_mtime), st.st_size, path))
         files.sort()
         total = sum(size for _, size, _ in files)
@@ -253,6 +264,10 @@ class StatCache:
                 st = os.stat(abspath)
             except (FileNotFoundError, NotADirectoryError):
                 return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # a symbolic link loop names no file
+                    return None
+                raise
         if not stat.S_ISREG(st.st_mode):  # a folder, FIFO or device is no file (as for Reader)
             return None
         signature = (st.st_size, st.st_mtime_ns, st.st_ino)
@@ -266,6 +281,13 @@ class StatCache:
             self.entries[relpath] = (*signature, digest)
             self.dirty = True
         return digest
+
+    def digest_signed(self, relpath: str, signature: tuple[int, int, int]) -> str | None:
+        """Like `digest`, for a regular file whose stat signature the caller already has."""
+        known = self.entries.get(relpath)
+        if known is not None and known[:3] == signature:
+            return known[3]
+        return self.digest(relpath)
 
     def save(self) -> None:
         if self.dirty:

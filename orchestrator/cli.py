@@ -234,7 +234,7 @@ def clean(build_file) -> None:
 # -- projects --------------------------------------------------------------------------------
 @cli.command()
 @click.argument("dest", type=click.Path(file_okay=False))
-@click.option("--assets", default=1000, type=click.IntRange(min=1), help="Number of resources.")
+@click.option("--assets", default=1000, type=click.IntRange(min=100), help="Number of resources (at least 100).")
 @click.option("--seed", default=1, type=int, help="Random seed (same seed, same bytes).")
 def generate(dest, assets, seed) -> None:
     """Write a Messiah-style project with a build file and a rule library."""
@@ -247,7 +247,7 @@ def generate(dest, assets, seed) -> None:
 
 @cli.command()
 @click.argument("dest", type=click.Path(file_okay=False), required=False)
-@click.option("--assets", default=300, type=click.IntRange(min=1))
+@click.option("--assets", default=300, type=click.IntRange(min=100))
 @click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)
 def demo(dest, assets, executor) -> None:
     """Generate a small project and build it end to end (rule failures shown, exit 0)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,19 @@ class Context:
         self.published: set[str] = set()
         self.rewritten: list[str] = []
         self.reports: list[StageReport] = []
+        # digest of a stored unit result → the result (set by the scheduler; verified on read)
+        self.load_result: Any = None
         self._walk: list | None = None
+        self._walk_by_path: dict | None = None
         self._digests: dict[str, str | None] = {}
+        self.begin_stage()
+
+    def begin_stage(self) -> None:
+        """Start recording what the next stage's driver code depends on (see memo.py)."""
+        self.stage_reads: dict[str, str | None] = {}
+        self.stage_listing = False
+        self.stage_external: dict[str, str | None] = {}
+        self.stage_published: set[str] = set()
 
     def section(self, name: str) -> Any:
         return self.build.section(name)
@@ -42,6 +54,7 @@ class Context:
 
         The output and cache folders are skipped when they sit inside the project.
         """
+        self.stage_listing = True
         if self._walk is None:
             from stages.sources.base import FileEntry  # the vocabulary stages share
             skip = {str(p) for p in (self.output_dir, self.cache_dir)}
@@ -58,10 +71,18 @@ class Context:
                     if entry.is_dir(follow_symlinks=False):
                         if entry.path not in skip:
                             stack.append((entry.path, rel + "/"))
-                    elif entry.is_file(follow_symlinks=True):
+                        continue
+                    try:
+                        if not entry.is_file(follow_symlinks=True):
+                            continue
                         st = entry.stat(follow_symlinks=True)
-                        entries.append(FileEntry(to_posix(rel), st.st_size, st.st_mtime_ns,
-                                                 st.st_ino))
+                    except OSError as exc:
+                        if exc.errno in (errno.ELOOP, errno.ENOENT):  # a link loop; gone
+                            continue
+                        raise ProjectError(f"cannot read: {exc.strerror}",
+                                           file=entry.path) from None
+                    entries.append(FileEntry(to_posix(rel), st.st_size, st.st_mtime_ns,
+                                             st.st_ino))
             entries.sort(key=lambda e: e.path)
             self._walk = entries
         return self._walk
@@ -69,12 +90,29 @@ class Context:
     def file_digest(self, relpath: str) -> str | None:
         """Content digest of a project file (None if absent), remembered by stat signature."""
         if relpath not in self._digests:
+            if self._walk_by_path is None and self._walk is not None:
+                self._walk_by_path = {entry.path: entry for entry in self._walk}
+            entry = self._walk_by_path.get(relpath) if self._walk_by_path else None
             try:
-                self._digests[relpath] = self.stats.digest(relpath)
+                self._digests[relpath] = (
+                    self.stats.digest_signed(relpath, (entry.size, entry.mtime_ns, entry.inode))
+                    if entry is not None else self.stats.digest(relpath))
             except OSError as exc:  # exists but cannot be read (permissions, I/O error)
                 raise ProjectError(f"cannot read: {exc.strerror}",
                                    file=f"{self.root}/{relpath}") from None
-        return self._digests[relpath]
+        digest = self._digests[relpath]
+        self.stage_reads[relpath] = digest
+        return digest
+
+    def track_file(self, path: str | os.PathLike) -> str | None:
+        """Digest of a file outside the project that driver code reads (a rule file)."""
+        key = str(Path(path).resolve())
+        try:
+            digest = digest_file(key)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            digest = None
+        self.stage_external[key] = digest
+        return digest
 
     # -- the output folder -------------------------------------------------------------------
     def output_path(self, relpath: str) -> Path:
@@ -90,6 +128,7 @@ class Context:
         """Write an output file atomically; an unchanged file is left alone (keeps its mtime)."""
         target = self.output_path(relpath)
         self.published.add(relpath)
+        self.stage_published.add(relpath)
         try:
             if target.stat().st_size == len(data) and target.read_bytes() == data:
                 return False

@@ -9,6 +9,7 @@ else, so the driver can resend the unit with that file.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Mapping
@@ -88,6 +89,8 @@ def read_project_file(abspath: str) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symbolic link loop names no file
+            return None
         raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

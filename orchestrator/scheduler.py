@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import __version__
-from .cache import Cache, StatCache
+import pickle
+
+from .cache import ActionEntry, Cache, StatCache
 from .config import Build
 from .context import Context
 from .errors import CacheCorrupt, OrchestrateError
 from .executors import Executor, WorkItem, make_executor, run_item
 from .graph import Stage, load_stages, select
 from .hashing import digest_value, dumps, loads
+from .memo import StageRecord, StageRecords, listing_digest, published_signature
 from .observe import Progress, ResourceSampler, outcome_line
 from .types import StageReport, Unit, UnitOutcome
 
@@ -78,6 +81,45 @@ class Results(Mapping):
         return len(self._digests)
 
 
+class StageValues(Mapping):
+    """The values stages produced; a skipped stage's values load from the store on first use."""
+
+    def __init__(self, cache: Cache, records: StageRecords) -> None:
+        self._cache = cache
+        self._records = records
+        self._values: dict[str, Any] = {}
+        self._stored: dict[str, tuple[str, str]] = {}  # value → (stage, outputs blob)
+        # After the run: how to get a value whose stored copy turns out corrupt (build again).
+        self.repair: Callable[[str], Any] | None = None
+
+    def add(self, outputs: dict[str, Any]) -> None:
+        self._values.update(outputs)
+
+    def add_stored(self, stage: str, blob: str, names: tuple[str, ...]) -> None:
+        for name in names:
+            self._stored[name] = (stage, blob)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            stage, blob = self._stored[name]
+            try:
+                outputs = loads(self._cache.get_blob(blob))
+            except CacheCorrupt:
+                self._records.drop(stage)  # the rerun runs the stage instead
+                if self.repair is None:
+                    raise
+                self._values[name] = self.repair(name)
+                return self._values[name]
+            self._values.update(outputs)
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._stored), **dict.fromkeys(self._values)})
+
+    def __len__(self) -> int:
+        return len(set(self._stored) | set(self._values))
+
+
 @dataclass
 class RunResult:
     outputs: dict[str, Any]
@@ -125,7 +167,10 @@ class Scheduler:
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> RunResult:
         ctx = Context(self.build, self.stat_cache, self.log)
-        values: dict[str, Any] = {}
+        ctx.load_result = self.load_result
+        records = StageRecords(self.cache, ctx.root, str(self.build.output_dir))
+        values = StageValues(self.cache, records)
+        value_digests: dict[str, str] = {}
         progress = Progress(self.options.progress)
         self.dry_run_stopped_at: str | None = None
         try:
@@ -133,20 +178,35 @@ class Scheduler:
                 for stage in self.stages:
                     started = time.perf_counter()
                     report = StageReport(stage.name)
-                    inputs = {name: values[name] for name in stage.spec.inputs}
-                    try:
-                        outputs = self._run_stage(stage, ctx, inputs, report, progress)
-                    except DryRunStop:
-                        ctx.reports.append(report)
-                        self.dry_run_stopped_at = stage.name
-                        break
-                    values.update(outputs)
-                    if not self.options.dry_run:
-                        publish = getattr(stage.module, "publish", None)
-                        if publish is not None:
-                            publish(ctx, outputs)
+                    fingerprint = self._fingerprint(stage, value_digests)
+                    ctx.begin_stage()
+                    record = records.get(stage.name)
+                    if self._unchanged(record, fingerprint, ctx):
+                        values.add_stored(stage.name, record.outputs, stage.spec.outputs)
+                        value_digests.update(record.values)
+                        report.units = report.cached = record.units
                         for callback in self.options.callbacks.get(stage.name, []):
-                            callback(ctx, outputs)
+                            callback(ctx, {name: values[name] for name in stage.spec.outputs})
+                    else:
+                        ctx.begin_stage()
+                        inputs = {name: values[name] for name in stage.spec.inputs}
+                        try:
+                            outputs, traces = self._run_stage(stage, ctx, inputs, report,
+                                                              progress)
+                        except DryRunStop:
+                            ctx.reports.append(report)
+                            self.dry_run_stopped_at = stage.name
+                            break
+                        values.add(outputs)
+                        if not self.options.dry_run:
+                            publish = getattr(stage.module, "publish", None)
+                            if publish is not None:
+                                publish(ctx, outputs)
+                            for callback in self.options.callbacks.get(stage.name, []):
+                                callback(ctx, outputs)
+                            record = self._record(stage, ctx, fingerprint, outputs, traces, report)
+                            records.put(stage.name, record)
+                            value_digests.update(record.values)
                     report.seconds = time.perf_counter() - started
                     report.peak_rss, report.cpu_percent = sampler.window()
                     ctx.reports.append(report)
@@ -161,12 +221,54 @@ class Scheduler:
         return RunResult(values, ctx.reports, ctx, self.ray_startup, self.cache.corrupt_dropped,
                          self.stat_cache.hashed)
 
+    # -- whole-stage records (memo.py) ---------------------------------------------------
+    def _fingerprint(self, stage: Stage, value_digests: dict[str, str]) -> str:
+        spec = stage.spec
+        return digest_value({"stage": spec.name, "version": spec.version, "libs": self.libs,
+                             "slice": self.build.slice_for(spec.config_keys),
+                             "inputs": {name: value_digests.get(name) for name in spec.inputs}})
+
+    def _unchanged(self, record: StageRecord | None, fingerprint: str, ctx: Context) -> bool:
+        """Whether everything the stage depended on last time is as it was (so skip it)."""
+        if (record is None or record.outputs is None or self.options.no_cache
+                or record.fingerprint != fingerprint or not self.cache.has_blob(record.outputs)):
+            return False
+        if record.listing is not None and listing_digest(ctx.walk()) != record.listing:
+            return False
+        if any(ctx.file_digest(path) != digest for path, digest in record.reads.items()):
+            return False
+        if any(ctx.track_file(path) != digest for path, digest in record.external.items()):
+            return False
+        return all(published_signature(ctx.output_path(path)) == tuple(signature)
+                   for path, signature in record.published.items())
+
+    def _record(self, stage: Stage, ctx: Context, fingerprint: str, outputs: dict,
+                traces: dict[str, str | None], report: StageReport) -> StageRecord:
+        reads = {**traces, **ctx.stage_reads}
+        listing = listing_digest(ctx.walk()) if ctx.stage_listing else None
+        unit_results = sorted((o.unit, o.result) for o in report.outcomes if o.result)
+        derivation = digest_value([fingerprint, listing, sorted(reads.items()),
+                                   sorted(ctx.stage_external.items()), unit_results])
+        try:
+            stored = self.cache.put_blob(dumps(outputs))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            stored = None  # values holding live objects (loaders): the stage always runs
+        published = {}
+        for path in sorted(ctx.stage_published):
+            signature = published_signature(ctx.output_path(path))
+            if signature is not None:
+                published[path] = signature
+        return StageRecord(fingerprint, listing, reads, dict(ctx.stage_external), published,
+                           {name: digest_value([derivation, name]) for name in outputs},
+                           stored, report.units)
+
     def _run_stage(self, stage: Stage, ctx: Context, inputs: dict, report: StageReport,
                    progress: Progress) -> dict[str, Any]:
         spec = stage.spec
         plan = stage.module.plan(ctx, inputs)
         slice_digest = digest_value(self.build.slice_for(spec.config_keys))
         results = Results(self.cache, self.load_result)
+        traces: dict[str, str | None] = {}
         misses: list[tuple[Unit, str, str, dict, str]] = []
         report.units = len(plan.units)
         for unit in plan.units:
@@ -175,13 +277,15 @@ class Scheduler:
                                    "libs": self.libs, "slice": slice_digest, "key": key_parts,
                                    "unit": unit.id})
             unit_digest = digest_value([spec.name, unit.id])
-            hit, why = (None, "--no-cache") if self.options.no_cache else self._lookup(ctx, static)
-            if hit is not None:
+            entry, why = (None, "--no-cache") if self.options.no_cache else self._lookup(ctx, static)
+            if entry is not None:
+                hit = entry.result
+                traces.update(entry.reads)
                 results.add(unit.id, hit)
                 self._producers[hit] = self._recompute_later(stage, ctx, plan.shared, unit, static,
                                                              hit)
                 report.cached += 1
-                report.outcomes.append(UnitOutcome(spec.name, unit.id, True, "cached"))
+                report.outcomes.append(UnitOutcome(spec.name, unit.id, True, "cached", result=hit))
                 continue
             components = {"version": spec.version, "libs": self.libs, "slice": slice_digest,
                           "key": key_parts}
@@ -196,16 +300,16 @@ class Scheduler:
             report.built = len(misses)
             raise DryRunStop(spec.name)  # later stages need this stage's values to be planned
         if misses:
-            self._execute(stage, ctx, plan.shared, misses, results, report, progress)
+            self._execute(stage, ctx, plan.shared, misses, results, report, progress, traces)
         outputs = stage.module.finish(ctx, inputs, results)
         if set(outputs) != set(spec.outputs):
             raise InternalError(f"stage {spec.name!r} returned {sorted(outputs)}, "
                                 f"declared {list(spec.outputs)}")
-        return outputs
+        return outputs, traces
 
     # -- cache lookups -------------------------------------------------------------------
-    def _lookup(self, ctx: Context, static: str) -> tuple[str | None, str | None]:
-        """(result digest, None) on a hit; (None, reason) when the trace no longer matches."""
+    def _lookup(self, ctx: Context, static: str) -> tuple[ActionEntry | None, str | None]:
+        """(entry, None) on a hit; (None, reason) when the trace no longer matches."""
         entries = self.cache.get_actions(static)
         if not entries:
             return None, None
@@ -215,7 +319,7 @@ class Scheduler:
                             if ctx.file_digest(path) != digest), None)
             if changed is None:
                 if self.cache.has_blob(entry.result):
-                    return entry.result, None
+                    return entry, None
                 reason = "cached result was dropped from the store"
             elif reason is None:
                 reason = f"input changed: {changed}"
@@ -255,7 +359,7 @@ class Scheduler:
         return self._executors[kind]
 
     def _execute(self, stage: Stage, ctx: Context, shared: Any, misses: list, results: Results,
-                 report: StageReport, progress: Progress) -> None:
+                 report: StageReport, progress: Progress, traces: dict) -> None:
         spec = stage.spec
         executor = self._executor_for(stage, misses)
         by_id = {unit.id: (unit, static, unit_digest, components, why)
@@ -284,9 +388,10 @@ class Scheduler:
                 digest = self.cache.put_blob(blob)
                 self.cache.put_action(static, finished.reads, digest)
                 self.cache.put_last(unit_digest, components)
+                traces.update(finished.reads)
                 results.add(unit.id, digest, finished.result, keep=len(blob) <= KEEP_IN_MEMORY_BYTES)
                 outcome = UnitOutcome(spec.name, unit.id, False, why, finished.seconds,
-                                      finished.worker, finished.start)
+                                      finished.worker, finished.start, result=digest)
                 report.outcomes.append(outcome)
                 report.built += 1
                 if self.options.explain:
@@ -349,6 +454,8 @@ def run_build(build: Build, options: RunOptions, log, stage_modules=None) -> Run
             result = scheduler.run()
             result.explained = scheduler.explained
             result.dry_run_stopped_at = scheduler.dry_run_stopped_at
+            result.outputs.repair = lambda name: run_build(build, options, log,
+                                                           stage_modules).outputs[name]
             return result
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")

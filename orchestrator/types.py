@@ -57,6 +57,7 @@ class UnitOutcome:
     seconds: float = 0.0
     worker: str = "driver"
     start: float = 0.0
+    result: str = ""  # digest of the unit's stored result
 
 
 @dataclass

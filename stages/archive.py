@@ -6,7 +6,6 @@ are recorded in the header.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 from orchestrator.errors import ConfigError
@@ -43,14 +42,9 @@ def run(payload, shared, reader) -> ArchivedBundle:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    """`archived`: bundle → {"digest": of the stored ArchivedBundle, "load": () → its bytes}.
+    """`archived`: bundle → {"digest": of the stored ArchivedBundle}.
 
-    `load` reads the store lazily, so publishing fetches only the bundles whose file changed.
+    Only the digest travels: publishing loads (`ctx.load_result`) just the bundles whose file
+    changed.
     """
-    return {"archived": {name: {"digest": results.digest(name),
-                                "load": partial(_archived_bytes, results, name)}
-                         for name in inputs["written"]}}
-
-
-def _archived_bytes(results, name: str) -> bytes:
-    return results[name].data
+    return {"archived": {name: {"digest": results.digest(name)} for name in inputs["written"]}}

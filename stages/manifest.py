@@ -29,7 +29,7 @@ class BuildOutput(NamedTuple):
     """Everything `publish` puts in the output folder, in memory except the bundles' bytes."""
 
     bundle_files: tuple  # hash.BundleFile records, sorted by bundle name
-    load: dict  # bundle name → () → its archived bytes (read from the store on demand)
+    archived: dict  # bundle name → digest of its stored ArchivedBundle (loaded on demand)
     loose: dict  # relpath → bytes (link.xml, staging.json)
     manifest: bytes
 
@@ -95,15 +95,16 @@ def run(payload, shared, reader) -> tuple[bytes, bytes]:
 def finish(ctx, inputs: dict, results) -> dict:
     manifest, staging = results["manifest"]
     files = tuple(inputs["bundle_files"][name] for name in sorted(inputs["bundle_files"]))
-    load = {name: archived["load"] for name, archived in inputs["archived"].items()}
-    return {"manifest": BuildOutput(files, load, {LINK_XML: inputs["link_xml"], STAGING: staging},
+    archived = {name: entry["digest"] for name, entry in inputs["archived"].items()}
+    return {"manifest": BuildOutput(files, archived, {LINK_XML: inputs["link_xml"], STAGING: staging},
                                     manifest)}
 
 
 def publish(ctx, outputs: dict) -> None:
     """Bundles first, then link.xml and staging.json, the manifest last, then stale removal."""
     out: BuildOutput = outputs["manifest"]
-    done = publish_build(ctx, out.bundle_files, lambda name: out.load[name](), out.loose,
+    done = publish_build(ctx, out.bundle_files,
+                         lambda name: ctx.load_result(out.archived[name]).data, out.loose,
                          out.manifest)
     if getattr(ctx, "log", None) is not None:
         ctx.log.info("manifest.published", written=len(done["written"]),

@@ -37,24 +37,33 @@ def rule_file_paths(ctx) -> list[Path]:
 
 
 def _cooked_files(source, cooklist, files: dict) -> set[str]:
-    """Files of cooked assets: their files plus everything under their folders."""
+    """Files of cooked assets: their files plus what else lies under their folders, except the
+    files of assets that are not cooked (a Unity folder holds many assets; a Messiah resource
+    folder is one asset's)."""
+    cooked = set(cooklist.cooked)
     chosen: set[str] = set()
+    others: set[str] = set()
     folders: list[str] = []
-    for asset_id in cooklist.cooked:
-        asset = source.assets.get(asset_id)
-        if asset is None:
+    for asset in source.assets.values():
+        if asset.id not in cooked:
+            others.update(asset.files)
             continue
         chosen.update(asset.files)
         folders.extend(f.rstrip("/") + "/" for f in asset.folders if f)
     if folders:
         prefixes = tuple(sorted(set(folders)))
-        chosen.update(path for path in files if path.startswith(prefixes))
+        chosen.update(path for path in files if path.startswith(prefixes) and path not in others)
     return chosen & set(files)
 
 
 def _load(ctx, index) -> RuleSet:
     section = ctx.section("rules")
-    return load_rules(rule_file_paths(ctx), index=index, root=ctx.root,
+    paths = rule_file_paths(ctx)
+    track = getattr(ctx, "track_file", None)
+    for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
+        if track is not None:
+            track(path)
+    return load_rules(paths, index=index, root=ctx.root,
                       allow_custom_code=bool(section.get("allow_custom_code", True)),
                       timeout=section.get("timeout"))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 import ray
 
+from ..errors import StepFailed
 from ..reads import read_project_file
 from . import Finished, WorkItem, run_item, worker_label
 
@@ -33,6 +35,7 @@ MAX_BATCH_UNITS = 512
 BATCHES_PER_WORKER = 4
 IN_FLIGHT_PER_WORKER = 2
 TASK_RETRIES = 3
+CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's address before giving up
 
 
 def _run_batch(fn: Callable, shared: Any, root: str, disk: bool,
@@ -60,6 +63,19 @@ def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
     return batches
 
 
+def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Fail fast (exit 4) when nothing listens at a cluster address: `ray.init` would retry
+    for minutes. `auto` and addresses without a port are left to Ray."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise StepFailed(f"the Ray cluster at {address} is unreachable: "
+                         f"{exc.strerror or exc}", key="executor.address") from None
+
+
 def _code_roots() -> list[str]:
     """Folders holding the orchestrator and stages packages (shipped to a remote cluster)."""
     import orchestrator
@@ -79,9 +95,14 @@ class RayExecutor:
         started = time.perf_counter()
         if not ray.is_initialized():
             if address:
+                _check_reachable(address)
                 # A cluster may not have our code: ship the two packages with the job.
-                ray.init(address=address, runtime_env={"py_modules": _code_roots()},
-                         log_to_driver=False, configure_logging=False)
+                try:
+                    ray.init(address=address, runtime_env={"py_modules": _code_roots()},
+                             log_to_driver=False, configure_logging=False)
+                except (ConnectionError, RuntimeError, ValueError) as exc:
+                    raise StepFailed(f"cannot join the Ray cluster at {address}: {exc}",
+                                     key="executor.address") from None
             else:
                 code_parent = str(Path(_code_roots()[0]).parent)
                 path = os.pathsep.join([code_parent, *[p for p in sys.path if p]])

@@ -481,7 +481,8 @@ class _Planner:
         shared = "Levels/Shared/Lobby.ilevel"
         self.levels[shared] = _Level(shared)
         for index, world in enumerate(WORLD_NAMES[:world_count]):
-            levels = [f"Levels/{world}/{world}_{i:02d}.ilevel" for i in range(1, rng.randint(2, 5) + 1)]
+            count = rng.randint(2, 5)
+            levels = [f"Levels/{world}/{world}_{i:02d}.ilevel" for i in range(1, count + 1)]
             if index == 0:
                 levels.append(f"Levels/{world}/{world}_广场.ilevel")  # a Chinese level name
             if index < 2 or rng.random() < 0.4:
@@ -762,7 +763,8 @@ def _effect_body(r: _Resource) -> str:
 def _sound_body(r: _Resource) -> str:
     a = r.attrs
     return (f"  <SoundInfo>\n    <Duration>{a['Duration']}</Duration>\n"
-            f"    <Channels>{a['Channels']}</Channels>\n    <SampleRate>{a['SampleRate']}</SampleRate>\n"
+            f"    <Channels>{a['Channels']}</Channels>\n"
+            f"    <SampleRate>{a['SampleRate']}</SampleRate>\n"
             f"  </SoundInfo>\n")
 
 
@@ -894,7 +896,8 @@ class _Writer:
         self.files = 0
         self.bytes = 0
         # One buffer of random bytes; payloads are views into it (cheap and deterministic).
-        self.pool = memoryview(Random(plan.pool_seed).randbytes(PAYLOAD_POOL_BYTES + MAX_PAYLOAD_BYTES))
+        pool_size = PAYLOAD_POOL_BYTES + MAX_PAYLOAD_BYTES
+        self.pool = memoryview(Random(plan.pool_seed).randbytes(pool_size))
 
     def write(self) -> None:
         os.makedirs(self.project, exist_ok=True)
