@@ -1,20 +1,27 @@
-"""Benchmark the Unity source: a cold collect, and the reference scanner against PyYAML.
+"""Benchmark the Unity source: a cold collect, collect+dependency through the engine, and the
+reference scanner against PyYAML.
 
     python benchmarks/bench_unity.py [PROJECT] [--repeat N] [--json]
 
 "Cold" collect runs in a fresh interpreter each time (no module, parse or stat state carried
-over; the OS page cache stays warm, which needs root to drop). The scanner comparison reads every
-text-serialized native asset once, then times extracting the references from the same bytes with
-the scanner, with PyYAML on libyaml (CSafeLoader) and with pure-Python PyYAML (SafeLoader).
+over; the OS page cache stays warm, which needs root to drop). The engine runs the stages
+`collect` and `dependency` (`run_build(stages=["dependency"])`, local executor) on a temporary
+copy of the project, each run in a fresh interpreter: cold with an empty cache, no-op with the
+cache of a previous run and nothing changed; the time is `run_build`'s, imports excluded. The
+scanner comparison reads every text-serialized native asset once, then times extracting the
+references from the same bytes with the scanner, with PyYAML on libyaml (CSafeLoader) and with
+pure-Python PyYAML (SafeLoader).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,6 +57,59 @@ def cold_collect(project: Path, repeat: int) -> dict:
         collects.append(float(collected))
     return {"assets": int(assets), "import_s": statistics.median(imports),
             "collect_s_min": min(collects), "collect_s_median": statistics.median(collects)}
+
+
+_ENGINE_RUN = """
+import json, logging, os, sys, time
+sys.path.insert(0, {root!r})
+import structlog
+from orchestrator.config import load_build
+from orchestrator.scheduler import RunOptions, run_build
+build = load_build({build!r})
+quiet = structlog.wrap_logger(structlog.PrintLogger(open(os.devnull, "w")),
+                              wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+start = time.perf_counter()
+result = run_build(build, RunOptions(executor="local", stages=["dependency"], progress=False), quiet)
+seconds = time.perf_counter() - start
+units = {{r.name: [r.units, r.built] for r in result.reports}}
+print(json.dumps([seconds, units, len(result.outputs["cooklist"].cooked)]))
+"""
+
+ENGINE_BUILD = """project: project
+source: unity
+output: out
+cache: cache
+executor:
+  kind: local
+"""
+
+
+def engine_runs(project: Path, repeat: int) -> dict:
+    """Median seconds of collect+dependency through the engine: cold (empty cache) and no-op."""
+    with tempfile.TemporaryDirectory(prefix="bench-unity-") as tmp:
+        work = Path(tmp)
+        shutil.copytree(project, work / "project")
+        build = work / "build.yaml"
+        build.write_text(ENGINE_BUILD, encoding="utf-8")
+
+        def one_run() -> tuple[float, dict, int]:
+            code = _ENGINE_RUN.format(root=str(ROOT), build=str(build))
+            out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                 text=True)
+            seconds, units, cooked = json.loads(out.stdout.strip().splitlines()[-1])
+            return seconds, units, cooked
+
+        cold, noop = [], []
+        for _ in range(repeat):
+            shutil.rmtree(work / "cache", ignore_errors=True)
+            seconds, cold_units, cooked = one_run()
+            cold.append(seconds)
+        for _ in range(repeat):
+            seconds, noop_units, _cooked = one_run()
+            noop.append(seconds)
+    return {"cooked": cooked, "cold_s_median": statistics.median(cold),
+            "noop_s_median": statistics.median(noop), "cold_units": cold_units,
+            "noop_units": noop_units}
 
 
 def text_assets(project: Path) -> dict[str, bytes]:
@@ -96,14 +156,21 @@ def main() -> None:
     args = parser.parse_args()
     project = Path(args.project)
     report = {"project": project.name, "cold_collect": cold_collect(project, args.repeat),
+              "engine": engine_runs(project, args.repeat),
               "extract": time_extractors(text_assets(project), args.repeat)}
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    cold, extract = report["cold_collect"], report["extract"]
+    cold, engine, extract = report["cold_collect"], report["engine"], report["extract"]
     print(f"project {project.name}: {cold['assets']} assets")
     print(f"cold collect (fresh interpreter, x{args.repeat}): min {cold['collect_s_min'] * 1000:.1f} ms, "
           f"median {cold['collect_s_median'] * 1000:.1f} ms (+ import {cold['import_s'] * 1000:.0f} ms)")
+    print(f"engine collect+dependency (local executor, median of {args.repeat}, "
+          f"{engine['cooked']} cooked):")
+    for kind in ("cold", "noop"):
+        units = ", ".join(f"{stage} {built}/{total} units run"
+                          for stage, (total, built) in engine[f"{kind}_units"].items())
+        print(f"  {kind:<5} {engine[f'{kind}_s_median'] * 1000:9.1f} ms  ({units})")
     print(f"reference extraction over {extract['files']} files, {extract['bytes'] / 1e6:.2f} MB:")
     for name, seconds in extract["seconds"].items():
         print(f"  {name:<15} {seconds * 1000:9.1f} ms  {extract['references'][name]} references")

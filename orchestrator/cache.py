@@ -66,6 +66,114 @@ class ActionEntry:
     result: str
 
 
+def _safe_name(stage: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in stage) or "_"
+
+
+class ActionLog:
+    """One stage's action entries: an append-only log, like ninja's build log.
+
+    A line is `<16 hex of its checksum> <json>`: {"k": key, "r": reads, "d": result digest,
+    "u": unit digest, "c": key components for --explain}. Loading keeps the newest entries per
+    key; a damaged or truncated line (a killed run, two machines appending over a network file
+    system) fails its checksum and is skipped — it only costs a recomputation. New entries are
+    appended in batches with one `write` on an O_APPEND file, so concurrent runs interleave whole
+    lines. One file per stage means a rerun reads the stage's entries in one go instead of
+    opening a file per unit.
+    """
+
+    FLUSH_EVERY = 256
+    FLUSH_SECONDS = 2.0
+
+    def __init__(self, path: Path, cache: "Cache") -> None:
+        self.path = path
+        self._cache = cache
+        self._by_key: dict[str, list[ActionEntry]] | None = None
+        self._by_unit: dict[str, dict] = {}
+        self._pending: list[bytes] = []
+        self._last_flush = time.monotonic()
+        self._lines = 0
+
+    def _load(self) -> None:
+        by_key: dict[str, list[ActionEntry]] = {}
+        try:
+            data = self.path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            data = b""
+        damaged = 0
+        for line in data.split(b"\n"):
+            if not line:
+                continue
+            self._lines += 1
+            check, _, payload = line.partition(b" ")
+            try:
+                if digest_bytes(payload)[:16].encode("ascii") != check:
+                    raise ValueError("checksum")
+                entry = json.loads(payload)
+                action = ActionEntry([tuple(r) for r in entry["r"]], entry["d"])
+                key = entry["k"]
+            except (ValueError, KeyError, TypeError):
+                damaged += 1
+                continue
+            entries = by_key.setdefault(key, [])
+            entries[:] = [action] + [e for e in entries if e.result != action.result]
+            del entries[_ENTRIES_PER_KEY:]
+            if entry.get("u"):
+                self._by_unit[entry["u"]] = entry.get("c") or {}
+        if damaged:
+            self._cache.corrupt_dropped += damaged
+            if self._cache.log is not None:
+                self._cache.log.warning("cache.dropped", file=str(self.path),
+                                        reason=f"{damaged} damaged action line(s) skipped")
+        self._by_key = by_key
+
+    def get(self, key: str) -> list[ActionEntry]:
+        if self._by_key is None:
+            self._load()
+        return self._by_key.get(key, [])
+
+    def last(self, unit_digest: str) -> dict | None:
+        """The key components the unit had when it last ran (for --explain)."""
+        if self._by_key is None:
+            self._load()
+        return self._by_unit.get(unit_digest)
+
+    def append(self, key: str, reads: dict[str, str | None], result: str,
+               unit: str | None = None, components: dict | None = None) -> None:
+        if self._by_key is None:
+            self._load()
+        action = ActionEntry(sorted(reads.items()), result)
+        entries = self._by_key.setdefault(key, [])
+        entries[:] = [action] + [e for e in entries if e.result != result][: _ENTRIES_PER_KEY - 1]
+        document = {"k": key, "r": action.reads, "d": result}
+        if unit is not None:
+            document.update(u=unit, c=components or {})
+            self._by_unit[unit] = components or {}
+        payload = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self._pending.append(digest_bytes(payload)[:16].encode("ascii") + b" " + payload + b"\n")
+        if (len(self._pending) >= self.FLUSH_EVERY
+                or time.monotonic() - self._last_flush > self.FLUSH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            lines = data.count(b"\n")
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # end a line torn by a killed run: ours must not join it
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        self._lines += lines
+
+
 class Cache:
     """One cache folder; safe to share between concurrent runs and machines."""
 
@@ -73,6 +181,7 @@ class Cache:
         self.root = Path(root)
         self.log = log
         self.corrupt_dropped = 0
+        self._logs: dict[str, ActionLog] = {}
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob_path(self, digest: str) -> Path:
@@ -104,41 +213,25 @@ class Cache:
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return data
 
-    # -- action index ------------------------------------------------------------------------
-    def _action_path(self, key: str) -> Path:
-        return self.root / "ac" / key[:2] / key
+    # -- action logs -------------------------------------------------------------------------
+    def actions(self, stage: str) -> "ActionLog":
+        """The action log of one stage (opened once per cache object)."""
+        if stage not in self._logs:
+            self._logs[stage] = ActionLog(self.root / "ac" / f"{_safe_name(stage)}.log", self)
+        return self._logs[stage]
 
-    def get_actions(self, key: str) -> list[ActionEntry]:
-        payload = self._read_sealed(self._action_path(key))
-        if payload is None:
-            return []
-        try:
-            return [ActionEntry([tuple(r) for r in e["reads"]], e["result"])
-                    for e in json.loads(payload)]
-        except (ValueError, KeyError, TypeError):
-            self._drop(self._action_path(key), "unreadable action entry")
-            return []
+    def get_actions(self, key: str, stage: str = "_") -> list[ActionEntry]:
+        return self.actions(stage).get(key)
 
-    def put_action(self, key: str, reads: dict[str, str | None], result: str) -> None:
-        entries = [e for e in self.get_actions(key) if e.result != result][: _ENTRIES_PER_KEY - 1]
-        document = [{"reads": sorted(reads.items()), "result": result}]
-        document += [{"reads": e.reads, "result": e.result} for e in entries]
-        atomic_write(self._action_path(key), _sealed(json.dumps(document).encode("utf-8")))
+    def put_action(self, key: str, reads: dict[str, str | None], result: str,
+                   stage: str = "_") -> None:
+        log = self.actions(stage)
+        log.append(key, reads, result)
+        log.flush()
 
-    # -- last key components (explain) -------------------------------------------------------
-    def _last_path(self, unit_digest: str) -> Path:
-        return self.root / "last" / unit_digest[:2] / unit_digest
-
-    def get_last(self, unit_digest: str) -> dict | None:
-        payload = self._read_sealed(self._last_path(unit_digest))
-        try:
-            return json.loads(payload) if payload is not None else None
-        except ValueError:
-            return None
-
-    def put_last(self, unit_digest: str, components: dict) -> None:
-        atomic_write(self._last_path(unit_digest),
-                     _sealed(json.dumps(components, sort_keys=True).encode("utf-8")))
+    def flush(self) -> None:
+        for log in self._logs.values():
+            log.flush()
 
     # -- housekeeping ------------------------------------------------------------------------
     def _read_sealed(self, path: Path) -> bytes | None:

@@ -148,16 +148,22 @@ class RunOptions:
 class Scheduler:
     """Runs the stage graph for one build file."""
 
-    def __init__(self, build: Build, options: RunOptions, log, stage_modules=None) -> None:
+    def __init__(self, build: Build, options: RunOptions, log, stage_modules=None,
+                 skip_stages: bool = True) -> None:
         self.build = build
         self.options = options
         self.log = log
+        # False after a corrupt blob was found: every stage runs its per-unit lookups, so a
+        # damaged unit result is recomputed in place (see load_result) instead of one restart
+        # per damaged blob behind a skipped stage.
+        self.skip_stages = skip_stages
         self.cache = Cache(build.cache_dir, log=log)
         self.stat_cache = StatCache(build.cache_dir, str(build.project_root).replace("\\", "/"),
                                     log=log)
         self.stages = select(load_stages(stage_modules) if stage_modules else load_stages(),
                              options.stages)
         self.libs = library_versions()
+        self.libs_digest = digest_value(self.libs)[:16]
         self._executors: dict[str, Executor] = {}
         self.ray_startup: float | None = None
         self.explained: list[UnitOutcome] = []
@@ -215,6 +221,7 @@ class Scheduler:
                                    seconds=round(report.seconds, 3))
         finally:
             progress.stop()
+            self.cache.flush()
             self.stat_cache.save()
             for executor in self._executors.values():
                 executor.close()
@@ -231,7 +238,7 @@ class Scheduler:
     def _unchanged(self, record: StageRecord | None, fingerprint: str, ctx: Context) -> bool:
         """Whether everything the stage depended on last time is as it was (so skip it)."""
         if (record is None or record.outputs is None or self.options.no_cache
-                or record.fingerprint != fingerprint or not self.cache.has_blob(record.outputs)):
+                or not self.skip_stages or record.fingerprint != fingerprint or not self.cache.has_blob(record.outputs)):
             return False
         if record.listing is not None and listing_digest(ctx.walk()) != record.listing:
             return False
@@ -277,7 +284,7 @@ class Scheduler:
                                    "libs": self.libs, "slice": slice_digest, "key": key_parts,
                                    "unit": unit.id})
             unit_digest = digest_value([spec.name, unit.id])
-            entry, why = (None, "--no-cache") if self.options.no_cache else self._lookup(ctx, static)
+            entry, why = (None, "--no-cache") if self.options.no_cache else self._lookup(ctx, spec.name, static)
             if entry is not None:
                 hit = entry.result
                 traces.update(entry.reads)
@@ -287,10 +294,11 @@ class Scheduler:
                 report.cached += 1
                 report.outcomes.append(UnitOutcome(spec.name, unit.id, True, "cached", result=hit))
                 continue
-            components = {"version": spec.version, "libs": self.libs, "slice": slice_digest,
-                          "key": key_parts}
+            components = {"version": spec.version, "libs": self.libs_digest,
+                          "slice": slice_digest[:16],
+                          "key": {field: value[:16] for field, value in key_parts.items()}}
             if why is None:
-                why = self._explain_miss(unit_digest, components)
+                why = self._explain_miss(spec.name, unit_digest, components)
             misses.append((unit, static, unit_digest, components, why))
         if self.options.dry_run and misses:
             for unit, _, _, _, why in misses:
@@ -308,9 +316,10 @@ class Scheduler:
         return outputs, traces
 
     # -- cache lookups -------------------------------------------------------------------
-    def _lookup(self, ctx: Context, static: str) -> tuple[ActionEntry | None, str | None]:
+    def _lookup(self, ctx: Context, stage_name: str,
+                static: str) -> tuple[ActionEntry | None, str | None]:
         """(entry, None) on a hit; (None, reason) when the trace no longer matches."""
-        entries = self.cache.get_actions(static)
+        entries = self.cache.actions(stage_name).get(static)
         if not entries:
             return None, None
         reason = None
@@ -325,16 +334,14 @@ class Scheduler:
                 reason = f"input changed: {changed}"
         return None, reason
 
-    def _explain_miss(self, unit_digest: str, components: dict) -> str:
-        last = self.cache.get_last(unit_digest)
+    def _explain_miss(self, stage_name: str, unit_digest: str, components: dict) -> str:
+        last = self.cache.actions(stage_name).last(unit_digest)
         if last is None:
             return "no entry"
         if last.get("version") != components["version"]:
             return f"stage version changed ({last.get('version')} → {components['version']})"
         if last.get("libs") != components["libs"]:
-            changed = sorted(k for k in components["libs"]
-                             if last.get("libs", {}).get(k) != components["libs"][k])
-            return f"tool or library version changed ({', '.join(changed)})"
+            return "tool or library version changed"
         if last.get("slice") != components["slice"]:
             return "build-file slice changed"
         old, new = last.get("key", {}), components["key"]
@@ -386,8 +393,8 @@ class Scheduler:
                     continue
                 blob = dumps(finished.result)
                 digest = self.cache.put_blob(blob)
-                self.cache.put_action(static, finished.reads, digest)
-                self.cache.put_last(unit_digest, components)
+                self.cache.actions(spec.name).append(static, finished.reads, digest,
+                                                     unit_digest, components)
                 traces.update(finished.reads)
                 results.add(unit.id, digest, finished.result, keep=len(blob) <= KEEP_IN_MEMORY_BYTES)
                 outcome = UnitOutcome(spec.name, unit.id, False, why, finished.seconds,
@@ -399,6 +406,7 @@ class Scheduler:
                     self.log.info("explain", unit=outcome_line(outcome))
         finally:
             progress.stop()
+            self.cache.actions(spec.name).flush()
         if failures:
             raise failures[0]
 
@@ -424,7 +432,7 @@ class Scheduler:
             if finished.error is not None:
                 raise finished.error
             digest = self.cache.put_blob(dumps(finished.result))
-            self.cache.put_action(static, finished.reads, digest)
+            self.cache.actions(stage.name).append(static, finished.reads, digest)
             if digest != expected:  # not reproducible: restart so every key sees the new value
                 raise CacheCorrupt(f"unit {unit.id!r} of {stage.name!r} recomputed differently")
             return finished.result
@@ -447,9 +455,10 @@ def _key_parts(key: Any) -> dict[str, str]:
 
 
 def run_build(build: Build, options: RunOptions, log, stage_modules=None) -> RunResult:
-    """Run a build; a corrupt cache entry found mid-run is dropped and the run restarted once."""
+    """Run a build; a corrupt cache entry found mid-run is dropped and the run restarted, then
+    without skipping whole stages, so that every damaged unit result is recomputed in place."""
     for attempt in range(3):
-        scheduler = Scheduler(build, options, log, stage_modules)
+        scheduler = Scheduler(build, options, log, stage_modules, skip_stages=attempt == 0)
         try:
             result = scheduler.run()
             result.explained = scheduler.explained

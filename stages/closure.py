@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from orchestrator.hashing import digest_value
 
+from .path_glob import glob_regex
 from .sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -33,26 +34,8 @@ COOK_DEFAULTS = {"maps": [], "always_cook": [], "never_cook": [], "startup": [],
 
 # -- path matching ---------------------------------------------------------------------------
 
-def glob_to_regex(pattern: str) -> str:
-    """A layout glob as a regex: `**` crosses folders, `*` and `?` stay within one name."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
+# Layout globs and `collect.exclude` share the packer's glob dialect (one meaning everywhere).
+glob_to_regex = glob_regex
 
 
 def compile_globs(patterns: Iterable[str]) -> Callable[[str], bool]:
@@ -60,7 +43,7 @@ def compile_globs(patterns: Iterable[str]) -> Callable[[str], bool]:
     patterns = list(patterns)
     if not patterns:
         return lambda path: False
-    regex = re.compile("|".join(f"(?:{glob_to_regex(p)})" for p in patterns) + r"\Z")
+    regex = re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns) + r"\Z", re.DOTALL)
     return lambda path: regex.match(path) is not None
 
 
@@ -140,7 +123,8 @@ class Roots(NamedTuple):
 
 def layout_named(assets: dict[str, Asset], cook: dict, bundles: dict) -> list[str]:
     """Asset ids named explicitly by `bundles.layout` (maps: all → each cooked world and its
-    levels; include/exclude globs on virtual paths or project-relative paths), in rule order."""
+    levels; include/exclude globs on virtual paths or project-relative paths), in rule order,
+    then those the project assigns to bundles itself (`bundles["assigned"]`, by bundle name)."""
     named: dict[str, None] = {}
     for rule in bundles.get("layout") or []:
         if rule.get("maps") == "all":
@@ -158,6 +142,10 @@ def layout_named(assets: dict[str, Asset], cook: dict, bundles: dict) -> list[st
                 paths = asset_paths(asset)
                 if any(map(includes, paths)) and not any(map(excludes, paths)):
                     named.setdefault(asset.id, None)
+    assigned = bundles.get("assigned") or {}
+    for name in sorted(assigned):
+        for asset_id in assigned[name]:
+            named.setdefault(asset_id, None)
     return list(named)
 
 

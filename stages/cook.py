@@ -39,6 +39,7 @@ class CookJob(NamedTuple):
 def plan(ctx, inputs: dict) -> Plan:
     """One unit per cooked asset that the source knows, in cook-list order."""
     assets = inputs["source"].assets
+    default = getattr(inputs["source"], "default_cooker", "")
     cookers = ctx.section("cook").get("cookers", {})
     platform = ctx.section("platform")
     specs: dict[str, CookerSpec] = {}
@@ -46,7 +47,7 @@ def plan(ctx, inputs: dict) -> Plan:
     for asset_id in inputs["cooklist"].cooked:
         asset = assets[asset_id]
         spec = specs.get(asset.type) or specs.setdefault(asset.type,
-                                                         cooker_for(asset.type, cookers))
+                                                         cooker_for(asset.type, cookers, default))
         folder = asset.folders[0] if asset.folders else ""
         job = CookJob(asset_id, folder, tuple(asset.files), spec, platform)
         key = {"asset": asset_id, "folder": folder, "files": list(asset.files),

@@ -1,6 +1,7 @@
 """Cookers turn an asset's files into its cooked payload: built-in `copy` and `xml`, or a command.
 
-A cooker is chosen by asset Type (`cook.cookers`); a Type not listed uses `xml`, which
+A cooker is chosen by asset Type (`cook.cookers`); a Type not listed uses the source's default
+(`SourceResult.default_cooker`: Unity ships bytes as they are, `copy`), else `xml`, which
 canonicalizes the attribute files and the world/level files and copies everything else, so a
 cosmetic edit (indentation, attribute order, comments) leaves the payload unchanged and the
 rebuild stops at the cook. Payloads never hold time stamps or absolute paths.
@@ -51,9 +52,10 @@ class CookerSpec:
                 "output_ext": self.output_ext, "platform": platform}
 
 
-def cooker_for(asset_type: str, cookers: dict) -> CookerSpec:
-    """The cooker the build file assigns to a Type (`cook.cookers`), checked; default `xml`."""
-    declared = cookers.get(asset_type, DEFAULT_COOKER)
+def cooker_for(asset_type: str, cookers: dict, default: str = "") -> CookerSpec:
+    """The cooker the build file assigns to a Type (`cook.cookers`), checked; else `default`
+    (the source's own default, e.g. `copy` for Unity), else `xml`."""
+    declared = cookers.get(asset_type, default or DEFAULT_COOKER)
     if isinstance(declared, str):
         if declared not in BUILTIN_VERSIONS:
             raise ConfigError(f"unknown built-in cooker {declared!r} (copy | xml)",

@@ -12,6 +12,7 @@ import json
 from orchestrator.types import Plan, StageSpec, Unit
 
 from stages.closure import assets_digest, compute_cooklist
+from stages.packing import source_bundles
 
 SPEC = StageSpec(name="dependency", version=1, inputs=("source",), outputs=("cooklist",),
                  config_keys=("cook", "bundles"),
@@ -23,7 +24,7 @@ REPORT = "reports/cooklist.json"
 def plan(ctx, inputs: dict) -> Plan:
     source = inputs["source"]
     digest = source.digest or assets_digest(source.assets)
-    cook, bundles = _closure_config(ctx)
+    cook, bundles = _closure_config(ctx, source)
     unit = Unit(id="closure", payload=(cook, bundles),
                 key={"assets": digest, "external": sorted(source.external),
                      "source_roots": source.roots},
@@ -31,10 +32,12 @@ def plan(ctx, inputs: dict) -> Plan:
     return Plan(units=[unit], shared=(source.assets, tuple(source.external), source.roots))
 
 
-def _closure_config(ctx) -> tuple[dict, dict]:
+def _closure_config(ctx, source) -> tuple[dict, dict]:
     cook = {k: v for k, v in ctx.section("cook").items() if k != "cookers"}
     bundles = ctx.section("bundles")
-    return cook, {"layout": bundles.get("layout") or []}
+    # Assets the project assigns to bundles are roots, as layout-named ones are.
+    assigned = source_bundles(source, ctx.section("source")) if bundles.get("from_meta") else {}
+    return cook, {"layout": bundles.get("layout") or [], "assigned": assigned}
 
 
 def run(payload, shared, reader):

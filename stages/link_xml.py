@@ -1,9 +1,10 @@
 """Stage `link_xml`: Unity's `link.xml`, preserving every asset Type the build packs.
 
-`<linker><assembly fullname=A><type fullname=N.T preserve="all"/>…</assembly></linker>`, types
-sorted. A Type that already holds a dot is taken as fully qualified: that is how a source names
-its own types (a Unity source reports `UnityEngine.Material`); other Types get the namespace
-`link_xml.namespace`, by default the assembly name.
+`<linker><assembly fullname=A><type fullname=N.T preserve="all"/>…</assembly>…</linker>`,
+assemblies and types sorted. A source may name the assembly of its own Types
+(`SourceResult.type_assemblies`: the Unity source puts `UnityEngine.Material` in `UnityEngine`);
+every other Type goes in `link_xml.assembly`. A Type that already holds a dot is taken as fully
+qualified; other Types get the namespace `link_xml.namespace`, by default the assembly name.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from xml.sax.saxutils import quoteattr
 
 from orchestrator.types import Plan, StageSpec, Unit
 
-SPEC = StageSpec(name="link_xml", version=1, inputs=("bundles", "cooked"), outputs=("link_xml",),
-                 config_keys=("link_xml",), description="link.xml for Unity's code stripping")
+SPEC = StageSpec(name="link_xml", version=2, inputs=("source", "bundles", "cooked"),
+                 outputs=("link_xml",), config_keys=("link_xml",),
+                 description="link.xml for Unity's code stripping")
+
+DEFAULT_ASSEMBLY = "Messiah.Runtime"  # the build file's default; kept for contexts without one
 
 
 def qualified_type(asset_type: str, namespace: str) -> str:
@@ -21,13 +25,23 @@ def qualified_type(asset_type: str, namespace: str) -> str:
     return asset_type if "." in asset_type else f"{namespace}.{asset_type}"
 
 
-def render_link_xml(types, assembly: str, namespace: str | None = None) -> bytes:
+def render_link_xml(types, assembly: str, namespace: str | None = None,
+                    type_assemblies: dict[str, str] | None = None) -> bytes:
     """The link.xml bytes (UTF-8, `\\n` line ends) for a collection of asset Types."""
-    names = sorted({qualified_type(t, namespace or assembly) for t in types if t})
-    lines = ['<?xml version="1.0" encoding="utf-8"?>', "<linker>",
-             f"  <assembly fullname={quoteattr(assembly)}>"]
-    lines += [f'    <type fullname={quoteattr(name)} preserve="all"/>' for name in names]
-    lines += ["  </assembly>", "</linker>", ""]
+    grouped: dict[str, set[str]] = {}
+    for asset_type in types:
+        if not asset_type:
+            continue
+        owner = (type_assemblies or {}).get(asset_type)
+        name = asset_type if owner else qualified_type(asset_type, namespace or assembly)
+        grouped.setdefault(owner or assembly, set()).add(name)
+    lines = ['<?xml version="1.0" encoding="utf-8"?>', "<linker>"]
+    for owner in sorted(grouped or {assembly: set()}):
+        lines.append(f"  <assembly fullname={quoteattr(owner)}>")
+        lines += [f'    <type fullname={quoteattr(name)} preserve="all"/>'
+                  for name in sorted(grouped.get(owner, ()))]
+        lines.append("  </assembly>")
+    lines += ["</linker>", ""]
     return "\n".join(lines).encode("utf-8")
 
 
@@ -36,13 +50,17 @@ def plan(ctx, inputs: dict) -> Plan:
     cooked = inputs["cooked"]
     packed = {a for bundle in inputs["bundles"].bundles.values() for a in bundle.assets}
     types = sorted({cooked[a]["type"] for a in packed if a in cooked})
-    payload = (types, options.get("assembly") or "Messiah.Runtime", options.get("namespace"))
-    return Plan(units=[Unit(id="link.xml", payload=payload, key={"types": types})])
+    known = getattr(inputs["source"], "type_assemblies", None) or {}
+    assemblies = {t: known[t] for t in types if t in known}
+    payload = (types, options.get("assembly") or DEFAULT_ASSEMBLY, options.get("namespace"),
+               assemblies)
+    return Plan(units=[Unit(id="link.xml", payload=payload,
+                            key={"types": types, "assemblies": sorted(assemblies.items())})])
 
 
 def run(payload, shared, reader) -> bytes:
-    types, assembly, namespace = payload
-    return render_link_xml(types, assembly, namespace)
+    types, assembly, namespace, assemblies = payload
+    return render_link_xml(types, assembly, namespace, assemblies)
 
 
 def finish(ctx, inputs: dict, results) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from orchestrator.hashing import digest_value
 from orchestrator.types import Plan, StageSpec, Unit
 
-from .packing import Packing, pack
+from .packing import Packing, pack, source_bundles
 
 SPEC = StageSpec(name="pack", version=1, inputs=("source", "cooklist", "cooked"),
                  outputs=("bundles",), config_keys=("bundles",),
@@ -22,7 +22,9 @@ def plan(ctx, inputs: dict) -> Plan:
     options = {"layout": bundles.get("layout", []),
                "policy": bundles.get("shared_dependencies", "extract"),
                "maps": list(cook.get("maps", [])),
-               "follow_soft": bool(cook.get("follow_soft_references", True))}
+               "follow_soft": bool(cook.get("follow_soft_references", True)),
+               "assigned": (source_bundles(inputs["source"], ctx.section("source"))
+                            if bundles.get("from_meta") else {})}
     graph = [[a.id, a.kind, a.type, list(a.virtual_paths), list(a.folders), list(a.files),
               [[r.target, r.strength] for r in a.refs], a.package, a.name] for a in cooked]
     # Payload digests do not shape the packing, only which assets are cooked and how they refer
@@ -34,7 +36,7 @@ def plan(ctx, inputs: dict) -> Plan:
 def run(payload, shared, reader) -> Packing:
     cooked, options = payload
     return pack(cooked, options["layout"], options["maps"], options["policy"],
-                options["follow_soft"])
+                options["follow_soft"], options["assigned"])
 
 
 def finish(ctx, inputs: dict, results) -> dict:

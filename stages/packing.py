@@ -1,6 +1,7 @@
 """Packing: which bundle holds each cooked asset, and how bundles depend on each other.
 
-1. Layout rules name *explicit* assets: `maps: all` gives one bundle per world of `cook.maps`
+1. Layout rules name *explicit* assets — and so does the project itself with `bundles.from_meta`
+   (a source's `SourceResult.bundles`: Unity's `assetBundleName` in `.meta` files): `maps: all` gives one bundle per world of `cook.maps`
    (the world and its levels; a level two worlds share stays with the first world listed), and
    `include`/`exclude` globs select assets by virtual or project-relative path. One asset named
    by two rules is a ConfigError naming both.
@@ -63,8 +64,10 @@ class Packing:
 
 
 def pack(assets: Sequence[Asset], layout: Sequence[dict], maps: Sequence[str],
-         policy: str = "extract", follow_soft: bool = True) -> Packing:
-    """Pack the cooked `assets` (in cook-list order) per the build file's `bundles` section."""
+         policy: str = "extract", follow_soft: bool = True,
+         assigned: dict[str, list[str]] | None = None) -> Packing:
+    """Pack the cooked `assets` (in cook-list order) per the build file's `bundles` section and
+    the bundles the project assigns itself (`assigned`, see `source_bundles`)."""
     if policy not in ("extract", "duplicate"):
         raise ConfigError(f"unknown policy {policy!r} (extract | duplicate)",
                           key="bundles.shared_dependencies")
@@ -72,7 +75,7 @@ def pack(assets: Sequence[Asset], layout: Sequence[dict], maps: Sequence[str],
     rank = {asset_id: i for i, asset_id in enumerate(cooked)}
     edges = {a.id: _followed(a, cooked, follow_soft) for a in assets}
 
-    explicit = _explicit_assets(cooked, layout, maps)  # bundle → ids
+    explicit = _explicit_assets(cooked, layout, maps, assigned or {})  # bundle → ids
     owner = {a: name for name, ids in explicit.items() for a in ids}
     users: dict[str, list[str]] = {}
     for name in sorted(explicit):
@@ -155,11 +158,33 @@ def _reach(starts: Sequence[str], edges: dict[str, tuple[str, ...]], stop: dict)
 
 
 # -- the layout rules -------------------------------------------------------------------------
-def _explicit_assets(cooked: dict[str, Asset], layout: Sequence[dict],
-                     maps: Sequence[str]) -> dict[str, list[str]]:
-    """Bundle name → explicit asset ids (rule order, then cook order); checks conflicts."""
+def source_bundles(source, source_name: str = "") -> dict[str, list[str]]:
+    """`bundles.from_meta`: bundle → asset ids as the project's own files assign them; a
+    ConfigError when the project's source has no such assignment."""
+    assigned = getattr(source, "bundles", None)
+    if assigned is None:
+        named = f"the {source_name!r} source" if source_name else "this project's source"
+        raise ConfigError(f"bundles.from_meta is true, but {named} does not assign bundles in "
+                          f"its files (a Unity project does, through assetBundleName in .meta "
+                          f"files); use bundles.layout", key="bundles.from_meta")
+    return {name: list(ids) for name, ids in sorted(assigned.items())}
+
+
+FROM_META = -1  # the "rule index" of an assignment the project's files make
+
+
+def _explicit_assets(cooked: dict[str, Asset], layout: Sequence[dict], maps: Sequence[str],
+                     assigned: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Bundle name → explicit asset ids (assigned first, then rule order, then cook order);
+    checks conflicts."""
     bundles: dict[str, list[str]] = {}
     named_by: dict[str, tuple[int, str]] = {}  # asset → (rule index, bundle)
+    for name in sorted(assigned):
+        check_bundle_name(name, "bundles.from_meta")
+        for asset_id in assigned[name]:
+            if asset_id in cooked and asset_id not in named_by:
+                named_by[asset_id] = (FROM_META, name)
+                bundles.setdefault(name, []).append(asset_id)
     for index, rule in enumerate(layout):
         where = f"bundles.layout[{index}]"
         template = rule.get("name", "")
@@ -187,6 +212,10 @@ def _explicit_assets(cooked: dict[str, Asset], layout: Sequence[dict],
         for name, asset_id in picks:
             if asset_id in named_by:
                 first, first_bundle = named_by[asset_id]
+                if first == FROM_META:
+                    raise ConfigError(
+                        f"asset {asset_id} is assigned to bundle {first_bundle!r} by the project "
+                        f"(bundles.from_meta) and named by {where} ({template!r})", key=where)
                 if first != index:
                     raise ConfigError(
                         f"asset {asset_id} is named by two layout rules: bundles.layout[{first}]"

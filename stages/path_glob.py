@@ -2,7 +2,9 @@
 
 `*` matches within one path segment, `?` one character of a segment, `[abc]` a character class,
 and `**` any number of whole segments (zero included): `UI/**` matches everything below `UI`,
-`**/icon_*` an `icon_` file at any depth, `a/**/b` both `a/b` and `a/x/y/b`.
+`**/icon_*` an `icon_` file at any depth, `a/**/b` both `a/b` and `a/x/y/b`. A metacharacter is
+matched literally inside a class (`[*]`, `[[]`); `escape_glob` writes a path that way. Every glob
+of the build file (layout rules, `collect.exclude`) goes through here, so they all agree.
 """
 
 from __future__ import annotations
@@ -11,9 +13,17 @@ import re
 from functools import lru_cache
 
 
+GLOB_METACHARACTERS = "*?["
+
+
 @lru_cache(maxsize=1024)
 def compile_glob(pattern: str) -> re.Pattern[str]:
     """The regular expression matching exactly the paths `pattern` matches."""
+    return re.compile(glob_regex(pattern) + r"\Z", re.DOTALL)
+
+
+def glob_regex(pattern: str) -> str:
+    """The regular-expression source of a glob, unanchored (callers anchor it or join several)."""
     out, i, n = [], 0, len(pattern)
     while i < n:
         char = pattern[i]
@@ -43,12 +53,22 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
                 body = pattern[i + 1:end]
                 negate = body.startswith("!")
                 body = body[1:] if negate else body
-                out.append("[" + ("^/" if negate else "") + body.replace("\\", "\\\\") + "]")
+                out.append("[" + ("^/" if negate else "") + _class_body(body) + "]")
                 i = end
         else:
             out.append(re.escape(char))
         i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    return "".join(out)
+
+
+def _class_body(body: str) -> str:
+    """A class body as regex source; `[ & ~ |` escaped (Python reads them as set operations)."""
+    return "".join("\\" + char if char in "\\[&~|" else char for char in body)
+
+
+def escape_glob(path: str) -> str:
+    """A glob that matches exactly `path`: each metacharacter wrapped in a class of its own."""
+    return "".join(f"[{char}]" if char in GLOB_METACHARACTERS else char for char in path)
 
 
 def glob_match(pattern: str, path: str) -> bool:

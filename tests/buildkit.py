@@ -78,8 +78,12 @@ def published(output_dir: Path) -> dict[str, bytes]:
     return found
 
 
-def cache_problems(cache_dir: Path, areas=("cas", "ac", "last", "stat")) -> list[str]:
-    """Entries of a cache that fail verification (leftover temporary files are not entries)."""
+def cache_problems(cache_dir: Path, areas=("cas", "ac", "last", "stat", "stages")) -> list[str]:
+    """Entries of a cache that fail verification (leftover temporary files are not entries).
+
+    Action logs (`ac/<stage>.log`) must hold only intact lines naming blobs that exist; sealed
+    files (stat caches, stage records, older per-key entries) must pass their seal.
+    """
     problems = []
     cache_dir = Path(cache_dir)
     for path in sorted(cache_dir.rglob("*")):
@@ -92,15 +96,20 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "last", "stat")) -> list
         if area == "cas":
             if digest_bytes(data) != path.name:
                 problems.append(f"blob {path} does not match its name")
-        elif area in ("ac", "last", "stat"):
-            payload = _unseal(data)
-            if payload is None:
+        elif area == "ac" and path.suffix == ".log":
+            for number, line in enumerate(data.split(b"\n"), 1):
+                if not line:
+                    continue
+                check, _, payload = line.partition(b" ")
+                if digest_bytes(payload)[:16].encode("ascii") != check:
+                    problems.append(f"action log {path.name} line {number} is damaged")
+                    continue
+                result = json.loads(payload)["d"]
+                if not (cache_dir / "cas" / result[:2] / result).exists():
+                    problems.append(f"action log {path.name} line {number} names a missing blob")
+        elif area in ("ac", "last", "stat", "stages"):
+            if _unseal(data) is None:
                 problems.append(f"{area} entry {path} fails its seal")
-            elif area == "ac":
-                for entry in json.loads(payload):
-                    blob = cache_dir / "cas" / entry["result"][:2] / entry["result"]
-                    if not blob.exists():
-                        problems.append(f"action {path.name[:12]} names a missing blob")
     return problems
 
 

@@ -138,7 +138,8 @@ def load_rules(rule_files, *, index: Any = None, index_digest: str | None = None
 
     available = index_is_available(index)
     if index_digest is None:
-        index_digest = index.digest() if available else "none"
+        # Any index that can digest itself keys the rules that read it (a Unity index too).
+        index_digest = index.digest() if hasattr(index, "digest") else "none"
     view = index_view(index, index_digest, root)
     ruleset = RuleSet([], 0, index_digest=index_digest)
     for path in rule_files:

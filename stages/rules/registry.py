@@ -2,9 +2,11 @@
 
 - `orchestrate.checks`: built-in checks (`messiah_condfunc.NAME`, `condfunc.NAME`,
   `g83_runner.NAME`), name → callable `(data, filepath, condition[, context])` returning the
-  failing values. The three shipped ones are also known without the package installed.
+  failing values. The shipped ones are also known without the package installed.
 - `orchestrate.path_languages`: path languages for other file types, name → object implementing
-  `PathLanguage`. XML is built in and is the language of every file no plug-in claims.
+  `PathLanguage`. XML is built in and is the language of every file no plug-in claims. The
+  shipped `unity_yaml` (stages/sources/unity_paths.py) is also known without the package
+  installed, as the shipped checks are.
 
 Compiled rules refer to plug-ins by name and "module:attribute" target (picklable); workers
 resolve them on first use and keep them for the process.
@@ -27,8 +29,12 @@ BUILTIN_CHECKS = {
     "srcTexConflict": "stages.rules.builtins:src_tex_conflict",
     "rigidbody_deps": "stages.rules.builtins:rigidbody_deps",
     "compressed_src_tex": "stages.rules.builtins:compressed_src_tex",
+    "unity_guid_resolves": "stages.sources.unity_checks:guid_resolves",
 }
 CHECK_PREFIXES = ("messiah_condfunc.", "condfunc.", "g83_runner.")
+BUILTIN_LANGUAGES = {
+    "unity_yaml": "stages.sources.unity_paths:LANGUAGE",
+}
 
 
 class CheckRef(NamedTuple):
@@ -74,7 +80,7 @@ def check_callable(target: str) -> tuple[Callable, bool]:
 
 @runtime_checkable
 class PathLanguage(Protocol):
-    """A path language for one family of files (a Unity YAML flavour registers one later).
+    """A path language for one family of files (Unity's YAML: stages/sources/unity_paths.py).
 
     `parse` raises on content it cannot read (an exception with a `line`/`lineno` attribute gives
     the failure its line); `compile` raises ValueError on an expression it does not accept;
@@ -120,13 +126,16 @@ XML = XmlLanguage()
 
 @lru_cache(maxsize=None)
 def path_languages() -> dict[str, Any]:
-    """Registered languages by name (XML first, then plug-ins sorted by name)."""
+    """Registered languages by name (XML first, then plug-ins sorted by name): the shipped ones,
+    overridden by installed entry points of the same name (stale package metadata loses none)."""
+    targets = dict(BUILTIN_LANGUAGES)
+    targets.update((ep.name, ep.value) for ep in entry_points(group=LANGUAGE_GROUP))
     found: dict[str, Any] = {XML.name: XML}
-    for ep in sorted(entry_points(group=LANGUAGE_GROUP), key=lambda e: e.name):
-        language = ep.load()
+    for name in sorted(targets):
+        language = load_target(targets[name])
         if isinstance(language, type):
             language = language()
-        found[getattr(language, "name", ep.name)] = language
+        found[getattr(language, "name", name)] = language
     return found
 
 

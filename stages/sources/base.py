@@ -86,6 +86,10 @@ class SourceResult:
     roots: dict[str, list[str]] = field(default_factory=dict)  # source-defined roots, by kind
     external: tuple[str, ...] = ()  # ids known to live outside the project (not missing)
     digest: str = ""  # content digest of everything `assets` derive from (set by the collect stage)
+    # What the project itself says beyond references (None/"": the format says nothing):
+    bundles: dict[str, list[str]] | None = None  # bundle → asset ids its files assign (`bundles.from_meta`)
+    type_assemblies: dict[str, str] | None = None  # fully-qualified Type → its assembly (link.xml)
+    default_cooker: str = ""  # cooker of Types `cook.cookers` does not list ("": the pipeline's default)
 
 
 class AssetSource(Protocol):

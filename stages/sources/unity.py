@@ -4,7 +4,9 @@ Asset ids are project-relative paths (`Assets/…/x.prefab`); `.meta` GUIDs reso
 are the enabled scenes of EditorBuildSettings and everything in `Resources/` folders. Nested prefabs
 are followed through: Unity bakes a nested prefab's content into its parent, so the parent gets a
 `m_SourcePrefab` reference to the nested prefab plus the nested content's references (hoisted),
-but not the prefabs nested deeper — which is what Unity's bundle manifests record.
+but not the prefabs nested deeper — which is what Unity's bundle manifests record. Beyond the
+assets, the result names the bundles `.meta` files assign (`bundles.from_meta`), the assembly of
+its types (`UnityEngine`, for link.xml) and `copy` as the cooker of unlisted Types.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from orchestrator.reads import Reader, to_posix
 from .base import (HARD, RESOURCE, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
                    SourceResult)
 from .unity_index import UnityIndex, bundles_from_meta
-from .unity_types import asset_type, extension, is_code, is_native
+from .unity_types import RUNTIME_ASSEMBLY, asset_type, extension, is_code, is_native
 from .unity_yaml import (MetaInfo, RawRef, YAMLError, first_class_id, is_text_serialized,
                          load_documents, read_meta, scan_references)
 
@@ -38,6 +40,8 @@ MONOSCRIPT_FILE_ID = 11500000
 INSTANCE_FIELDS = frozenset({"m_SourcePrefab", "target", "m_CorrespondingSourceObject",
                              "m_PrefabParentObject"})
 NESTED_LABEL = "m_SourcePrefab"
+# Unity ships an asset's bytes as they are (an `.xml` TextAsset included): no canonicalizing cooker.
+DEFAULT_COOKER = "copy"
 
 
 class FileScan(NamedTuple):
@@ -198,12 +202,15 @@ class _Assembler:
         assets = {path: self._asset(path, hoister.refs_of(path)) for path in resolved}
         scenes = self._scene_roots(guid_to_path)
         resources = [path for path in assets if _in_resources_folder(path)]
+        orphans = tuple(p.file[:-len(".meta")] for p in self.problems if p.kind == "orphan_meta")
         index = UnityIndex(root=self.root, guid_to_path=guid_to_path, metas=dict(sorted(self.metas.items())),
                            asset_ids=tuple(assets), scenes=tuple(scenes),
-                           external=tuple(sorted(self.external)))
+                           external=tuple(sorted(self.external)), orphans=tuple(sorted(orphans)))
         return SourceResult(assets=assets, index=index, problems=self.problems,
                             roots={"scenes": scenes, "resources": resources},
-                            external=index.external)
+                            external=index.external, bundles=bundles_from_meta(index),
+                            type_assemblies={a.type: RUNTIME_ASSEMBLY for a in assets.values()},
+                            default_cooker=DEFAULT_COOKER)
 
     # -- metas --------------------------------------------------------------------------------
     def _add_meta(self, scan: MetaScan) -> None:

@@ -20,6 +20,7 @@ class UnityIndex:
     asset_ids: tuple[str, ...] = ()  # the content assets (project-relative paths), sorted
     scenes: tuple[str, ...] = ()  # enabled scenes of EditorBuildSettings, in build order
     external: tuple[str, ...] = ()  # referenced GUIDs outside the project (built-ins, package code)
+    orphans: tuple[str, ...] = ()  # paths whose `.meta` exists but whose file does not, sorted
 
     def path_of(self, guid: str) -> str | None:
         """The project path a GUID names, or None when no `.meta` declares it."""
@@ -50,6 +51,7 @@ class UnityIndex:
             "assets": list(self.asset_ids),
             "scenes": list(self.scenes),
             "external": list(self.external),
+            "orphans": list(self.orphans),
         })
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import posixpath
 
+# link.xml names the `UnityEngine` assembly for every engine type: Unity forwards it to the module
+# (UnityEngine.CoreModule, UnityEngine.AudioModule, …) that defines the type.
+RUNTIME_ASSEMBLY = "UnityEngine"
 SCENE_TYPE = "UnityEngine.SceneAsset"
 UNKNOWN_TYPE = "UnityEngine.Object"  # Unity's DefaultAsset: a file no importer understands
 
