@@ -19,7 +19,8 @@ import os
 import pickle
 import shutil
 import stat
-import tempfile
+import itertools
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +33,28 @@ TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave 
 _TEMP_ABANDONED_SECONDS = 24 * 3600  # a temporary file this old belongs to no live run
 
 
+_known_folders: set[str] = set()
+_temp_counter = itertools.count()
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary sibling and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=path.name[-16:])
+    """Write `data` to `path` through a temporary sibling and a rename.
+
+    The temporary name is unique per process and call (pid, counter), so concurrent writers —
+    other threads, processes or machines sharing the folder — never share one; it is cheaper
+    than `mkstemp`, which matters at one write per unit of work.
+    """
+    parent = os.path.dirname(path)
+    if parent not in _known_folders:
+        os.makedirs(parent, exist_ok=True)
+        _known_folders.add(parent)
+    tmp = f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{next(_temp_counter)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileNotFoundError:  # the folder was removed behind our back (cache clear)
+        _known_folders.discard(parent)
+        os.makedirs(parent, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
