@@ -146,6 +146,14 @@ def write_profile(path: str | Path, reports: list[StageReport], t0: float) -> No
             events.append({"name": outcome.unit, "cat": outcome.stage, "ph": "X",
                            "ts": round((outcome.start - t0) * 1e6), "dur": round(outcome.seconds * 1e6),
                            "pid": 1, "tid": tid, "args": {"reason": outcome.reason}})
+    stage_track = len(tracks) + 1
+    for report in reports:
+        events.append({"name": report.name, "cat": "stage", "ph": "X",
+                       "ts": round((report.start - t0) * 1e6), "dur": round(report.seconds * 1e6),
+                       "pid": 1, "tid": stage_track,
+                       "args": {"units": report.units, "cached": report.cached,
+                                "built": report.built, "peak_rss_mb": report.peak_rss >> 20}})
+    tracks["stages"] = stage_track
     for worker, tid in tracks.items():
         events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
                        "args": {"name": worker}})

@@ -130,6 +130,8 @@ class RunResult:
     hashed_files: int = 0
     explained: list = field(default_factory=list)
     dry_run_stopped_at: str | None = None
+    driver_peak_rss: int = 0  # bytes, sampled (ResourceSampler.driver_peak)
+    workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
 
 
 @dataclass
@@ -183,7 +185,7 @@ class Scheduler:
             with ResourceSampler() as sampler:
                 for stage in self.stages:
                     started = time.perf_counter()
-                    report = StageReport(stage.name)
+                    report = StageReport(stage.name, start=time.time())
                     fingerprint = self._fingerprint(stage, value_digests)
                     ctx.begin_stage()
                     record = records.get(stage.name)
@@ -226,7 +228,8 @@ class Scheduler:
             for executor in self._executors.values():
                 executor.close()
         return RunResult(values, ctx.reports, ctx, self.ray_startup, self.cache.corrupt_dropped,
-                         self.stat_cache.hashed)
+                         self.stat_cache.hashed, driver_peak_rss=sampler.driver_peak,
+                         workers_peak_rss=sampler.workers_peak)
 
     # -- whole-stage records (memo.py) ---------------------------------------------------
     def _fingerprint(self, stage: Stage, value_digests: dict[str, str]) -> str:

@@ -68,6 +68,7 @@ class StageReport:
     units: int = 0
     cached: int = 0
     built: int = 0
+    start: float = 0.0  # wall-clock time the stage began
     seconds: float = 0.0
     peak_rss: int = 0
     cpu_percent: float = 0.0
