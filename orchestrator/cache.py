@@ -35,6 +35,9 @@ _TEMP_ABANDONED_SECONDS = 24 * 3600  # a temporary file this old belongs to no l
 
 _known_folders: set[str] = set()
 _temp_counter = itertools.count()
+# A killed run's leftover `.tmp-<host>-<pid>-<n>` must not collide with a later process that
+# reuses its pid (containers restart at the same small pids): a random token per process too.
+_TEMP_TOKEN = os.urandom(4).hex()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -48,7 +51,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     if parent not in _known_folders:
         os.makedirs(parent, exist_ok=True)
         _known_folders.add(parent)
-    tmp = f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{next(_temp_counter)}"
+    tmp = (f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{_TEMP_TOKEN}-"
+           f"{next(_temp_counter)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileNotFoundError:  # the folder was removed behind our back (cache clear)
@@ -178,6 +182,7 @@ class ActionLog:
         self._last_flush = time.monotonic()
         if not self._pending:
             return
+        self._cache.packs.flush()  # the results these entries point to go first
         data = b"".join(self._pending)
         self._pending.clear()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -193,6 +198,113 @@ class ActionLog:
         self._lines += lines
 
 
+LARGE_BLOB_BYTES = 1 << 20
+
+
+class BlobPacks:
+    """Small blobs, appended to one pack file per run and found through an append-only index.
+
+    Each run writes its own pack (`<host>-<pid>-<ns>.pack`), so concurrent runs never write to
+    the same pack; the shared `index.log` gets whole checksummed lines (`digest pack offset
+    length`) with O_APPEND, after the pack bytes they point to are flushed. Every read is verified
+    against the digest: a damaged pack or index line only costs a recomputation. A pack that `gc`
+    removed leaves index lines that point nowhere: those blobs are simply absent.
+    """
+
+    FLUSH_EVERY = 512
+
+    def __init__(self, folder: Path, cache: "Cache") -> None:
+        self.folder = folder
+        self._cache = cache
+        self._index: dict[str, tuple[str, int, int]] | None = None
+        self._bad: set[str] = set()
+        self._present: dict[str, bool] = {}  # pack name → exists (gc may have removed it)
+        self._writer = None
+        self._name = ""
+        self._pending: list[bytes] = []
+
+    def _load(self) -> dict[str, tuple[str, int, int]]:
+        if self._index is None:
+            index: dict[str, tuple[str, int, int]] = {}
+            try:
+                data = (self.folder / "index.log").read_bytes()
+            except (FileNotFoundError, NotADirectoryError):
+                data = b""
+            for line in data.split(b"\n"):
+                fields = line.split(b" ")
+                if len(fields) != 5:
+                    continue
+                check, digest, pack, offset, length = (f.decode("ascii", "replace") for f in fields)
+                if digest_bytes(" ".join((digest, pack, offset, length)).encode())[:8] != check:
+                    continue  # a torn or damaged line
+                index[digest] = (pack, int(offset), int(length))
+            self._index = index
+        return self._index
+
+    def has(self, digest: str) -> bool:
+        if digest in self._bad:
+            return False
+        found = self._load().get(digest)
+        if found is None:
+            return False
+        pack = found[0]
+        if pack not in self._present:
+            self._present[pack] = pack == self._name or (self.folder / pack).exists()
+        return self._present[pack]
+
+    def get(self, digest: str) -> bytes | None:
+        """The blob's bytes if a pack holds it; CacheCorrupt if the pack's copy is damaged."""
+        found = None if digest in self._bad else self._load().get(digest)
+        if found is None:
+            return None
+        pack, offset, length = found
+        if pack == self._name:
+            self._writer.flush()
+        try:
+            with open(self.folder / pack, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read(length)
+        except FileNotFoundError:
+            return None
+        if len(data) != length or digest_bytes(data) != digest:
+            self._bad.add(digest)
+            self._cache.corrupt_dropped += 1
+            if self._cache.log is not None:
+                self._cache.log.warning("cache.dropped", file=str(self.folder / pack),
+                                        reason=f"blob {digest[:12]} does not match its digest")
+            raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
+        return data
+
+    def put(self, digest: str, data: bytes) -> None:
+        index = self._load()
+        if digest in index and digest not in self._bad and self.has(digest):
+            return
+        if self._writer is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
+            self._writer = open(self.folder / self._name, "ab")
+        offset = self._writer.tell()
+        self._writer.write(data)
+        index[digest] = (self._name, offset, len(data))
+        self._bad.discard(digest)
+        body = f"{digest} {self._name} {offset} {len(data)}"
+        self._pending.append(f"{digest_bytes(body.encode())[:8]} {body}\n".encode("ascii"))
+        if len(self._pending) >= self.FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            fd = os.open(self.folder / "index.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+
 class Cache:
     """One cache folder; safe to share between concurrent runs and machines."""
 
@@ -201,13 +313,19 @@ class Cache:
         self.log = log
         self.corrupt_dropped = 0
         self._logs: dict[str, ActionLog] = {}
+        self.packs = BlobPacks(self.root / "cas" / "packs", self)
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob_path(self, digest: str) -> Path:
         return self.root / "cas" / digest[:2] / digest
 
     def put_blob(self, data: bytes) -> str:
+        """Store bytes under their digest: small ones appended to this run's pack, large ones
+        in a file of their own (creating a file per unit costs more than the unit's work)."""
         digest = digest_bytes(data)
+        if len(data) < LARGE_BLOB_BYTES:
+            self.packs.put(digest, data)
+            return digest
         path = self._blob_path(digest)
         try:  # an existing blob may be damaged: only a verified copy spares the write
             intact = path.stat().st_size == len(data) and path.read_bytes() == data
@@ -218,10 +336,13 @@ class Cache:
         return digest
 
     def has_blob(self, digest: str) -> bool:
-        return self._blob_path(digest).exists()
+        return self.packs.has(digest) or self._blob_path(digest).exists()
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes; raises CacheCorrupt (after dropping it) if missing or mismatched."""
+        data = self.packs.get(digest)
+        if data is not None:
+            return data
         path = self._blob_path(digest)
         try:
             data = path.read_bytes()
@@ -249,6 +370,9 @@ class Cache:
         log.flush()
 
     def flush(self) -> None:
+        """Make everything written so far durable for the next run (packs before the logs
+        that point into them)."""
+        self.packs.flush()
         for log in self._logs.values():
             log.flush()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .errors import MissingInput, ProjectError
 from .hashing import digest_bytes
@@ -26,10 +26,12 @@ class Reader:
     """Reads project files by project-relative path, recording (relpath → digest | None)."""
 
     def __init__(self, root: str, preloaded: Mapping[str, bytes | None] | None = None,
-                 disk: bool = True, blobs: Mapping[str, object] | None = None) -> None:
+                 disk: bool = True, blobs: Mapping[str, object] | None = None,
+                 fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None) -> None:
         self.root = to_posix(os.path.abspath(root))
         self._preloaded = dict(preloaded or {})
         self._disk = disk
+        self._fetch = fetch  # asks the driver's machine for a file this worker was not sent
         self._blobs = blobs or {}
         self.reads: dict[str, str | None] = {}
 
@@ -63,6 +65,14 @@ class Reader:
         self.reads[relpath] = digest_bytes(data)
         return data
 
+    def prefetch(self, relpaths: list[str]) -> None:
+        """Hint that these files will be read: a worker without the project asks for all of
+        them in one round trip instead of one each (nothing is recorded until they are read)."""
+        if not self._disk and self._fetch is not None:
+            wanted = [p for p in relpaths if p not in self._preloaded]
+            if wanted:
+                self._preloaded.update(self._fetch(wanted))
+
     def exists(self, relpath: str) -> bool:
         """Whether a project file exists (records the file's digest, or the miss)."""
         if relpath in self.reads:
@@ -77,7 +87,10 @@ class Reader:
         if relpath in self._preloaded:
             return self._preloaded[relpath]
         if not self._disk:
-            raise MissingInput(relpath)
+            if self._fetch is None:
+                raise MissingInput(relpath)
+            self._preloaded.update(self._fetch([relpath]))
+            return self._preloaded[relpath]
         return read_project_file(self.abspath(relpath))
 
 

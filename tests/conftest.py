@@ -26,6 +26,6 @@ def ray_local():
     import ray
     if not ray.is_initialized():
         path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield ray

@@ -59,9 +59,10 @@ def worker_label() -> str:
 
 
 def run_item(fn: Callable, item: WorkItem, shared: Any, root: str, disk: bool,
-             label: str) -> Finished:
+             label: str,
+             fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None) -> Finished:
     """Run one unit with a recording reader; never raises (errors travel in the record)."""
-    reader = Reader(root, preloaded=item.files, disk=disk, blobs=item.blobs)
+    reader = Reader(root, preloaded=item.files, disk=disk, blobs=item.blobs, fetch=fetch)
     start = time.time()
     clock = time.perf_counter()
     try:

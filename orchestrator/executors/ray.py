@@ -9,8 +9,9 @@ At most `IN_FLIGHT_PER_WORKER` batches per worker are in flight, which bounds dr
 
 Read-only shared data (the index, the compiled rules) is put in the object store once per stage.
 Input bytes travel with the batch unless `shared_paths` says every node sees the project at the
-same path; a unit that discovers it needs a file it was not sent comes back asking for it and is
-resent with it. Ray retries a task whose worker died (`max_retries`).
+same path; a unit that discovers it needs a file it was not sent fetches it from a `FileServer`
+actor pinned to the driver's node (or, with a Ray Client driver, comes back asking for it and is
+resent with it). Ray retries a task whose worker died (`max_retries`).
 """
 
 from __future__ import annotations
@@ -38,10 +39,43 @@ TASK_RETRIES = 3
 CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's address before giving up
 
 
-def _run_batch(fn: Callable, shared: Any, root: str, disk: bool,
-               items: list[WorkItem]) -> list[Finished]:
+def _run_batch(fn: Callable, shared: Any, root: str, disk: bool, items: list[WorkItem],
+               server: Any = None) -> list[Finished]:
     label = worker_label()
-    return [run_item(fn, item, shared, root, disk, label) for item in items]
+    fetch = None
+    if server is not None:
+        def fetch(relpaths: list[str]) -> dict[str, bytes | None]:
+            return ray.get(server.read.remote(relpaths))
+    return [run_item(fn, item, shared, root, disk, label, fetch) for item in items]
+
+
+class FileServer:
+    """Serves project files from the driver's machine to workers that cannot see them.
+
+    A unit that discovers a file while running (a rule's subxpath target, the texture a check
+    opens) asks for it here instead of failing and being resent: one round trip per file.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def read(self, relpaths: list[str]) -> dict[str, bytes | None]:
+        return {relpath: read_project_file(f"{self.root}/{relpath}") for relpath in relpaths}
+
+
+def _start_file_server(root: str, log=None) -> Any:
+    """A FileServer pinned to the driver's node, or None when the driver is not on a node
+    (Ray Client): then a unit that lacks a file comes back and is resent with it."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    try:
+        node = ray.get_runtime_context().get_node_id()
+    except Exception:  # Ray Client drivers have no node
+        return None
+    if not node:
+        return None
+    strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+    return ray.remote(FileServer).options(num_cpus=0, max_concurrency=8,
+                                          scheduling_strategy=strategy).remote(root)
 
 
 def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
@@ -106,13 +140,17 @@ class RayExecutor:
             else:
                 code_parent = str(Path(_code_roots()[0]).parent)
                 path = os.pathsep.join([code_parent, *[p for p in sys.path if p]])
-                ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False,
+                # address="local": always a fresh Ray of our own, never a cluster that `ray start`
+                # happened to leave running on this machine.
+                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
+                         include_dashboard=False,
                          log_to_driver=False, configure_logging=False,
                          runtime_env={"env_vars": {"PYTHONPATH": path}})
         self.startup_seconds = time.perf_counter() - started
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._remote = ray.remote(_run_batch).options(max_retries=TASK_RETRIES,
                                                       retry_exceptions=False)
+        self._server = None if shared_paths else _start_file_server(root, log)
         if log is not None:
             log.info("ray.ready", workers=self.workers, address=address or "local",
                      seconds=round(self.startup_seconds, 2))
@@ -129,7 +167,7 @@ class RayExecutor:
                 batch = pending.pop()
                 if not disk:
                     batch = [self._preload(item) for item in batch]
-                ref = self._remote.remote(fn, shared_ref, self.root, disk, batch)
+                ref = self._remote.remote(fn, shared_ref, self.root, disk, batch, self._server)
                 in_flight[ref] = batch
             done, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in done:

@@ -255,6 +255,9 @@ def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: 
             continue
         for target in _file_targets(values, ctx):
             targets.setdefault(target, []).append((run, relpath))
+    prefetch = getattr(reader, "prefetch", None)
+    if prefetch is not None and targets:
+        prefetch([target for target in targets if target != relpath])
     for target, waiting in targets.items():
         _check_target(target, waiting, documents, ctx,
                       (language, document) if target == relpath else None)
