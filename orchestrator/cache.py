@@ -14,16 +14,18 @@ harmless. Anything that fails verification is dropped and treated as absent.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import pickle
 import shutil
-import stat
-import itertools
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 from .errors import CacheCorrupt
 from .hashing import digest_bytes, digest_file
@@ -132,10 +134,10 @@ class ActionLog:
             try:
                 if digest_bytes(payload)[:16].encode("ascii") != check:
                     raise ValueError("checksum")
-                entry = json.loads(payload)
+                entry = orjson.loads(payload)
                 action = ActionEntry([tuple(r) for r in entry["r"]], entry["d"])
                 key = entry["k"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
                 damaged += 1
                 continue
             entries = by_key.setdefault(key, [])
@@ -172,7 +174,7 @@ class ActionLog:
         if unit is not None:
             document.update(u=unit, c=components or {})
             self._by_unit[unit] = components or {}
-        payload = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        payload = orjson.dumps(document)
         self._pending.append(digest_bytes(payload)[:16].encode("ascii") + b" " + payload + b"\n")
         if (len(self._pending) >= self.FLUSH_EVERY
                 or time.monotonic() - self._last_flush > self.FLUSH_SECONDS):

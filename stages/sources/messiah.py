@@ -81,8 +81,25 @@ def _parent(path: str) -> str:
     return path[:cut] if cut >= 0 else ""
 
 
+_last_layout: tuple[str, "Layout"] | None = None
+
+
 def scan_layout(files: list[FileEntry]) -> Layout:
-    """Classify the project's files: repositories, worlds, levels, resource folders."""
+    """Classify the project's files: repositories, worlds, levels, resource folders.
+
+    `plan` and `assemble` both need it for the same listing: the last result is kept, keyed by
+    a digest of the paths (cheap next to classifying a 100,000-resource tree twice).
+    """
+    global _last_layout
+    key = digest_bytes("\n".join(entry.path for entry in files).encode("utf-8"))
+    if _last_layout is not None and _last_layout[0] == key:
+        return _last_layout[1]
+    layout = _scan_layout(files)
+    _last_layout = (key, layout)
+    return layout
+
+
+def _scan_layout(files: list[FileEntry]) -> Layout:
     repositories, worlds, levels = [], [], []
     by_folder: dict[str, list[str]] = {}
     for entry in files:
