@@ -31,8 +31,9 @@ from .types import StageReport, Unit, UnitOutcome
 
 #: Below this many units left to run, `auto` stays in the driver: starting Ray costs seconds.
 AUTO_LOCAL_MAX_UNITS = 400
-#: Results smaller than this stay in memory for `finish`; larger ones are reloaded from the store.
-KEEP_IN_MEMORY_BYTES = 64 * 1024
+#: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
+#: each, 100,000 of them) are reloaded from the store only if `finish` asks for them.
+KEEP_IN_MEMORY_BYTES = 4 * 1024
 
 
 class InternalError(OrchestrateError):
