@@ -219,6 +219,7 @@ class Run:
     stages: list[dict]
     driver_peak_rss: int | None
     workers_peak_rss: int | None
+    code: str | None = None  # digest of orchestrator/ and stages/ as the run imported them
 
     @property
     def stage_seconds(self) -> dict[str, float]:
@@ -254,7 +255,7 @@ class Run:
                 "ray_imported": self.ray_imported, "ray_startup": self.ray_startup,
                 "driver_peak_rss": self.driver_peak_rss,
                 "workers_peak_rss": self.workers_peak_rss, "peak_rss_total": self.peak_total(),
-                "stages": self.stages}
+                "code": self.code, "stages": self.stages}
 
 
 def run_orchestrate(build_file: Path, *args: str, timeout: float = DEFAULT_TIMEOUT,
@@ -274,7 +275,8 @@ def run_orchestrate(build_file: Path, *args: str, timeout: float = DEFAULT_TIMEO
                 data = json.loads(out.read_text(encoding="utf-8"))
                 return Run(wall, data["exit_code"], data["run_build_s"], data["imports_s"],
                            data["ray_imported"], data["ray_startup"], data["stages"],
-                           data["driver_peak_rss"], data["workers_peak_rss"])
+                           data["driver_peak_rss"], data["workers_peak_rss"],
+                           data.get("code"))
             tail = "\n".join((done.stderr or "").strip().splitlines()[-8:])
             if any(marker in (done.stderr or "") for marker in RAY_RETRY_MARKERS) \
                     and attempt + 1 < attempts:
@@ -637,6 +639,13 @@ def write_results(meta: dict, sizes: dict[int, SizeResults], date: str) -> Path:
     tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def invocation_summary(meta: dict) -> dict:
+    """What a results file says about the invocation that measured it (for merged results)."""
+    return {key: meta.get(key) for key in ("command", "finished", "sections", "repeat",
+                                            "repeat_cold")} | \
+        {"commit": meta.get("machine", {}).get("git", {}).get("commit")}
 
 
 def stored_results(date: str) -> dict[str, dict]:

@@ -189,12 +189,13 @@ def size_markdown(size: str, entry: dict) -> list[str]:
                f"Ray {machine.get('ray')}, lxml {machine.get('lxml')}; "
                f"commit {machine.get('git', {}).get('commit', '?')} "
                f"(+{machine.get('git', {}).get('modified_files', '?')} modified files).")
-    merged = (meta.get("merged_into") or {}).get(str(size))
-    if merged:
-        out.append(f"Sections {', '.join(meta.get('sections', []))} were re-measured then; the "
-                   f"other figures come from `{merged.get('command', '?')}` "
-                   f"(finished {merged.get('finished', '?')}, repeat {merged.get('repeat')}, "
-                   f"cold builds {merged.get('repeat_cold')}).")
+    history = (meta.get("history_by_size") or {}).get(str(size))
+    if history:
+        out.append(f"This invocation re-measured the sections {', '.join(meta.get('sections', []))};"
+                   " the other figures come from earlier invocations, merged (`--merge`):")
+        out += [""] + [f"- `{h.get('command')}` — sections {', '.join(h.get('sections') or [])}, "
+                       f"repeat {h.get('repeat')}, cold builds {h.get('repeat_cold')}, "
+                       f"finished {h.get('finished')}, commit {h.get('commit')}" for h in history]
     if meta.get("partial"):
         out.append("**Partial: the run was still going or was interrupted.**")
     out += ["", "### Targets", "", "| target | measured | limit | |", "|---|---|---|---|"]
@@ -219,6 +220,13 @@ def size_markdown(size: str, entry: dict) -> list[str]:
                 f"file plus every {round(factor)}th other file "
                 f"({per.get('files_small', '?')} files); the other-files part is scaled up "
                 f"×{factor:.1f}. Measured: per-rule {fmt_s(per.get('measured_s'))}."]
+    versions = {run.get("code") for figure in figures.values() if isinstance(figure, dict)
+                for run in figure.get("runs", []) if run.get("code")}
+    if len(versions) > 1:
+        out += ["", f"**These figures span {len(versions)} versions of `orchestrator/` and "
+                "`stages/`** (commits landed while the suite ran; every run records the digest "
+                "of the sources it imported, `code` in the results file): a ratio between two "
+                "sections may compare different engines."]
     notes, errors = entry.get("notes", []), entry.get("errors", {})
     if notes or errors:
         out += [""] + [f"- note: {n}" for n in notes] + \
@@ -285,9 +293,8 @@ def write_doc(current: dict[str, dict] | None = None) -> None:
 def print_summary(figures: dict, only_measured: bool = True) -> None:
     """The figure rows (and the targets that could be judged) on standard output."""
     for label, value, ratio, against in figure_rows(figures):
-        if only_measured and value in ("n/a", "") and not ratio.strip("n/a"):
-            continue
-        if only_measured and ratio == "n/a" and value == "n/a":
+        if only_measured and not value.replace("n/a", "").strip(" /") \
+                and not ratio.replace("n/a", "").strip():
             continue
         print(f"{label:<66} {value:>18} {ratio:>8}  {against}")
     judged = [t for t in targets(figures) if t["met"] is not None]

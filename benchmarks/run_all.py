@@ -92,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                 results.figures.update(stored.get("figures", {}))
                 results.notes.extend(stored.get("notes", []))
                 results.errors.update(stored.get("errors", {}))
-                previous = dict(stored.get("meta", {}))
-                previous.pop("merged_into", None)
-                meta.setdefault("merged_into", {})[str(size)] = previous
+                previous = stored.get("meta", {})
+                history = (previous.get("history_by_size", {}).get(str(size))
+                           or [common.invocation_summary(previous)])
+                meta.setdefault("history_by_size", {})[str(size)] = list(history)
         all_results[size] = results
         project = common.ensure_project(size, args.seed, args.regenerate)
         results.put("project", project.info())

@@ -280,7 +280,11 @@ class BlobPacks:
     def put(self, digest: str, data: bytes) -> None:
         index = self._load()
         if digest in index and digest not in self._bad and self.has(digest):
-            return
+            try:  # a copy that is there may be damaged: only a verified one spares the write
+                if self.get(digest) == data:
+                    return
+            except CacheCorrupt:
+                pass
         if self._writer is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"

@@ -67,7 +67,7 @@ class Context:
                 except PermissionError as exc:
                     raise ProjectError(f"cannot list folder: {exc.strerror}", file=folder) from None
                 for entry in scan:
-                    rel = f"{prefix}{entry.name}"
+                    rel = prefix + entry.name
                     if entry.is_dir(follow_symlinks=False):
                         if entry.path not in skip:
                             stack.append((entry.path, rel + "/"))
@@ -81,9 +81,8 @@ class Context:
                             continue
                         raise ProjectError(f"cannot read: {exc.strerror}",
                                            file=entry.path) from None
-                    entries.append(FileEntry(to_posix(rel), st.st_size, st.st_mtime_ns,
-                                             st.st_ino))
-            entries.sort(key=lambda e: e.path)
+                    entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns, st.st_ino))
+            entries.sort()  # by path first: paths are unique
             self._walk = entries
         return self._walk
 
@@ -103,6 +102,19 @@ class Context:
         digest = self._digests[relpath]
         self.stage_reads[relpath] = digest
         return digest
+
+    def files_unchanged(self, reads: dict[str, str | None]) -> bool:
+        """Whether every file has the digest given (None: absent), without recording reads.
+
+        The whole-stage check of a no-op rerun: hundreds of thousands of paths, most of them
+        already digested for an earlier stage of the same run.
+        """
+        known = self._digests
+        for path, digest in reads.items():
+            current = known[path] if path in known else self.file_digest(path)
+            if current != digest:
+                return False
+        return True
 
     def track_file(self, path: str | os.PathLike) -> str | None:
         """Digest of a file outside the project that driver code reads (a rule file)."""

@@ -12,10 +12,11 @@ the outputs (lazily: only if something downstream runs and needs them) and moves
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from .cache import Cache, _sealed, _unseal, atomic_write
 from .hashing import digest_bytes, digest_value
@@ -29,12 +30,12 @@ class StageRecord:
     external: dict[str, str | None]  # absolute path → digest (rule files and the like)
     published: dict[str, tuple[int, int]]  # output-relative path → (size, mtime_ns)
     values: dict[str, str]  # output value name → value digest
-    outputs: str | None  # blob digest of the pickled outputs (None: not picklable)
+    outputs: dict[str, str] | None  # value name → blob of the pickled value (None: not picklable)
     units: int = 0
     unit_results: list = field(default_factory=list)  # [(unit id, result digest)], for reuse
 
     def to_json(self) -> bytes:
-        return json.dumps(self.__dict__, sort_keys=True).encode("utf-8")
+        return orjson.dumps(self.__dict__, option=orjson.OPT_SORT_KEYS)
 
 
 class StageRecords:
@@ -53,7 +54,7 @@ class StageRecords:
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
-            return StageRecord(**json.loads(_unseal(data)))
+            return StageRecord(**orjson.loads(_unseal(data)))
         except (TypeError, ValueError):  # damaged, or written by another version: start over
             self.drop(stage)
             return None

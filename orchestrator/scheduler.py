@@ -89,29 +89,27 @@ class StageValues(Mapping):
         self._cache = cache
         self._records = records
         self._values: dict[str, Any] = {}
-        self._stored: dict[str, tuple[str, str]] = {}  # value → (stage, outputs blob)
+        self._stored: dict[str, tuple[str, str]] = {}  # value → (stage, its stored blob)
         # After the run: how to get a value whose stored copy turns out corrupt (build again).
         self.repair: Callable[[str], Any] | None = None
 
     def add(self, outputs: dict[str, Any]) -> None:
         self._values.update(outputs)
 
-    def add_stored(self, stage: str, blob: str, names: tuple[str, ...]) -> None:
-        for name in names:
+    def add_stored(self, stage: str, blobs: dict[str, str]) -> None:
+        for name, blob in blobs.items():
             self._stored[name] = (stage, blob)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._values:
             stage, blob = self._stored[name]
             try:
-                outputs = loads(self._cache.get_blob(blob))
+                self._values[name] = loads(self._cache.get_blob(blob))
             except CacheCorrupt:
                 self._records.drop(stage)  # the rerun runs the stage instead
                 if self.repair is None:
                     raise
                 self._values[name] = self.repair(name)
-                return self._values[name]
-            self._values.update(outputs)
         return self._values[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -191,7 +189,7 @@ class Scheduler:
                     ctx.begin_stage()
                     record = records.get(stage.name)
                     if self._unchanged(record, fingerprint, ctx):
-                        values.add_stored(stage.name, record.outputs, stage.spec.outputs)
+                        values.add_stored(stage.name, record.outputs)
                         value_digests.update(record.values)
                         report.units = report.cached = record.units
                         for callback in self.options.callbacks.get(stage.name, []):
@@ -241,12 +239,13 @@ class Scheduler:
 
     def _unchanged(self, record: StageRecord | None, fingerprint: str, ctx: Context) -> bool:
         """Whether everything the stage depended on last time is as it was (so skip it)."""
-        if (record is None or record.outputs is None or self.options.no_cache
-                or not self.skip_stages or record.fingerprint != fingerprint or not self.cache.has_blob(record.outputs)):
+        if (record is None or not isinstance(record.outputs, dict) or self.options.no_cache
+                or not self.skip_stages or record.fingerprint != fingerprint
+                or not all(self.cache.has_blob(blob) for blob in record.outputs.values())):
             return False
         if record.listing is not None and listing_digest(ctx.walk()) != record.listing:
             return False
-        if any(ctx.file_digest(path) != digest for path, digest in record.reads.items()):
+        if not ctx.files_unchanged(record.reads):
             return False
         if any(ctx.track_file(path) != digest for path, digest in record.external.items()):
             return False
@@ -260,8 +259,8 @@ class Scheduler:
         unit_results = sorted((o.unit, o.result) for o in report.outcomes if o.result)
         derivation = digest_value([fingerprint, listing, sorted(reads.items()),
                                    sorted(ctx.stage_external.items()), unit_results])
-        try:
-            stored = self.cache.put_blob(dumps(outputs))
+        try:  # one blob per value: a later run loads only the values it needs
+            stored = {name: self.cache.put_blob(dumps(value)) for name, value in outputs.items()}
         except (pickle.PicklingError, TypeError, AttributeError):
             stored = None  # values holding live objects (loaders): the stage always runs
         published = {}

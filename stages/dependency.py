@@ -14,7 +14,8 @@ from orchestrator.types import Plan, StageSpec, Unit
 from stages.closure import assets_digest, compute_cooklist
 from stages.packing import source_bundles
 
-SPEC = StageSpec(name="dependency", version=1, inputs=("source",), outputs=("cooklist",),
+SPEC = StageSpec(name="dependency", version=1, inputs=("source",),
+                 outputs=("cooklist", "cook_summary"),
                  config_keys=("cook", "bundles"),
                  description="cook roots and the dependency closure")
 
@@ -51,7 +52,13 @@ def finish(ctx, inputs: dict, results) -> dict:
     if cooklist.missing:
         ctx.log.warning("dependency.missing", count=len(cooklist.missing),
                         fail=bool(cooklist.failure))
-    return {"cooklist": cooklist}
+    return {"cooklist": cooklist, "cook_summary": summarize(cooklist)}
+
+
+def summarize(cooklist) -> dict:
+    """What the end of a run reports and gates on, small enough to load on a no-op rerun."""
+    return {"cooked": len(cooklist.cooked), "missing": dict(cooklist.missing),
+            "ambiguous": len(cooklist.ambiguous), "cycles": len(cooklist.cycles)}
 
 
 def publish(ctx, outputs: dict) -> None:

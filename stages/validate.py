@@ -17,7 +17,7 @@ from stages.rules.loader import RuleSet, load_rules
 from stages.rules.report import build_document, gate_fails, highest_severity, render
 
 SPEC = StageSpec(name="validate", version=1, inputs=("files", "source", "cooklist"),
-                 outputs=("validation",), config_keys=("rules",),
+                 outputs=("validation", "validation_summary"), config_keys=("rules",),
                  description="check source files against the rule library")
 
 REPORTS = {"json": "reports/validate.json", "junit": "reports/junit.xml",
@@ -113,7 +113,8 @@ def finish(ctx, inputs: dict, results) -> dict:
     ctx.log.info("validate.done", rules=document["rules"], checked=document["sources_checked"],
                  failures=len(document["failures"]), rule_errors=len(document["rule_errors"]),
                  worst=highest_severity(document), gate_fails=gate_fails(document, fail_on))
-    return {"validation": document}
+    summary = {key: value for key, value in document.items() if not key.startswith("_")}
+    return {"validation": document, "validation_summary": summary}
 
 
 def publish(ctx, outputs: dict) -> None:

@@ -39,9 +39,26 @@ TASK_RETRIES = 3
 CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's address before giving up
 
 
-def _run_batch(fn: Callable, shared: Any, root: str, disk: bool, items: list[WorkItem],
+# Worker-process memo of the stage's shared data: object id → value. Ray would deserialize an
+# argument for every task; the index of a 100,000-resource project costs seconds to unpickle.
+_shared_values: dict[str, Any] = {}
+
+
+def _shared_value(holder: list) -> Any:
+    """The shared value behind `holder[0]` (an ObjectRef wrapped in a list, so that Ray passes
+    the reference instead of resolving it), fetched once per worker process and stage."""
+    ref = holder[0]
+    key = ref.hex()
+    if key not in _shared_values:
+        _shared_values.clear()  # stages run one after another: keep only the current one
+        _shared_values[key] = ray.get(ref)
+    return _shared_values[key]
+
+
+def _run_batch(fn: Callable, shared_holder: list, root: str, disk: bool, items: list[WorkItem],
                server: Any = None) -> list[Finished]:
     label = worker_label()
+    shared = _shared_value(shared_holder)
     fetch = None
     if server is not None:
         def fetch(relpaths: list[str]) -> dict[str, bytes | None]:
@@ -167,7 +184,7 @@ class RayExecutor:
                 batch = pending.pop()
                 if not disk:
                     batch = [self._preload(item) for item in batch]
-                ref = self._remote.remote(fn, shared_ref, self.root, disk, batch, self._server)
+                ref = self._remote.remote(fn, [shared_ref], self.root, disk, batch, self._server)
                 in_flight[ref] = batch
             done, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in done:

@@ -9,7 +9,7 @@ partial results are assembled in the driver (`assemble`) into a `SourceResult`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from orchestrator.reads import Reader
 
@@ -21,9 +21,12 @@ LEVEL = "level"
 RESOURCE = "resource"
 
 
-@dataclass(frozen=True, slots=True)
-class FileEntry:
-    """One file of the project tree: project-relative `/` path and its stat signature."""
+class FileEntry(NamedTuple):
+    """One file of the project tree: project-relative `/` path and its stat signature.
+
+    A NamedTuple, not a dataclass: the walk makes one per file (217,000 for a 100,000-resource
+    project) on every run, and a tuple is several times cheaper to build.
+    """
 
     path: str
     size: int
