@@ -167,6 +167,7 @@ class Scheduler:
         self.libs_digest = digest_value(self.libs)[:16]
         self._executors: dict[str, Executor] = {}
         self.ray_startup: float | None = None
+        self._startup_unreported = 0.0
         self.explained: list[UnitOutcome] = []
         # digest of a cached result → how to recompute it, should its blob turn out corrupt
         self._producers: dict[str, Callable[[], Any]] = {}
@@ -214,7 +215,9 @@ class Scheduler:
                             record = self._record(stage, ctx, fingerprint, outputs, traces, report)
                             records.put(stage.name, record)
                             value_digests.update(record.values)
-                    report.seconds = time.perf_counter() - started
+                    # Ray's startup is reported on its own, not in the stage that needed it.
+                    report.seconds = time.perf_counter() - started - self._startup_unreported
+                    self._startup_unreported = 0.0
                     report.peak_rss, report.cpu_percent = sampler.window()
                     ctx.reports.append(report)
                     self.log.debug("stage.done", stage=stage.name, units=report.units,
@@ -366,6 +369,7 @@ class Scheduler:
             self._executors[kind] = executor
             if kind == "ray":
                 self.ray_startup = getattr(executor, "startup_seconds", None)
+                self._startup_unreported = self.ray_startup or 0.0
         return self._executors[kind]
 
     def _execute(self, stage: Stage, ctx: Context, shared: Any, misses: list, results: Results,

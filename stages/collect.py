@@ -62,8 +62,10 @@ def finish(ctx, inputs: dict, results) -> dict:
 
 
 def _content_digest(name: str, version: int, options: dict, files: dict, parts: dict) -> str:
-    """Everything the assets derive from, hashed without building a huge JSON document."""
+    """Everything the assets derive from, hashed without building a huge JSON document: the
+    parse results and the listing — not the files' contents, so an edit that parses the same
+    (whitespace, a texture's size) does not re-run the cook list."""
     lines = [f"{name}\0{version}\0{sorted(options.items())!r}"]
-    lines += [f"f\0{path}\0{digest}" for path, digest in files.items()]
+    lines += [f"f\0{path}" for path in files]
     lines += [f"p\0{unit_id}\0{parts[unit_id]}" for unit_id in sorted(parts)]
     return digest_bytes("\n".join(lines).encode("utf-8"))

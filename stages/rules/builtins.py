@@ -103,13 +103,15 @@ def _source_image(texture_path: str, files: _Files) -> str | None:
 
 
 def _size_conflicts(texture_path: str, files: _Files) -> bool:
+    # The source image first: a texture without one cannot conflict, and not reading its
+    # texture.xml keeps that file out of the unit's inputs (an edit to it re-checks nothing).
+    source = _source_image(texture_path, files)
+    if source is None:
+        return False
     declared = _root_child_texts(files.read(texture_path), "Width", "Height")
     try:
         size = (int(declared["Width"]), int(declared["Height"]))
     except (KeyError, ValueError):
-        return False
-    source = _source_image(texture_path, files)
-    if source is None:
         return False
     actual = image_size(files.read(source), source)
     return actual is not None and tuple(actual) != size
