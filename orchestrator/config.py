@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .yamlfile import read_yaml
 
 
 class _Section(BaseModel):
@@ -140,20 +141,7 @@ def _resolve(base: Path, value: str) -> Path:
 def load_build(path: str | os.PathLike, overrides: dict | None = None) -> Build:
     """Read and validate a build file; raise ConfigError naming the file, line and key."""
     path = Path(path).resolve()
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ConfigError("build file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the build file: {exc}", file=str(path)) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML: {problem}", file=str(path), line=line) from None
+    node, raw = read_yaml(path, ConfigError, "build file")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from orchestrator.hashing import digest_value
 
 from .path_glob import glob_regex
+from .graphs import strongly_connected
 from .sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -269,50 +270,8 @@ def find_cycles(order: list[str], edges: Callable[[str], list[str]]) -> list[lis
     """One shortest cycle per strongly connected component (iterative Tarjan), each starting at
     its member discovered first, components in discovery order."""
     rank = {node: n for n, node in enumerate(order)}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    components: list[list[str]] = []
-    counter = 0
-    for start in order:
-        if start in index:
-            continue
-        work = [(start, iter(edges(start)))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            advanced = False
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(edges(child))))
-                    advanced = True
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1 or node in edges(node):
-                    components.append(component)
+    components = [component for component in strongly_connected(order, edges)
+                  if len(component) > 1 or component[0] in edges(component[0])]
     cycles = []
     for component in sorted(components, key=lambda c: min(rank[m] for m in c)):
         members = set(component)

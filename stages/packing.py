@@ -30,6 +30,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
+from .graphs import strongly_connected
 from .path_glob import glob_match
 
 DEFAULT_BUNDLE = "default"
@@ -292,42 +293,7 @@ def _check_output_names(contents: dict[str, list[str]]) -> None:
 
 # -- the bundle graph -------------------------------------------------------------------------
 def bundle_cycles(forward: dict[str, list[str]]) -> list[tuple[str, ...]]:
-    """Strongly connected components of more than one bundle (Tarjan, iterative), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    cycles = []
-    for root in sorted(forward):
-        if root in index:
-            continue
-        work = [(root, iter(forward[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(forward.get(child, ()))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    cycles.append(tuple(sorted(component)))
+    """Strongly connected components of more than one bundle, each sorted."""
+    components = strongly_connected(sorted(forward), lambda node: forward.get(node, ()))
+    cycles = [tuple(sorted(component)) for component in components if len(component) > 1]
     return sorted(cycles)

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from orchestrator.errors import RuleFileError
 from orchestrator.hashing import digest_value
+from orchestrator.yamlfile import read_yaml
 
 from . import registry
 from .conditions import Condition, ConditionError, compile_condition
@@ -103,20 +102,7 @@ class _RuleProblem(Exception):
 def read_rule_file(path: str | Path) -> list[tuple[str | None, Any, int]]:
     """The rules of one file as (id from a mapping key, raw rule, line)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise RuleFileError("rule file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(f"cannot read the rule file: {exc}", file=str(path)) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RuleFileError(f"not valid YAML: {problem}", file=str(path),
-                            line=mark.line + 1 if mark is not None else None) from None
+    node, data = read_yaml(path, RuleFileError, "rule file")
     if data is None:
         return []
     if isinstance(data, list):
