@@ -19,4 +19,4 @@ class LocalExecutor:
             yield run_item(fn, item, shared, self.root, True, self.label)
 
     def close(self) -> None:
-        pass
+        """Nothing to release: units ran in this process."""

@@ -211,7 +211,8 @@ class RayExecutor:
         return read_project_file(f"{self.root}/{relpath}")
 
     def close(self) -> None:
-        pass
+        """Nothing to release: a local Ray ends with the driver process (Ray's exit hook) and
+        a cluster stays up for the next build."""
 
 
 def shutdown() -> None:

@@ -94,7 +94,7 @@ class RuleSet:
 
 
 class _RuleProblem(Exception):
-    pass
+    """A reason a rule cannot be compiled; it becomes the rule's entry in `rule_errors`."""
 
 
 # -- reading files -------------------------------------------------------------------------------
