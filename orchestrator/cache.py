@@ -1,14 +1,17 @@
 """The cache: a content-addressed blob store, an action index and a stat cache.
 
 Layout under the cache folder:
-  cas/<2 hex>/<digest>      blobs, named by the BLAKE3 of their bytes (verified on every read)
-  ac/<2 hex>/<key>          action entries: key → [(files read with their digests, result digest)]
-  last/<2 hex>/<id digest>  the last key components of each unit, for --explain
+  cas/<2 hex>/<digest>      large blobs, named by the BLAKE3 of their bytes (verified on read)
+  cas/packs/*.pack, index.log   small blobs, appended per run, found through a checksummed index
+  ac/<stage>.log            action logs: key → files read with their digests → result digest,
+                            with the key components --explain compares
+  stages/<scope>/<stage>    whole-stage records (memo.py)
   stat/<root digest>        (path → size, mtime_ns, inode, digest) for one project checkout
 
-Every write goes to a temporary file in the same folder and is renamed into place, so a reader
-never sees a partial entry and concurrent writers of one key (same content by construction) are
-harmless. Anything that fails verification is dropped and treated as absent.
+Files are written to a temporary sibling and renamed into place; logs, packs and the pack index
+are appended to in whole checksummed lines or verified ranges. So a reader never trusts a partial
+entry, and concurrent writers of one key (same content by construction) are harmless. Anything that
+fails verification is dropped and treated as absent.
 """
 
 from __future__ import annotations
@@ -383,16 +386,6 @@ class Cache:
             log.flush()
 
     # -- housekeeping ------------------------------------------------------------------------
-    def _read_sealed(self, path: Path) -> bytes | None:
-        try:
-            data = path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        payload = _unseal(data)
-        if payload is None:
-            self._drop(path, "cache entry failed verification")
-        return payload
-
     def _drop(self, path: Path, why: str) -> None:
         self.corrupt_dropped += 1
         if self.log is not None:
@@ -405,7 +398,7 @@ class Cache:
     def stats(self) -> dict:
         """Counts and bytes per area."""
         out = {}
-        for area in ("cas", "ac", "last", "stat"):
+        for area in ("cas", "ac", "stages", "stat"):
             count = size = 0
             base = self.root / area
             if base.exists():
@@ -424,7 +417,7 @@ class Cache:
         until the cache is under `max_bytes`. Actions pointing at dropped blobs become misses."""
         now = time.time()
         files = []
-        for area in ("cas", "ac", "last"):
+        for area in ("cas", "ac", "stages"):
             base = self.root / area
             if not base.exists():
                 continue

@@ -149,18 +149,3 @@ class Context:
         atomic_write(target, data)
         self.rewritten.append(relpath)
         return True
-
-    def remove_output(self, relpath: str) -> None:
-        """Remove a file of the output folder that the build no longer produces."""
-        target = self.output_path(relpath)
-        try:
-            target.unlink()
-        except FileNotFoundError:
-            return
-        parent = target.parent
-        while parent != self.output_dir and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
-
-    def rehash(self, relpath: str) -> str:
-        return digest_file(str(self.output_path(relpath)))
