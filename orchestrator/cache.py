@@ -88,9 +88,22 @@ def _unseal(data: bytes) -> bytes | None:
     return payload
 
 
+def append_lines(path: Path, data: bytes) -> None:
+    """Append whole lines with one `write` on an O_APPEND file, so concurrent writers interleave
+    whole lines; a line torn by a killed run is ended first, or ours would join it."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class ActionEntry:
-    reads: list[tuple[str, str | None]]
+    reads: list  # [path, digest or None] pairs, sorted by path
     result: str
 
 
@@ -101,13 +114,15 @@ def _safe_name(stage: str) -> str:
 class ActionLog:
     """One stage's action entries: an append-only log, like ninja's build log.
 
-    A line is `<16 hex of its checksum> <json>`: {"k": key, "r": reads, "d": result digest,
-    "u": unit digest, "c": key components for --explain}. Loading keeps the newest entries per
-    key; a damaged or truncated line (a killed run, two machines appending over a network file
-    system) fails its checksum and is skipped — it only costs a recomputation. New entries are
-    appended in batches with one `write` on an O_APPEND file, so concurrent runs interleave whole
-    lines. One file per stage means a rerun reads the stage's entries in one go instead of
-    opening a file per unit.
+    A line is `<checksum> <key> <unit digest or -> <json>`, the json being {"r": reads, "d":
+    result digest, "c": key components for --explain}, the checksum the first 16 hex of the
+    BLAKE3 of everything after it. Loading only splits lines and files them under their key and
+    unit: a rerun of 100,000 units looks up every key but parses (and verifies) only the lines
+    of keys it asks for. The newest entries of a key come first; a damaged or truncated line (a
+    killed run, two machines appending over a network file system) fails its checksum when read
+    and is skipped — it only costs a recomputation. New entries are appended in batches with one
+    `write` on an O_APPEND file, so concurrent runs interleave whole lines. One file per stage
+    means a rerun reads the stage's entries in one go instead of opening a file per unit.
     """
 
     FLUSH_EVERY = 256
@@ -116,69 +131,85 @@ class ActionLog:
     def __init__(self, path: Path, cache: "Cache") -> None:
         self.path = path
         self._cache = cache
-        self._by_key: dict[str, list[ActionEntry]] | None = None
-        self._by_unit: dict[str, dict] = {}
+        self._raw: dict[bytes, list[bytes]] | None = None  # key → its lines, oldest first
+        self._raw_unit: dict[bytes, bytes] = {}  # unit digest → its newest line
+        self._by_key: dict[str, list[ActionEntry]] = {}
         self._pending: list[bytes] = []
         self._last_flush = time.monotonic()
         self._lines = 0
 
     def _load(self) -> None:
-        by_key: dict[str, list[ActionEntry]] = {}
+        raw: dict[bytes, list[bytes]] = {}
         try:
             data = self.path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             data = b""
-        damaged = 0
+        by_unit = self._raw_unit
         for line in data.split(b"\n"):
-            if not line:
+            fields = line.split(b" ", 3)
+            if len(fields) != 4:
+                if line and not line[17:18] == b"{":  # "{": a line of the first format, ignored
+                    raw.setdefault(b"", []).append(line)  # damaged: reported if ever read
                 continue
             self._lines += 1
-            check, _, payload = line.partition(b" ")
-            try:
-                if digest_bytes(payload)[:16].encode("ascii") != check:
-                    raise ValueError("checksum")
-                entry = orjson.loads(payload)
-                action = ActionEntry([tuple(r) for r in entry["r"]], entry["d"])
-                key = entry["k"]
-            except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
-                damaged += 1
-                continue
-            entries = by_key.setdefault(key, [])
-            entries[:] = [action] + [e for e in entries if e.result != action.result]
-            del entries[_ENTRIES_PER_KEY:]
-            if entry.get("u"):
-                self._by_unit[entry["u"]] = entry.get("c") or {}
-        if damaged:
-            self._cache.corrupt_dropped += damaged
+            raw.setdefault(fields[1], []).append(line)
+            if fields[2] != b"-":
+                by_unit[fields[2]] = line
+        self._raw = raw
+
+    def _parse(self, line: bytes) -> dict | None:
+        check, _, rest = line.partition(b" ")
+        try:
+            if digest_bytes(rest)[:16].encode("ascii") != check:
+                raise ValueError("checksum")
+            return orjson.loads(rest.split(b" ", 2)[2])
+        except (ValueError, IndexError, orjson.JSONDecodeError):
+            self._cache.corrupt_dropped += 1
             if self._cache.log is not None:
                 self._cache.log.warning("cache.dropped", file=str(self.path),
-                                        reason=f"{damaged} damaged action line(s) skipped")
-        self._by_key = by_key
+                                        reason="a damaged action line was skipped")
+            return None
 
     def get(self, key: str) -> list[ActionEntry]:
-        if self._by_key is None:
+        if self._raw is None:
             self._load()
-        return self._by_key.get(key, [])
+        if key not in self._by_key:
+            entries: list[ActionEntry] = []
+            for line in reversed(self._raw.get(key.encode("ascii"), ())):
+                entry = self._parse(line)
+                try:
+                    action = ActionEntry(entry["r"], entry["d"])
+                except (TypeError, KeyError):
+                    continue  # damaged (already counted) or not an entry
+                if all(e.result != action.result for e in entries):
+                    entries.append(action)
+                if len(entries) == _ENTRIES_PER_KEY:
+                    break
+            self._by_key[key] = entries
+        return self._by_key[key]
 
     def last(self, unit_digest: str) -> dict | None:
         """The key components the unit had when it last ran (for --explain)."""
-        if self._by_key is None:
+        if self._raw is None:
             self._load()
-        return self._by_unit.get(unit_digest)
+        line = self._raw_unit.get(unit_digest.encode("ascii"))
+        entry = self._parse(line) if line is not None else None
+        return (entry.get("c") or {}) if isinstance(entry, dict) else None
 
     def append(self, key: str, reads: dict[str, str | None], result: str,
                unit: str | None = None, components: dict | None = None) -> None:
-        if self._by_key is None:
-            self._load()
+        entries = self.get(key)
         action = ActionEntry(sorted(reads.items()), result)
-        entries = self._by_key.setdefault(key, [])
         entries[:] = [action] + [e for e in entries if e.result != result][: _ENTRIES_PER_KEY - 1]
-        document = {"k": key, "r": action.reads, "d": result}
+        document = {"r": action.reads, "d": result}
         if unit is not None:
-            document.update(u=unit, c=components or {})
-            self._by_unit[unit] = components or {}
-        payload = orjson.dumps(document)
-        self._pending.append(digest_bytes(payload)[:16].encode("ascii") + b" " + payload + b"\n")
+            document["c"] = components or {}
+        rest = b" ".join((key.encode("ascii"), (unit or "-").encode("ascii"),
+                          orjson.dumps(document)))
+        line = digest_bytes(rest)[:16].encode("ascii") + b" " + rest
+        if unit is not None:
+            self._raw_unit[unit.encode("ascii")] = line
+        self._pending.append(line + b"\n")
         if (len(self._pending) >= self.FLUSH_EVERY
                 or time.monotonic() - self._last_flush > self.FLUSH_SECONDS):
             self.flush()
@@ -191,16 +222,8 @@ class ActionLog:
         data = b"".join(self._pending)
         self._pending.clear()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            lines = data.count(b"\n")
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # end a line torn by a killed run: ours must not join it
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        self._lines += lines
+        append_lines(self.path, data)
+        self._lines += data.count(b"\n")
 
 
 LARGE_BLOB_BYTES = 1 << 20
@@ -227,29 +250,52 @@ class BlobPacks:
         self._writer = None
         self._name = ""
         self._pending: list[bytes] = []
+        self._readers: dict[str, int] = {}
 
-    def _load(self) -> dict[str, tuple[str, int, int]]:
+    def close_readers(self) -> None:
+        for fd in self._readers.values():
+            os.close(fd)
+        self._readers.clear()
+
+    def _load(self) -> dict[str, tuple[str, int, int] | bytes]:
+        """Digest → its index line (verified when first used) or (pack, offset, length)."""
         if self._index is None:
-            index: dict[str, tuple[str, int, int]] = {}
+            index: dict[str, tuple[str, int, int] | bytes] = {}
             try:
                 data = (self.folder / "index.log").read_bytes()
             except (FileNotFoundError, NotADirectoryError):
                 data = b""
             for line in data.split(b"\n"):
-                fields = line.split(b" ")
-                if len(fields) != 5:
-                    continue
-                check, digest, pack, offset, length = (f.decode("ascii", "replace") for f in fields)
-                if digest_bytes(" ".join((digest, pack, offset, length)).encode())[:8] != check:
-                    continue  # a torn or damaged line
-                index[digest] = (pack, int(offset), int(length))
+                fields = line.split(b" ", 2)
+                if len(fields) == 3:
+                    index[fields[1].decode("ascii", "replace")] = line
             self._index = index
         return self._index
+
+    def _where(self, digest: str) -> tuple[str, int, int] | None:
+        index = self._load()
+        found = index.get(digest)
+        if isinstance(found, bytes):
+            # The line's checksum is not checked here: every blob read is verified against its
+            # digest, so a damaged line costs a recomputation either way, and checking 200,000
+            # lines on each run would cost more than the lookups it guards.
+            fields = found.split(b" ")
+            try:
+                found = (fields[2].decode("ascii"), int(fields[3]), int(fields[4]))
+                if len(fields) != 5 or found[1] < 0 or found[2] < 0:
+                    raise ValueError("not an index line")
+            except (IndexError, ValueError, UnicodeDecodeError):
+                found = None
+            if found is None:
+                del index[digest]
+            else:
+                index[digest] = found
+        return found
 
     def has(self, digest: str) -> bool:
         if digest in self._bad:
             return False
-        found = self._load().get(digest)
+        found = self._where(digest)
         if found is None:
             return False
         pack = found[0]
@@ -259,18 +305,21 @@ class BlobPacks:
 
     def get(self, digest: str) -> bytes | None:
         """The blob's bytes if a pack holds it; CacheCorrupt if the pack's copy is damaged."""
-        found = None if digest in self._bad else self._load().get(digest)
+        found = None if digest in self._bad else self._where(digest)
         if found is None:
             return None
         pack, offset, length = found
         if pack == self._name:
             self._writer.flush()
-        try:
-            with open(self.folder / pack, "rb") as handle:
-                handle.seek(offset)
-                data = handle.read(length)
-        except FileNotFoundError:
-            return None
+        fd = self._readers.get(pack)
+        if fd is None:  # one descriptor per pack for the run: finish reads 100,000 results
+            if len(self._readers) >= 64:
+                self.close_readers()
+            try:
+                fd = self._readers[pack] = os.open(self.folder / pack, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+        data = os.pread(fd, length, offset)
         if len(data) != length or digest_bytes(data) != digest:
             self._bad.add(digest)
             self._cache.corrupt_dropped += 1
@@ -282,7 +331,7 @@ class BlobPacks:
 
     def put(self, digest: str, data: bytes) -> None:
         index = self._load()
-        if digest in index and digest not in self._bad and self.has(digest):
+        if digest not in self._bad and self.has(digest):
             try:  # a copy that is there may be damaged: only a verified one spares the write
                 if self.get(digest) == data:
                     return
@@ -307,11 +356,7 @@ class BlobPacks:
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
-            fd = os.open(self.folder / "index.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
+            append_lines(self.folder / "index.log", data)
 
 
 class Cache:
@@ -384,6 +429,11 @@ class Cache:
         self.packs.flush()
         for log in self._logs.values():
             log.flush()
+
+    def close(self) -> None:
+        """Flush, and let go of the pack files opened for reading."""
+        self.flush()
+        self.packs.close_readers()
 
     # -- housekeeping ------------------------------------------------------------------------
     def _drop(self, path: Path, why: str) -> None:
@@ -469,10 +519,17 @@ class StatCache:
         self.path = Path(cache_root) / "stat" / digest_bytes(project_root.encode("utf-8"))[:32]
         self.project_root = project_root
         self.log = log
-        self.entries: dict[str, tuple[int, int, int, str]] = {}
+        self._entries: dict[str, tuple[int, int, int, str]] | None = None
         self.dirty = False
         self.hashed = 0
-        self._load()
+
+    @property
+    def entries(self) -> dict[str, tuple[int, int, int, str]]:
+        """Loaded on first use: a no-op rerun whose tree did not move never needs a digest."""
+        if self._entries is None:
+            self._entries = {}
+            self._load()
+        return self._entries
 
     def _load(self) -> None:
         try:
@@ -489,7 +546,7 @@ class StatCache:
                 self.log.warning("cache.dropped", file=str(self.path), reason="stat cache unreadable")
             self.path.unlink(missing_ok=True)
             return
-        self.entries = entries
+        self._entries = entries
 
     def digest(self, relpath: str, st: os.stat_result | None = None) -> str | None:
         """Content digest of a project file, or None when it does not exist."""

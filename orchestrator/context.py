@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from .config import Build
 from .errors import ProjectError
 from .hashing import digest_file
 from .reads import to_posix
+from .tree import Tree, TreeStore, scan
 from .types import StageReport
 
 
@@ -34,8 +34,10 @@ class Context:
         # digest of a stored unit result → the result (set by the scheduler; verified on read)
         self.load_result: Any = None
         self._walk: list | None = None
-        self._walk_by_path: dict | None = None
+        self._tree: Tree | None = None
+        self._tree_previous: Tree | None = None
         self._digests: dict[str, str | None] = {}
+        self.digests = self._digests  # read-only view for the scheduler's per-unit checks
         self.begin_stage()
 
     def begin_stage(self) -> None:
@@ -49,6 +51,21 @@ class Context:
         return self.build.section(name)
 
     # -- the project tree --------------------------------------------------------------------
+    def tree(self) -> Tree:
+        """This run's scan of the project tree (made once, from the last run's snapshot)."""
+        if self._tree is None:
+            root = str(self.build.project_root)
+            skip = {str(p) for p in (self.output_dir, self.cache_dir)}
+            self._tree_store = TreeStore(self.cache_dir, root, skip, self.log)
+            self._tree_previous = self._tree_store.load()
+            self._tree = scan(root, skip, self._tree_previous)
+        return self._tree
+
+    def save_tree(self) -> None:
+        """Keep this run's scan for the next run (only if it says something new)."""
+        if self._tree is not None:
+            self._tree_store.save(self._tree, self._tree_previous)
+
     def walk(self) -> list:
         """Every file under the project root, sorted by path (links to folders not followed).
 
@@ -57,51 +74,29 @@ class Context:
         self.stage_listing = True
         if self._walk is None:
             from stages.sources.base import FileEntry  # the vocabulary stages share
-            skip = {str(p) for p in (self.output_dir, self.cache_dir)}
-            entries = []
-            stack = [(str(self.build.project_root), "")]
-            while stack:
-                folder, prefix = stack.pop()
-                try:
-                    scan = list(os.scandir(folder))
-                except PermissionError as exc:
-                    raise ProjectError(f"cannot list folder: {exc.strerror}", file=folder) from None
-                for entry in scan:
-                    rel = prefix + entry.name
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.path not in skip:
-                            stack.append((entry.path, rel + "/"))
-                        continue
-                    try:
-                        if not entry.is_file(follow_symlinks=True):
-                            continue
-                        st = entry.stat(follow_symlinks=True)
-                    except OSError as exc:
-                        if exc.errno in (errno.ELOOP, errno.ENOENT):  # a link loop; gone
-                            continue
-                        raise ProjectError(f"cannot read: {exc.strerror}",
-                                           file=entry.path) from None
-                    entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns, st.st_ino))
+            entries = [FileEntry(path, sig[0], sig[1], sig[2])
+                       for path, sig in self.tree().files.items()]
             entries.sort()  # by path first: paths are unique
             self._walk = entries
         return self._walk
 
     def file_digest(self, relpath: str) -> str | None:
+        """Content digest of a project file (None if absent), recorded as a read of the stage."""
+        digest = self.digest_of(relpath)
+        self.stage_reads[relpath] = digest
+        return digest
+
+    def digest_of(self, relpath: str) -> str | None:
         """Content digest of a project file (None if absent), remembered by stat signature."""
         if relpath not in self._digests:
-            if self._walk_by_path is None and self._walk is not None:
-                self._walk_by_path = {entry.path: entry for entry in self._walk}
-            entry = self._walk_by_path.get(relpath) if self._walk_by_path else None
+            sig = self.tree().files.get(relpath)
             try:
-                self._digests[relpath] = (
-                    self.stats.digest_signed(relpath, (entry.size, entry.mtime_ns, entry.inode))
-                    if entry is not None else self.stats.digest(relpath))
+                self._digests[relpath] = (self.stats.digest_signed(relpath, sig)
+                                          if sig is not None else self.stats.digest(relpath))
             except OSError as exc:  # exists but cannot be read (permissions, I/O error)
                 raise ProjectError(f"cannot read: {exc.strerror}",
                                    file=f"{self.root}/{relpath}") from None
-        digest = self._digests[relpath]
-        self.stage_reads[relpath] = digest
-        return digest
+        return self._digests[relpath]
 
     def files_unchanged(self, reads: dict[str, str | None]) -> bool:
         """Whether every file has the digest given (None: absent), without recording reads.
@@ -111,7 +106,7 @@ class Context:
         """
         known = self._digests
         for path, digest in reads.items():
-            current = known[path] if path in known else self.file_digest(path)
+            current = known[path] if path in known else self.digest_of(path)
             if current != digest:
                 return False
         return True

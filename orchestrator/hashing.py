@@ -56,6 +56,22 @@ def digest_value(value: Any) -> str:
     return digest_bytes(canonical_json(value))
 
 
+def fast_pickle(cls: type) -> type:
+    """Class decorator for slotted dataclasses made by the hundred thousand (references, assets):
+    pickle them as (class, field values) instead of the dataclass default, which looks up the
+    fields on every object (a third of the time of storing a 100,000-asset index)."""
+    from dataclasses import fields
+    from operator import attrgetter
+    names = [f.name for f in fields(cls)]
+    if len(names) == 1:
+        single = attrgetter(names[0])
+        cls.__reduce__ = lambda self: (cls, (single(self),))
+    else:
+        getter = attrgetter(*names)
+        cls.__reduce__ = lambda self: (cls, getter(self))
+    return cls
+
+
 def dumps(value: Any) -> bytes:
     """Serialize a unit result for the store (pickle protocol 5; results hold no sets)."""
     return pickle.dumps(value, protocol=5)

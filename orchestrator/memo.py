@@ -8,6 +8,10 @@ whether it listed the project tree, every project file its units and its driver 
 the digests seen, outside files it tracked (rule files), the files it published with their stat
 signatures — and where its outputs are stored. A rerun that finds all of that unchanged loads
 the outputs (lazily: only if something downstream runs and needs them) and moves on.
+
+The reads (every project file, for a stage that parses them all) sit in a file of their own,
+loaded only when the project tree changed since the record was made (`tree`, see tree.py): a
+no-op rerun compares one version string instead of 217,000 digests.
 """
 
 from __future__ import annotations
@@ -33,9 +37,12 @@ class StageRecord:
     outputs: dict[str, str] | None  # value name → blob of the pickled value (None: not picklable)
     units: int = 0
     unit_results: list = field(default_factory=list)  # [(unit id, result digest)], for reuse
+    tree: str | None = None  # the project tree's version the reads were checked at (tree.py)
+    reads_digest: str = ""  # of the reads file, so a record never pairs with another's reads
 
-    def to_json(self) -> bytes:
-        return orjson.dumps(self.__dict__, option=orjson.OPT_SORT_KEYS)
+    def header_json(self) -> bytes:
+        fields = {k: v for k, v in self.__dict__.items() if k != "reads"}
+        return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
 
 
 class StageRecords:
@@ -49,24 +56,50 @@ class StageRecords:
         return self.cache.root / "stages" / self._scope / digest_bytes(stage.encode())[:24]
 
     def get(self, stage: str) -> StageRecord | None:
+        """The record without its reads (see `reads`)."""
         try:
             data = self._path(stage).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
-            return StageRecord(**orjson.loads(_unseal(data)))
+            return StageRecord(reads=None, **orjson.loads(_unseal(data)))
         except (TypeError, ValueError):  # damaged, or written by another version: start over
             self.drop(stage)
             return None
 
+    def reads(self, stage: str, record: StageRecord) -> dict[str, str | None] | None:
+        """The record's reads; None (and the record dropped) if they are missing or damaged."""
+        if record.reads is None:
+            try:
+                data = _unseal(self._reads_path(stage).read_bytes())
+                if data is None or digest_bytes(data) != record.reads_digest:
+                    raise ValueError("damaged")
+                record.reads = orjson.loads(data)
+            except (FileNotFoundError, NotADirectoryError, ValueError):
+                self.drop(stage)
+                return None
+        return record.reads
+
     def put(self, stage: str, record: StageRecord) -> None:
-        atomic_write(self._path(stage), _sealed(record.to_json()))
+        reads = orjson.dumps(record.reads)
+        record.reads_digest = digest_bytes(reads)
+        atomic_write(self._reads_path(stage), _sealed(reads))  # before the record naming it
+        atomic_write(self._path(stage), _sealed(record.header_json()))
+
+    def stamp(self, stage: str, record: StageRecord, tree: str) -> None:
+        """Note that the record's reads were found unchanged at tree version `tree`."""
+        record.tree = tree
+        atomic_write(self._path(stage), _sealed(record.header_json()))
+
+    def _reads_path(self, stage: str) -> Path:
+        return self._path(stage).with_name(self._path(stage).name + ".reads")
 
     def drop(self, stage: str) -> None:
-        try:
-            os.unlink(self._path(stage))
-        except FileNotFoundError:
-            pass
+        for path in (self._path(stage), self._reads_path(stage)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
 
 def listing_digest(entries) -> str:

@@ -24,7 +24,7 @@ from .context import Context
 from .errors import CacheCorrupt, OrchestrateError
 from .executors import Executor, WorkItem, make_executor, run_item
 from .graph import Stage, load_stages, select
-from .hashing import digest_value, dumps, loads
+from .hashing import canonical_json, digest_bytes, digest_value, dumps, loads
 from .memo import StageRecord, StageRecords, listing_digest, published_signature
 from .observe import Progress, ResourceSampler, outcome_line
 from .types import StageReport, Unit, UnitOutcome
@@ -174,8 +174,9 @@ class Scheduler:
         self.ray_startup: float | None = None
         self._startup_unreported = 0.0
         self.explained: list[UnitOutcome] = []
-        # digest of a cached result → how to recompute it, should its blob turn out corrupt
-        self._producers: dict[str, Callable[[], Any]] = {}
+        # digest of a cached result → what recomputes it, should its blob turn out corrupt:
+        # (stage, context, shared data, unit, static key)
+        self._producers: dict[str, tuple] = {}
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -194,7 +195,7 @@ class Scheduler:
                     fingerprint = self._fingerprint(stage, value_digests)
                     ctx.begin_stage()
                     record = records.get(stage.name)
-                    if self._unchanged(record, fingerprint, ctx):
+                    if self._unchanged(stage.name, record, fingerprint, ctx, records):
                         values.add_stored(stage.name, record.outputs)
                         value_digests.update(record.values)
                         report.units = report.cached = record.units
@@ -230,8 +231,9 @@ class Scheduler:
                                    seconds=round(report.seconds, 3))
         finally:
             progress.stop()
-            self.cache.flush()
+            self.cache.close()
             self.stat_cache.save()
+            ctx.save_tree()
             for executor in self._executors.values():
                 executor.close()
         return RunResult(values, ctx.reports, ctx, self.ray_startup, self.cache.corrupt_dropped,
@@ -245,16 +247,22 @@ class Scheduler:
                              "slice": self.build.slice_for(spec.config_keys),
                              "inputs": {name: value_digests.get(name) for name in spec.inputs}})
 
-    def _unchanged(self, record: StageRecord | None, fingerprint: str, ctx: Context) -> bool:
+    def _unchanged(self, stage: str, record: StageRecord | None, fingerprint: str,
+                   ctx: Context, records: StageRecords) -> bool:
         """Whether everything the stage depended on last time is as it was (so skip it)."""
         if (record is None or not isinstance(record.outputs, dict) or self.options.no_cache
                 or not self.skip_stages or record.fingerprint != fingerprint
                 or not all(self.cache.has_blob(blob) for blob in record.outputs.values())):
             return False
-        if record.listing is not None and listing_digest(ctx.walk()) != record.listing:
-            return False
-        if not ctx.files_unchanged(record.reads):
-            return False
+        tree = ctx.tree()
+        if record.tree != tree.version:  # the tree moved since: check what the stage saw
+            if record.listing is not None and listing_digest(ctx.walk()) != record.listing:
+                return False
+            reads = records.reads(stage, record)
+            if reads is None or not ctx.files_unchanged(reads):
+                return False
+            if tree.covers(ctx.root, reads):
+                records.stamp(stage, record, tree.version)
         if any(ctx.track_file(path) != digest for path, digest in record.external.items()):
             return False
         return all(published_signature(ctx.output_path(path)) == tuple(signature)
@@ -264,9 +272,9 @@ class Scheduler:
                 traces: dict[str, str | None], report: StageReport) -> StageRecord:
         reads = {**traces, **ctx.stage_reads}
         listing = listing_digest(ctx.walk()) if ctx.stage_listing else None
-        unit_results = sorted((o.unit, o.result) for o in report.outcomes if o.result)
-        derivation = digest_value([fingerprint, listing, sorted(reads.items()),
-                                   sorted(ctx.stage_external.items()), unit_results])
+        unit_results = {o.unit: o.result for o in report.outcomes if o.result}
+        # dicts: the canonical JSON sorts their keys in C, not 200,000 tuples in Python
+        derivation = digest_value([fingerprint, listing, reads, ctx.stage_external, unit_results])
         try:  # one blob per value: a later run loads only the values it needs
             stored = {name: self.cache.put_blob(dumps(value)) for name, value in outputs.items()}
         except (pickle.PicklingError, TypeError, AttributeError):
@@ -276,9 +284,11 @@ class Scheduler:
             signature = published_signature(ctx.output_path(path))
             if signature is not None:
                 published[path] = signature
+        tree = ctx.tree()
         return StageRecord(fingerprint, listing, reads, dict(ctx.stage_external), published,
                            {name: digest_value([derivation, name]) for name in outputs},
-                           stored, report.units)
+                           stored, report.units,
+                           tree=tree.version if tree.covers(ctx.root, reads) else None)
 
     def _run_stage(self, stage: Stage, ctx: Context, inputs: dict, report: StageReport,
                    progress: Progress) -> dict[str, Any]:
@@ -289,25 +299,25 @@ class Scheduler:
         traces: dict[str, str | None] = {}
         misses: list[tuple[Unit, str, str, dict, str]] = []
         report.units = len(plan.units)
+        # What every unit's key shares, serialized once: the per-unit part is its key and id.
+        prefix = canonical_json({"stage": spec.name, "version": spec.version, "libs": self.libs,
+                                 "slice": slice_digest})
         for unit in plan.units:
-            key_parts = _key_parts(unit.key)
-            static = digest_value({"stage": spec.name, "version": spec.version,
-                                   "libs": self.libs, "slice": slice_digest, "key": key_parts,
-                                   "unit": unit.id})
-            unit_digest = digest_value([spec.name, unit.id])
+            static = digest_bytes(prefix + canonical_json([unit.key, unit.id]))
             entry, why = (None, "--no-cache") if self.options.no_cache else self._lookup(ctx, spec.name, static)
             if entry is not None:
                 hit = entry.result
                 traces.update(entry.reads)
                 results.add(unit.id, hit)
-                self._producers[hit] = self._recompute_later(stage, ctx, plan.shared, unit, static,
-                                                             hit)
+                self._producers[hit] = (stage, ctx, plan.shared, unit, static)
                 report.cached += 1
                 report.outcomes.append(UnitOutcome(spec.name, unit.id, True, "cached", result=hit))
                 continue
+            unit_digest = digest_value([spec.name, unit.id])
             components = {"version": spec.version, "libs": self.libs_digest,
                           "slice": slice_digest[:16],
-                          "key": {field: value[:16] for field, value in key_parts.items()}}
+                          "key": {field: value[:16] for field, value in
+                                  _key_parts(unit.key).items()}}
             if why is None:
                 why = self._explain_miss(spec.name, unit_digest, components)
             misses.append((unit, static, unit_digest, components, why))
@@ -334,9 +344,11 @@ class Scheduler:
         if not entries:
             return None, None
         reason = None
+        known = ctx.digests
         for entry in entries:
             changed = next((path for path, digest in entry.reads
-                            if ctx.file_digest(path) != digest), None)
+                            if (known[path] if path in known else ctx.digest_of(path)) != digest),
+                           None)
             if changed is None:
                 if self.cache.has_blob(entry.result):
                     return entry, None
@@ -438,11 +450,11 @@ class Scheduler:
         try:
             return loads(self.cache.get_blob(digest))
         except CacheCorrupt:
-            recompute = self._producers.get(digest)
-            if recompute is None:
+            producer = self._producers.get(digest)
+            if producer is None:
                 raise
             self.log.warning("cache.recompute", digest=digest[:12])
-            return recompute()
+            return self._recompute_later(*producer, digest)()
 
     def _recompute_later(self, stage: Stage, ctx: Context, shared: Any, unit: Unit,
                          static: str, expected: str) -> Callable[[], Any]:

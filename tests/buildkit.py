@@ -78,7 +78,7 @@ def published(output_dir: Path) -> dict[str, bytes]:
     return found
 
 
-def cache_problems(cache_dir: Path, areas=("cas", "ac", "last", "stat", "stages"),
+def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"),
                    torn_ok: bool = False) -> list[str]:
     """Entries of a cache that fail verification (leftover temporary files are not entries).
 
@@ -107,17 +107,17 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "last", "stat", "stages"
             for number, line in enumerate(data.split(b"\n"), 1):
                 if not line:
                     continue
-                check, _, payload = line.partition(b" ")
-                if digest_bytes(payload)[:16].encode("ascii") != check:
+                check, _, rest = line.partition(b" ")
+                if digest_bytes(rest)[:16].encode("ascii") != check:
                     if not torn_ok:
                         problems.append(f"action log {path.name} line {number} is damaged")
                     continue
-                result = json.loads(payload)["d"]
+                result = json.loads(rest.split(b" ", 2)[2])["d"]
                 try:
                     cache.get_blob(result)
                 except CacheCorrupt as exc:
                     problems.append(f"action log {path.name} line {number}: {exc}")
-        elif area in ("ac", "last", "stat", "stages"):
+        elif area in ("ac", "stat", "stages", "tree"):
             if _unseal(data) is None:
                 problems.append(f"{area} entry {path} fails its seal")
     return problems

@@ -105,7 +105,7 @@ def _damage(path: Path, how: str) -> None:
         path.write_bytes(b"\x00garbage" + data)
 
 
-@pytest.mark.parametrize("area", ["cas", "ac", "stat", "stages", "all"])
+@pytest.mark.parametrize("area", ["cas", "ac", "stat", "stages", "tree", "all"])
 @pytest.mark.parametrize("how", ["truncate", "empty", "flip", "garbage"])
 def test_corrupt_cache_files_are_dropped_and_recomputed(tmp_path, clean_build, area, how):
     """Damaged blobs, action entries, explain records or stat caches never give a wrong output."""
@@ -113,11 +113,11 @@ def test_corrupt_cache_files_are_dropped_and_recomputed(tmp_path, clean_build, a
     build = _fresh_copy(clean_build, tmp_path)
     cache = tmp_path / "build" / "cache"
     assert run_inprocess("run", str(build)) == code
-    areas = ["cas", "ac", "stat", "stages"] if area == "all" else [area]
+    areas = ["cas", "ac", "stat", "stages", "tree"] if area == "all" else [area]
     files = sorted(p for a in areas for p in (cache / a).rglob("*") if p.is_file())
     rng = random.Random(f"{area}-{how}")
     assert files, f"nothing to damage in {areas}"
-    chosen = files if area in ("stat", "stages", "all") else rng.sample(files, max(1, len(files) // 3))
+    chosen = files if area in ("stat", "stages", "tree", "all") else rng.sample(files, max(1, len(files) // 3))
     for path in chosen:
         _damage(path, how)
     shutil.rmtree(tmp_path / "build" / "out")
@@ -125,7 +125,7 @@ def test_corrupt_cache_files_are_dropped_and_recomputed(tmp_path, clean_build, a
     assert published(tmp_path / "build" / "out") == outputs
     # Blobs are verified when read (damage in one nobody reads stays until it is needed) and a
     # damaged action line is skipped where it lies: only whole-file entries must be clean now.
-    assert cache_problems(cache, areas=("stat", "stages")) == []
+    assert cache_problems(cache, areas=("stat", "stages", "tree")) == []
     # and the run after that is a clean no-op-or-less with the same outputs
     assert run_inprocess("run", str(build)) == code
     assert published(tmp_path / "build" / "out") == outputs

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from orchestrator.hashing import fast_pickle
 from orchestrator.reads import Reader
 
 HARD = "hard"
@@ -34,6 +35,7 @@ class FileEntry(NamedTuple):
     inode: int
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Ref:
     """A reference from one asset to another, in file order."""
@@ -43,6 +45,7 @@ class Ref:
     label: str = ""  # why: "Deps", "CollisionShape", "attribute file", "level", "m_SourcePrefab", …
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Asset:
     """A cookable thing: a resource (id = GUID) or a world/level (id = project-relative path)."""
@@ -59,6 +62,7 @@ class Asset:
     items: int = 1  # number of repository items with this id (>1: ambiguous)
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class Problem:
     """Something the source noticed: a broken file, an item without GUID, a meta without asset."""
@@ -70,6 +74,7 @@ class Problem:
     fatal: bool = False  # True: the build cannot go on (exit 2) unless collect.skip_broken
 
 
+@fast_pickle
 @dataclass(frozen=True, slots=True)
 class ParseUnit:
     """One unit of parse work: a stable id and the project-relative files it starts from."""
