@@ -198,21 +198,25 @@ class ActionLog:
 
     def append(self, key: str, reads: dict[str, str | None], result: str,
                unit: str | None = None, components: dict | None = None) -> None:
-        entries = self.get(key)
-        action = ActionEntry(sorted(reads.items()), result)
-        entries[:] = [action] + [e for e in entries if e.result != result][: _ENTRIES_PER_KEY - 1]
-        document = {"r": action.reads, "d": result}
+        """Log a new entry. It is not kept in memory: a run looks each key up before it runs the
+        unit, and the entries it found then stay valid (a later run reads the new one)."""
+        document = {"r": sorted(reads.items()), "d": result}
         if unit is not None:
             document["c"] = components or {}
         rest = b" ".join((key.encode("ascii"), (unit or "-").encode("ascii"),
                           orjson.dumps(document)))
         line = digest_bytes(rest)[:16].encode("ascii") + b" " + rest
-        if unit is not None:
-            self._raw_unit[unit.encode("ascii")] = line
         self._pending.append(line + b"\n")
         if (len(self._pending) >= self.FLUSH_EVERY
                 or time.monotonic() - self._last_flush > self.FLUSH_SECONDS):
             self.flush()
+
+    def release(self) -> None:
+        """Flush, and forget what was loaded (the stage is done with its lookups)."""
+        self.flush()
+        self._raw = None
+        self._raw_unit = {}
+        self._by_key = {}
 
     def flush(self) -> None:
         self._last_flush = time.monotonic()
@@ -421,7 +425,7 @@ class Cache:
                    stage: str = "_") -> None:
         log = self.actions(stage)
         log.append(key, reads, result)
-        log.flush()
+        log.release()  # the next get reads the file again, this entry and other writers' too
 
     def flush(self) -> None:
         """Make everything written so far durable for the next run (packs before the logs

@@ -131,6 +131,12 @@ class Context:
             raise ProjectError(f"unsafe output path {relpath!r}", key="output")
         return self.output_dir / clean
 
+    def mark_published(self, relpath: str) -> None:
+        """Note an output file the stage found already right (so a later skip checks it too)."""
+        self.output_path(relpath)
+        self.published.add(relpath)
+        self.stage_published.add(relpath)
+
     def publish_bytes(self, relpath: str, data: bytes) -> bool:
         """Write an output file atomically; an unchanged file is left alone (keeps its mtime)."""
         target = self.output_path(relpath)

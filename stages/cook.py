@@ -42,18 +42,23 @@ def plan(ctx, inputs: dict) -> Plan:
     default = getattr(inputs["source"], "default_cooker", "")
     cookers = ctx.section("cook").get("cookers", {})
     platform = ctx.section("platform")
-    specs: dict[str, CookerSpec] = {}
+    # Type → (its cooker, that cooker's key material): looked up once per Type, not per asset.
+    cookers_of: dict[str, tuple[CookerSpec, dict]] = {}
     units = []
     for asset_id in inputs["cooklist"].cooked:
         asset = assets[asset_id]
-        spec = specs.get(asset.type) or specs.setdefault(asset.type,
-                                                         cooker_for(asset.type, cookers, default))
+        known = cookers_of.get(asset.type)
+        if known is None:
+            spec = cooker_for(asset.type, cookers, default)
+            known = cookers_of[asset.type] = (spec, spec.key(platform))
+        spec, cooker_key = known
         folder = asset.folders[0] if asset.folders else ""
-        job = CookJob(asset_id, folder, tuple(asset.files), spec, platform)
-        key = {"asset": asset_id, "folder": folder, "files": list(asset.files),
-               "cooker": spec.key(platform)}
-        units.append(Unit(id=asset_id, payload=job, key=key, files=job.files,
-                          cost=max(1, len(job.files))))
+        files = tuple(asset.files)
+        job = CookJob(asset_id, folder, files, spec, platform)
+        # `files` as a tuple: the key's JSON is that of the list it was before.
+        key = {"asset": asset_id, "folder": folder, "files": files, "cooker": cooker_key}
+        units.append(Unit(id=asset_id, payload=job, key=key, files=files,
+                          cost=max(1, len(files))))
     return Plan(units=units)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import orjson
+
 from orchestrator.types import Plan, StageSpec, Unit
 
 from stages.closure import assets_digest, compute_cooklist
@@ -63,5 +65,8 @@ def summarize(cooklist) -> dict:
 
 def publish(ctx, outputs: dict) -> None:
     document = outputs["cooklist"].to_json()
-    data = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    ctx.publish_bytes(REPORT, data.encode("utf-8"))
+    try:  # the bytes of json.dumps(indent=2, ensure_ascii=False): str keys, no floats
+        data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    except orjson.JSONEncodeError:
+        data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    ctx.publish_bytes(REPORT, data)

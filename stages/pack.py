@@ -25,11 +25,10 @@ def plan(ctx, inputs: dict) -> Plan:
                "follow_soft": bool(cook.get("follow_soft_references", True)),
                "assigned": (source_bundles(inputs["source"], ctx.section("source"))
                             if bundles.get("from_meta") else {})}
-    graph = [[a.id, a.kind, a.type, list(a.virtual_paths), list(a.folders), list(a.files),
-              [[r.target, r.strength] for r in a.refs], a.package, a.name] for a in cooked]
     # Payload digests do not shape the packing, only which assets are cooked and how they refer
-    # to each other: a re-cooked asset does not re-pack.
-    key = {"graph": digest_value(graph), "options": options}
+    # to each other: a re-cooked asset does not re-pack. The assets are frozen dataclasses, which
+    # the key's JSON encoder writes field by field itself (no list per asset and reference).
+    key = {"graph": digest_value(["assets", cooked]), "options": options}
     return Plan(units=[Unit(id="bundles", payload=(cooked, options), key=key)])
 
 

@@ -8,10 +8,12 @@ not rewritten, so it keeps its time stamp. Nothing is written or removed outside
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
+
+import orjson
 
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
@@ -22,19 +24,68 @@ STAGING = "staging.json"
 LINK_XML = "link.xml"
 
 
-def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
-    """The absolute path of an output file; ProjectError if `relpath` could leave the folder."""
+def _relative_parts(relpath: str) -> list[str]:
+    """The segments of an output-relative path; ProjectError if it could leave the folder."""
     parts = relpath.split("/")
     if (not relpath or relpath.startswith("/") or "\\" in relpath or ":" in relpath
             or any(p in ("", ".", "..") for p in parts)):
         raise ProjectError(f"refusing to write outside the output folder: {relpath!r}")
-    base = Path(output_dir).resolve()
-    target = base.joinpath(*parts)
-    # A symlinked folder inside the output could still point elsewhere: resolve what exists.
-    if not target.parent.resolve().is_relative_to(base):
-        raise ProjectError(f"refusing to write through a link out of the output folder: "
-                           f"{relpath!r}")
-    return target
+    return parts
+
+
+def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
+    """The absolute path of an output file; ProjectError if `relpath` could leave the folder."""
+    return OutputFolder(output_dir).path(relpath)
+
+
+class OutputFolder:
+    """The output folder of one publish: resolved once, each parent folder checked once.
+
+    A publish names thousands of bundle files in a few folders; resolving every file's path
+    again cost more than the checks themselves.
+    """
+
+    def __init__(self, output_dir: str | os.PathLike, stats=None) -> None:
+        self.base = Path(output_dir).resolve()
+        self._parents: dict[str, bool] = {}
+        # The engine's stat cache keeps digests by (size, mtime_ns, inode) for paths relative to
+        # the project; an output file is addressed from there too, so an unchanged bundle is
+        # not read again on every publish.
+        self._stats = stats
+        self._stats_prefix: str | None = None
+        if stats is not None and getattr(stats, "project_root", None):
+            try:
+                prefix = os.path.relpath(self.base, os.path.realpath(stats.project_root))
+                self._stats_prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
+            except ValueError:  # another drive: no relative path, hash the files instead
+                self._stats_prefix = None
+
+    def path(self, relpath: str) -> Path:
+        parts = _relative_parts(relpath)
+        target = self.base.joinpath(*parts)
+        parent = relpath.rpartition("/")[0]
+        inside = self._parents.get(parent)
+        if inside is None:
+            # A symlinked folder inside the output could still point elsewhere: resolve what
+            # exists.
+            inside = self._parents[parent] = target.parent.resolve().is_relative_to(self.base)
+        if not inside:
+            raise ProjectError(f"refusing to write through a link out of the output folder: "
+                               f"{relpath!r}")
+        return target
+
+    def matches(self, relpath: str, size: int, raw_hash: str) -> bool:
+        """Whether the output file `relpath` already holds exactly these bytes."""
+        target = self.path(relpath)
+        try:
+            st = os.stat(target)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                return False
+            if self._stats_prefix is not None:
+                return self._stats.digest(self._stats_prefix + relpath, st) == raw_hash
+            return digest_file(str(target)) == raw_hash
+        except OSError:
+            return False
 
 
 def file_matches(path: Path, size: int, raw_hash: str) -> bool:
@@ -60,7 +111,7 @@ def write_if_changed(output_dir: str | os.PathLike, relpath: str, data: bytes) -
 def previous_bundle_files(output_dir: str | os.PathLike) -> list[str]:
     """The bundle files the manifest now in the folder names ([] if none or unreadable)."""
     try:
-        document = json.loads(Path(output_dir, MANIFEST).read_bytes())
+        document = orjson.loads(Path(output_dir, MANIFEST).read_bytes())
         return sorted({b["file"] for b in document["bundles"].values()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
@@ -97,10 +148,14 @@ def publish_build(ctx, bundle_files, load: Callable[[str], bytes], loose: dict[s
     `ctx.publish_bytes(relpath, data)` (atomic, unchanged files left alone).
     """
     output_dir = ctx.output_dir
+    folder = OutputFolder(output_dir, getattr(ctx, "stats", None))
     previous = previous_bundle_files(output_dir)
     written = []
     for record in sorted(bundle_files, key=lambda r: r.file):
-        if file_matches(output_path(output_dir, record.file), record.size, record.raw_hash):
+        if folder.matches(record.file, record.size, record.raw_hash):
+            mark = getattr(ctx, "mark_published", None)
+            if mark is not None:  # a later skipped run must still notice it deleted or changed
+                mark(record.file)
             continue
         data = load(record.name)
         if digest_bytes(data) != record.raw_hash:
@@ -108,7 +163,7 @@ def publish_build(ctx, bundle_files, load: Callable[[str], bytes], loose: dict[s
         ctx.publish_bytes(record.file, data)
         written.append(record.file)
     for relpath in sorted(loose):
-        output_path(output_dir, relpath)
+        folder.path(relpath)
         ctx.publish_bytes(relpath, loose[relpath])
     ctx.publish_bytes(MANIFEST, manifest)
     removed = remove_stale(output_dir, previous, {r.file for r in bundle_files})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,94 @@ def test_staging_manifest_splits_bundled_from_loose():
     doc = staging_document(files)
     assert [u["file"] for u in doc["ufs"]] == ["maps/A_f", "ui_f"]
     assert doc["non_ufs"] == ["link.xml", "manifest.json", "staging.json"]
+
+
+def test_manifest_json_bytes_are_those_of_json_dumps():
+    """orjson writes what json.dumps(indent=2, sort_keys=True, ensure_ascii=False) wrote: key
+    order by code point, escapes, empty containers; what orjson refuses falls back."""
+    from stages.manifest import to_json_bytes
+
+    documents = [
+        {}, [], {"b": [], "a": {}, "c": [[], {}]},
+        {"é": 1, "Z": 2, "中文": 3, "\U0001F600": 4, "\uffff": 5, "a b": [None, True, False, -1]},
+        {"s": "quote \" backslash \\ slash / \n\r\t\b\f \x00\x1f\x7f \u2028\u2029 ü 🎮"},
+        {"nested": {"list": [1, {"k": "v"}], "tuple": ("x", 2)}},
+        {"big": 2 ** 70},  # past 64 bits: orjson refuses, json writes it
+    ]
+    for document in documents:
+        expected = (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+                    + "\n").encode()
+        assert to_json_bytes(document) == expected
+
+
+class _CountingStats:
+    """A stand-in for the engine's StatCache that counts the files it had to hash."""
+
+    def __init__(self, project_root: Path) -> None:
+        from orchestrator.cache import StatCache
+        self.project_root = str(project_root)
+        self._cache = StatCache(project_root / ".statcache", self.project_root)
+        self.hashed: list[str] = []
+
+    def digest(self, relpath, st=None):
+        before = self._cache.hashed
+        digest = self._cache.digest(relpath, st)
+        if self._cache.hashed != before:
+            self.hashed.append(relpath)
+        return digest
+
+
+def test_unchanged_bundles_are_not_hashed_again_but_changed_ones_are_rewritten(tmp_path):
+    """With the engine's stat cache an output file whose stat signature is known is not read
+    again; a file changed behind our back (same size) is noticed and rewritten."""
+    import os
+    out, project = tmp_path / "out", tmp_path / "project"
+    project.mkdir()
+    ctx = RecordingCtx(out)
+    ctx.stats = _CountingStats(project)
+    data = {"a": b"AAA", "sub/b": b"BBB"}
+    records = [_record(n, n + "_f", d) for n, d in data.items()]
+    publish_build(ctx, records, data.__getitem__, {}, b"{}")
+    old = time.time_ns() - 10_000_000_000  # older than the stat cache's clock-granularity guard
+    for name in ("a_f", "sub/b_f"):
+        os.utime(out / name, ns=(old, old))
+    publish_build(ctx, records, data.__getitem__, {}, b"{}")
+    assert sorted(ctx.stats.hashed) == ["../out/a_f", "../out/sub/b_f"]
+    ctx.stats.hashed.clear()
+    ctx.events.clear()
+    publish_build(ctx, records, data.__getitem__, {}, b"{}")
+    assert ctx.stats.hashed == [] and ctx.events == ["write manifest.json"]
+    (out / "a_f").write_bytes(b"XXX")
+    publish_build(ctx, records, data.__getitem__, {}, b"{}")
+    assert ctx.events[-2:] == ["write a_f", "write manifest.json"]
+    assert (out / "a_f").read_bytes() == b"AAA"
+
+
+def test_publishing_refuses_a_link_out_of_the_output_folder(tmp_path):
+    """A folder inside the output that links elsewhere is refused, checked once per folder."""
+    from orchestrator.errors import ProjectError
+    from stages.publishing import OutputFolder
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "shared").symlink_to(elsewhere, target_is_directory=True)
+    folder = OutputFolder(out)
+    assert folder.path("maps/a_f") == out.resolve() / "maps" / "a_f"
+    for bad in ("shared/x", "shared/y", "../x", "a//b"):
+        with pytest.raises(ProjectError):
+            folder.path(bad)
+
+
+def test_a_bundle_deleted_after_a_partial_republish_is_restored(tmp_path):
+    """Bundles left as they were by a run that rewrote another one still count as published."""
+    build_file = make_project(tmp_path)
+    build(build_file)
+    out = tmp_path / "out"
+    write(tmp_path / "p", f"Repository/Props/{guid(3)}/resource.data", b"a new prop")
+    build(build_file)  # rewrites maps/A only; the others were found right
+    document = json.loads((out / "manifest.json").read_text())
+    ui_file = out / document["bundles"]["ui"]["file"]
+    ui_bytes = ui_file.read_bytes()
+    ui_file.unlink()
+    build(build_file)
+    assert ui_file.read_bytes() == ui_bytes

@@ -251,3 +251,56 @@ def test_collect_stage_fails_on_a_broken_repository_unless_skip_broken(tmp_path)
     assert caught.value.file == "Repo/resource.repository" and caught.value.line
     outputs = run_collect_stage(FakeCtx(tmp_path, {"skip_broken": True}))
     assert outputs["source"].problems[0].kind == "broken_repository"
+
+
+def _parts_with_digests(root: Path, digests: dict | None = None):
+    files = walk_project(str(root))
+    reader = Reader(str(root))
+    parts = collect.PartResults.__new__(collect.PartResults)
+    dict.__init__(parts, {u.id: SOURCE.parse(u, reader, {}) for u in SOURCE.plan(files, {})})
+    parts.digests = {unit_id: (digests or {}).get(unit_id, f"d-{unit_id}") for unit_id in parts}
+    return files, reader, parts
+
+
+def test_index_carries_a_digest_derived_from_repository_and_world_parts(tmp_path):
+    """With part digests the index names itself by them (no hash of 100,000 entries): the same
+    parts and resource folders give the same digest, a changed repository part another; an
+    attribute part does not enter it, and the index still equals one built without digests."""
+    a, b = guid(20), guid(21)
+    write_repository(tmp_path, "Repo", [Item(a, "a", "P", deps=(b,)), Item(b, "b", "P")])
+    write_world(tmp_path, "Worlds/W.iworld", ["Levels/L.ilevel"])
+    write_level(tmp_path, "Levels/L.ilevel", [a])
+    files, reader, parts = _parts_with_digests(tmp_path)
+    index = SOURCE.assemble(reader.root, files, parts, {}).index
+    assert index.known_digest and index.digest() == index.known_digest
+    plain = collect_project(str(tmp_path)).index
+    assert plain == index and plain.known_digest == "" and plain.digest() != index.digest()
+    again = SOURCE.assemble(reader.root, files, parts, {}).index
+    assert again.digest() == index.digest()
+    attrs = next(u for u in parts if u.startswith("attrs:"))
+    for unit_id, changes in (("repo:Repo/resource.repository", True),
+                             ("map:Worlds/W.iworld", True), ("map:Levels/L.ilevel", False),
+                             (attrs, False)):
+        _, _, other = _parts_with_digests(tmp_path, {unit_id: "changed"})
+        digest = SOURCE.assemble(reader.root, files, other, {}).index.digest()
+        assert (digest != index.digest()) == changes, unit_id
+    write(tmp_path, f"Repo/P/{a}/notes.txt", "not a payload")  # the folder's other files
+    files2, _, parts2 = _parts_with_digests(tmp_path)
+    assert SOURCE.assemble(reader.root, files2, parts2, {}).index.digest() == index.digest()
+    write(tmp_path, f"Repo/P/{a}/a.hdr", "h")  # a file the index names
+    files3, _, parts3 = _parts_with_digests(tmp_path)
+    assert SOURCE.assemble(reader.root, files3, parts3, {}).index.digest() != index.digest()
+
+
+def test_duplicated_guid_keeps_hard_references_over_soft_ones_across_items(tmp_path):
+    """Two items of one GUID: a Deps of the second upgrades the first's soft Anno reference in
+    place (hard, with its label); attribute-file GUIDs come after, once each."""
+    g, t1, t2 = guid(30), guid(31), guid(32)
+    write_repository(tmp_path, "CommonRepository", [Item(g, "x", "Q", annos=(("Shape", t1),),
+                                                         folder=False)])
+    write_repository(tmp_path, "Repository", [Item(g, "x", "P", deps=(t1,),
+                                                   attribute_body=f"<M>{t2}</M><N>{t1}</N>")])
+    asset = collect_project(str(tmp_path)).assets[g]
+    assert asset.items == 2 and asset.virtual_paths == ("Q/x", "P/x")
+    assert [(r.target, r.strength, r.label) for r in asset.refs] == [
+        (t1, HARD, "Deps"), (t2, SOFT, "attribute file")]

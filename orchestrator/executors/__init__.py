@@ -10,11 +10,42 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol
 
 from ..errors import MissingInput, OrchestrateError
 from ..reads import Reader
+
+
+class LazyBlobs(Mapping):
+    """The stored results a unit reads (digest → value), loaded only when the unit runs.
+
+    The driver plans a stage's items up front; loading every cooked payload then would hold the
+    whole build's bytes in the driver at once. Pickled (sent to a Ray worker), it becomes a plain
+    dict of exactly what the unit needs, loaded at that moment.
+    """
+
+    def __init__(self, digests: tuple[str, ...], load: Callable[[str], Any]) -> None:
+        self._digests = digests
+        self._load = load
+        self._loaded: dict[str, Any] = {}
+
+    def __getitem__(self, digest: str) -> Any:
+        if digest not in self._digests:
+            raise KeyError(digest)
+        if digest not in self._loaded:
+            self._loaded[digest] = self._load(digest)
+        return self._loaded[digest]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._digests)
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def __reduce__(self):
+        return (dict, ({digest: self[digest] for digest in self._digests},))
 
 
 @dataclass
@@ -23,7 +54,7 @@ class WorkItem:
 
     unit_id: str
     payload: Any
-    blobs: dict[str, Any] = field(default_factory=dict)
+    blobs: Mapping[str, Any] = field(default_factory=dict)  # a LazyBlobs in the driver
     files: dict[str, bytes | None] = field(default_factory=dict)
     want: tuple[str, ...] = ()  # files it is known to read: preloaded for remote workers
     cost: int = 1

@@ -185,6 +185,9 @@ class RayExecutor:
                 if not disk:
                     batch = [self._preload(item) for item in batch]
                 ref = self._remote.remote(fn, [shared_ref], self.root, disk, batch, self._server)
+                if not disk:  # sent (serialized) already: a retry reads the files again
+                    for item in batch:
+                        item.files = {}
                 in_flight[ref] = batch
             done, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in done:

@@ -15,17 +15,19 @@ import math
 import os
 import posixpath
 import re
+from collections import defaultdict
 from typing import NamedTuple
 
+import blake3
 from lxml import etree
 
-from orchestrator.hashing import digest_bytes
+from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.reads import Reader, to_posix
 
 from . import raise_on_fatal
 from .base import (HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
                    SourceResult)
-from .messiah_index import MessiahIndex, MessiahResource, ResourceFile
+from .messiah_index import MessiahIndex, MessiahResource, ResourceFile, paused_gc
 
 REPOSITORY_FILE = "resource.repository"
 # Attribute file and payload names, in the order the spec prefers them.
@@ -94,41 +96,51 @@ def scan_layout(files: list[FileEntry]) -> Layout:
     key = digest_bytes("\n".join(entry.path for entry in files).encode("utf-8"))
     if _last_layout is not None and _last_layout[0] == key:
         return _last_layout[1]
-    layout = _scan_layout(files)
+    with paused_gc():
+        layout = _scan_layout(files)
     _last_layout = (key, layout)
     return layout
 
 
 def _scan_layout(files: list[FileEntry]) -> Layout:
     repositories, worlds, levels = [], [], []
-    by_folder: dict[str, list[str]] = {}
+    by_folder: dict[str, list[str]] = defaultdict(list)
     for entry in files:
         path = entry.path
-        name = path[path.rfind("/") + 1:]
+        folder, _, name = path.rpartition("/")
         if name == REPOSITORY_FILE:
             repositories.append(path)
         elif name.endswith(WORLD_SUFFIX):
             worlds.append(path)
         elif name.endswith(LEVEL_SUFFIX):
             levels.append(path)
-        by_folder.setdefault(_parent(path), []).append(path)
+        by_folder[folder].append(path)
     repository_dirs = {_parent(path) for path in repositories}
+    # Resource folders are mostly siblings: the walk up to the nearest repository is the same
+    # for every child of one parent.
+    nearest: dict[str, str | None] = {}
+    guid_match = GUID_RE.match
     folders = []
     for folder in sorted(by_folder):
-        guid = folder[folder.rfind("/") + 1:]
-        if not is_guid(guid):
+        parent, _, guid = folder.rpartition("/")
+        if not guid or guid_match(guid) is None:
             continue
-        repository_dir = _nearest_repository(folder, repository_dirs)
+        if parent in nearest:
+            repository_dir = nearest[parent]
+        else:
+            repository_dir = nearest[parent] = _nearest_repository(folder, repository_dirs)
         if repository_dir is None:
             continue
-        names = {path[len(folder) + 1:]: path for path in by_folder[folder]}
+        paths = by_folder[folder]
+        cut = len(folder) + 1
+        names = {path[cut:]: path for path in paths}
         attribute = next((names[n] for n in ATTRIBUTE_FILES if n in names), None)
         if attribute is None:
             continue
         data = next((names[n] for n in PAYLOAD_FILES if n in names), None)
-        members = sorted(by_folder[folder])
+        members = sorted(paths)
         hdr = next((p for p in members if p.endswith(".hdr")), None)
-        source = next((p for p in members if p[len(folder) + 1:].startswith("source")), None)
+        source = next((p for p in members if p.startswith("source", cut)), None)
         folders.append(ResourceFolder(folder, guid, repository_dir, attribute, data, hdr, source,
                                       tuple(members)))
     return Layout(tuple(sorted(repositories)), tuple(sorted(worlds)), tuple(sorted(levels)),
@@ -143,6 +155,22 @@ def _nearest_repository(folder: str, repository_dirs: set[str]) -> str | None:
         if not current:
             return None
         current = _parent(current)
+
+
+_last_index_layout: tuple[Layout, str] | None = None
+
+
+def _index_layout_digest(layout: Layout) -> str:
+    """Digest of what the index takes from the listing: repositories, worlds, and per resource
+    folder its GUID, repository and chosen files (not the folder's other files)."""
+    global _last_index_layout
+    if _last_index_layout is not None and _last_index_layout[0] is layout:
+        return _last_index_layout[1]
+    # f[1:7]: (guid, repository_dir, attribute, data, hdr, source) as a plain tuple, which the
+    # JSON encoder writes natively.
+    digest = digest_value([layout.repositories, layout.worlds, [f[1:7] for f in layout.folders]])
+    _last_index_layout = (layout, digest)
+    return digest
 
 
 # -- parse units and their parts -----------------------------------------------------------------
@@ -271,11 +299,15 @@ class MessiahSource:
         units += [ParseUnit(f"map:{path}", WORLD, (path,)) for path in layout.worlds]
         units += [ParseUnit(f"map:{path}", LEVEL, (path,)) for path in layout.levels]
         bits = _attribute_bucket_bits(len(layout.folders))
-        batches: dict[str, list[str]] = {}
+        shift = 16 - bits
+        hasher = blake3.blake3
+        batches: dict[int, list[str]] = defaultdict(list)
         for folder in layout.folders:
-            hashed = int(digest_bytes(folder.folder.encode("utf-8"))[:4], 16) >> (16 - bits)
-            batches.setdefault(f"{bits}-{hashed:04x}", []).append(folder.attribute)
-        units += [ParseUnit(f"attrs:{bucket}", "attributes", tuple(batches[bucket]))
+            # The first 16 bits of the folder path's BLAKE3 (as `digest_bytes(...)[:4]`), read
+            # as bytes rather than hex: 100,000 folders per plan.
+            hashed = int.from_bytes(hasher(folder.folder.encode("utf-8")).digest(2), "big") >> shift
+            batches[hashed].append(folder.attribute)
+        units += [ParseUnit(f"attrs:{bits}-{bucket:04x}", "attributes", tuple(batches[bucket]))
                   for bucket in sorted(batches)]
         return units
 
@@ -295,17 +327,28 @@ class MessiahSource:
         return AttributePart(tuple(found), tuple(problems))
 
     def assemble(self, root: str, files: list[FileEntry], parts: dict, options: dict) -> SourceResult:
-        return _Assembler(to_posix(root).rstrip("/") or "/", files, parts).result()
+        """`parts` may carry `digests` (unit id → stored result digest, as the collect stage's
+        do): then the index carries a digest derived from them instead of hashing its content."""
+        assembler = _Assembler(to_posix(root).rstrip("/") or "/", files, parts)
+        with paused_gc():
+            return assembler.result()
 
 
 class _Assembler:
-    """Builds the index and the assets from the parse parts (driver side, once per build)."""
+    """Builds the index and the assets from the parse parts (driver side, once per build).
+
+    Every resource is touched once per build, so the per-resource work is kept to lookups:
+    per-repository facts are computed once, and equal references share one `Ref`.
+    """
 
     def __init__(self, root: str, files: list[FileEntry], parts: dict) -> None:
         self.root = root
         self.layout = scan_layout(files)
         self.parts = parts
         self.problems: list[Problem] = []
+        self._repositories: dict[str, tuple[str, str]] = {}
+        self._refs: dict[tuple[str, str, str], Ref] = {}
+        self._dep_refs: dict[str, Ref] = {}  # the same for (target, HARD, "Deps")
 
     def absolute(self, relpath: str) -> str:
         return f"{self.root}/{relpath}" if relpath else self.root
@@ -313,6 +356,15 @@ class _Assembler:
     def repository_name(self, repository_file: str) -> str:
         folder = _parent(repository_file)
         return folder[folder.rfind("/") + 1:] if folder else posixpath.basename(self.root)
+
+    def repository(self, repository_dir: str) -> tuple[str, str]:
+        """(name, absolute path of its resource.repository) of a repository folder."""
+        known = self._repositories.get(repository_dir)
+        if known is None:
+            path = f"{repository_dir}/{REPOSITORY_FILE}" if repository_dir else REPOSITORY_FILE
+            known = self._repositories[repository_dir] = (self.repository_name(path),
+                                                          self.absolute(path))
+        return known
 
     def result(self) -> SourceResult:
         layout, parts = self.layout, self.parts
@@ -324,18 +376,28 @@ class _Assembler:
                 attribute_refs.update(part.files)
                 self.problems.extend(part.problems)
 
-        items_by_guid: dict[str, list[tuple[RepositoryItem, MessiahResource]]] = {}
+        # GUID → (its items, the same as MessiahResources), in sorted repository order, then
+        # document order.
+        by_guid: dict[str, tuple[list[RepositoryItem], list[MessiahResource]]] = {}
         all_resources: list[MessiahResource] = []
-        for part in repository_parts:  # sorted repository order, then document order
+        new_resource = tuple.__new__
+        for part in repository_parts:
             self.problems.extend(part.problems)
-            repository, full_path = self.repository_name(part.path), self.absolute(part.path)
+            repository, full_path = self.repository(_parent(part.path))
             for item in part.items:
-                resource = MessiahResource(item.guid, item.package, item.name, item.type, item.deps,
-                                           repository, f"{item.package}/{item.name}", full_path)
-                items_by_guid.setdefault(item.guid, []).append((item, resource))
+                guid = item.guid
+                resource = new_resource(MessiahResource, (
+                    guid, item.package, item.name, item.type, item.deps, repository,
+                    f"{item.package}/{item.name}", full_path))
+                known = by_guid.get(guid)
+                if known is None:
+                    by_guid[guid] = ([item], [resource])
+                else:
+                    known[0].append(item)
+                    known[1].append(resource)
                 all_resources.append(resource)
 
-        index = self.build_index(items_by_guid, all_resources, map_parts)
+        index = self.build_index(by_guid, all_resources, map_parts)
         assets: dict[str, Asset] = {}
         for kind, paths in ((WORLD, layout.worlds), (LEVEL, layout.levels)):
             for path in paths:
@@ -344,40 +406,78 @@ class _Assembler:
                 label = "level" if kind == WORLD else "placed"
                 assets[path] = Asset(path, kind, "World" if kind == WORLD else "Level", (path,),
                                      (_parent(path),), (path,),
-                                     tuple(Ref(target, HARD, label) for target in part.refs),
+                                     tuple(self.ref(target, HARD, label) for target in part.refs),
                                      name=posixpath.basename(path))
         folders_by_guid: dict[str, list[ResourceFolder]] = {}
         for folder in layout.folders:
-            folders_by_guid.setdefault(folder.guid, []).append(folder)
-        for guid in sorted(set(items_by_guid) | set(folders_by_guid)):
-            assets[guid] = self.resource_asset(guid, items_by_guid.get(guid, []),
-                                               folders_by_guid.get(guid, []), attribute_refs, index)
+            known = folders_by_guid.get(folder.guid)
+            if known is None:
+                folders_by_guid[folder.guid] = [folder]
+            else:
+                known.append(folder)
+        no_folders: list[ResourceFolder] = []
+        for guid in sorted(by_guid.keys() | folders_by_guid.keys()):
+            known = by_guid.get(guid)
+            if known is None:
+                assets[guid] = self.resource_asset(guid, (), (), folders_by_guid[guid],
+                                                   attribute_refs, index)
+            else:
+                assets[guid] = self.resource_asset(guid, known[0], known[1],
+                                                   folders_by_guid.get(guid, no_folders),
+                                                   attribute_refs, index)
         return SourceResult(assets=assets, index=index, problems=self.problems)
 
-    def build_index(self, items_by_guid, all_resources, map_parts) -> MessiahIndex:
-        res_in_repo = {guid: tuple(r for _, r in pairs) for guid, pairs in items_by_guid.items()}
+    def build_index(self, by_guid, all_resources, map_parts) -> MessiahIndex:
+        res_in_repo = {guid: tuple(known[1]) for guid, known in by_guid.items()}
         res_virt_info: dict[str, list[MessiahResource]] = {}
         for resource in all_resources:  # sorted repositories, then document order
-            res_virt_info.setdefault(resource.VirtualPath, []).append(resource)
+            known = res_virt_info.get(resource.VirtualPath)
+            if known is None:
+                res_virt_info[resource.VirtualPath] = [resource]
+            else:
+                known.append(resource)
         res_in_disk: dict[str, list[ResourceFile]] = {}
+        prefix = f"{self.root}/"
+        new_file = tuple.__new__
+        repository_dir, (repository, own_repository) = "", self.repository("")
         for folder in self.layout.folders:  # sorted folder order
-            res_in_disk.setdefault(folder.guid, []).append(ResourceFile(
-                folder.guid, self.repository_name(f"{folder.repository_dir}/{REPOSITORY_FILE}"
-                                                  if folder.repository_dir else REPOSITORY_FILE),
-                self.folder_type(folder, res_in_repo.get(folder.guid, ())),
-                self.absolute(folder.attribute),
-                self.absolute(folder.data) if folder.data else None,
-                self.absolute(folder.hdr) if folder.hdr else None,
-                self.absolute(folder.source) if folder.source else None))
+            guid = folder.guid
+            if folder.repository_dir != repository_dir:  # sorted: runs of one repository
+                repository_dir = folder.repository_dir
+                repository, own_repository = self.repository(repository_dir)
+            entry = new_file(ResourceFile, (
+                guid, repository,
+                self.folder_type(folder, own_repository, res_in_repo.get(guid, ())),
+                prefix + folder.attribute,
+                prefix + folder.data if folder.data else None,
+                prefix + folder.hdr if folder.hdr else None,
+                prefix + folder.source if folder.source else None))
+            known = res_in_disk.get(guid)
+            if known is None:
+                res_in_disk[guid] = [entry]
+            else:
+                known.append(entry)
         ilevels = frozenset(self.absolute(level) for path in self.layout.worlds
                             for level in map_parts[path].refs)
         return MessiahIndex(root=self.root, res_in_repo=res_in_repo,
                             res_in_disk={g: tuple(fs) for g, fs in res_in_disk.items()},
-                            res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()}, ilevels=ilevels)
+                            res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()},
+                            ilevels=ilevels, known_digest=self.index_digest())
 
-    def folder_type(self, folder: ResourceFolder, items: tuple[MessiahResource, ...]) -> str:
-        own_repository = self.absolute(f"{folder.repository_dir}/{REPOSITORY_FILE}"
-                                       if folder.repository_dir else REPOSITORY_FILE)
+    def index_digest(self) -> str:
+        """The index is a function of the root, the listing's resource folders and the parts of
+        the repositories and worlds: with their stored digests, that names it ("" without)."""
+        digests = getattr(self.parts, "digests", None)
+        if digests is None:
+            return ""
+        layout = self.layout
+        return digest_value(["messiah-index", 1, self.root, _index_layout_digest(layout),
+                             [digests[f"repo:{path}"] for path in layout.repositories],
+                             [digests[f"map:{path}"] for path in layout.worlds]])
+
+    @staticmethod
+    def folder_type(folder: ResourceFolder, own_repository: str,
+                    items: tuple[MessiahResource, ...]) -> str:
         for resource in items:
             if resource.RepositoryFullPath == own_repository:
                 return resource.Type
@@ -385,36 +485,65 @@ class _Assembler:
             return items[0].Type
         return "Texture" if folder.attribute.endswith("/texture.xml") else ""
 
-    def resource_asset(self, guid, pairs, folders, attribute_refs, index) -> Asset:
+    def ref(self, target: str, strength: str, label: str) -> Ref:
+        """One shared Ref per (target, strength, label): most are Deps of a few popular GUIDs."""
+        key = (target, strength, label)
+        known = self._refs.get(key)
+        if known is None:
+            known = self._refs[key] = Ref(target, strength, label)
+        return known
+
+    def resource_asset(self, guid, items, resources, folders, attribute_refs, index) -> Asset:
+        ref = self.ref
         refs: dict[str, Ref] = {}
-
-        def add(target: str, strength: str, label: str) -> None:
-            known = refs.get(target)
-            if known is None:
-                refs[target] = Ref(target, strength, label)
-            elif strength == HARD and known.strength == SOFT:
-                refs[target] = Ref(target, HARD, label)
-
-        for item, _ in pairs:
-            for dep in item.deps:
-                add(dep, HARD, "Deps")
+        if len(items) == 1:
+            # One item: every hard reference comes before every soft one, so the first mention
+            # of a target is the one kept.
+            item = items[0]
+            if item.deps:
+                dep_refs = self._dep_refs
+                for dep in item.deps:
+                    if dep not in refs:
+                        known = dep_refs.get(dep)
+                        if known is None:
+                            known = dep_refs[dep] = Ref(dep, HARD, "Deps")
+                        refs[dep] = known
             for key, value in item.annos:
                 for target in guids_in_attribute_file(value.encode("utf-8")):
-                    add(target, SOFT, key or "Anno")
+                    if target not in refs:
+                        refs[target] = ref(target, SOFT, key or "Anno")
+        else:
+            def add(target: str, strength: str, label: str) -> None:
+                known = refs.get(target)
+                if known is None:
+                    refs[target] = ref(target, strength, label)
+                elif strength == HARD and known.strength == SOFT:
+                    refs[target] = ref(target, HARD, label)
+
+            for item in items:
+                for dep in item.deps:
+                    add(dep, HARD, "Deps")
+                for key, value in item.annos:
+                    for target in guids_in_attribute_file(value.encode("utf-8")):
+                        add(target, SOFT, key or "Anno")
         for folder in folders:
             for target in attribute_refs.get(folder.attribute, ()):
-                if target != guid:  # an attribute file naming its own GUID is not a reference
-                    add(target, SOFT, "attribute file")
-        if pairs:
-            first = pairs[0][1]
+                # an attribute file naming its own GUID is not a reference
+                if target != guid and target not in refs:
+                    refs[target] = ref(target, SOFT, "attribute file")
+        if resources:
+            first = resources[0]
             type_, package, name = first.Type, first.Package, first.Name
+            virtual_paths = ((first.VirtualPath,) if len(resources) == 1
+                             else tuple(dict.fromkeys(r.VirtualPath for r in resources)))
         else:
             type_, package, name = index.res_in_disk[guid][0].Type, "", guid
-        return Asset(id=guid, kind=RESOURCE, type=type_,
-                     virtual_paths=tuple(dict.fromkeys(r.VirtualPath for _, r in pairs)),
-                     folders=tuple(f.folder for f in folders),
+            virtual_paths = ()
+        return Asset(id=guid, kind=RESOURCE, type=type_, virtual_paths=virtual_paths,
+                     folders=((folders[0].folder,) if len(folders) == 1
+                              else tuple(f.folder for f in folders)),
                      files=folders[0].files if folders else (),
-                     refs=tuple(refs.values()), package=package, name=name, items=len(pairs))
+                     refs=tuple(refs.values()), package=package, name=name, items=len(items))
 
 
 SOURCE = MessiahSource()
