@@ -87,7 +87,7 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"
     seal. A damaged log line (a torn append of a killed run) is a problem unless `torn_ok`: the
     log skips such lines by design.
     """
-    from orchestrator.cache import Cache
+    from orchestrator.cache import Cache, line_checksum
     from orchestrator.errors import CacheCorrupt
     problems = []
     cache_dir = Path(cache_dir)
@@ -108,7 +108,7 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"
                 if not line:
                     continue
                 check, _, rest = line.partition(b" ")
-                if digest_bytes(rest)[:16].encode("ascii") != check:
+                if line_checksum(rest) != check:
                     if not torn_ok:
                         problems.append(f"action log {path.name} line {number} is damaged")
                     continue
