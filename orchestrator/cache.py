@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import itertools
-import json
 import os
 import pickle
 import shutil

@@ -1,9 +1,12 @@
 """Stage `validate`: check the project against the build's rule files (spec/rules.md).
 
 One unit per source file: it parses the file once and runs every rule whose rpath selects it
-(subxpath targets are read through the reader, so they enter the unit's cache key). The rules
-are loaded and compiled in `plan`, before any project file is read; custom code runs there once
-and again, lazily, once per worker process.
+(subxpath targets are read through the reader, so they enter the unit's cache key). A large file
+that many rules select (a Messiah resource.repository carries most of a library) is split into
+parts, each a unit that parses the file once and runs a contiguous group of its rules, so that
+workers share the long pole (stages/rules/parts.py). Results are keyed by rule digest, so the
+document does not depend on the split. The rules are loaded and compiled in `plan`, before any
+project file is read; custom code runs there once and again, lazily, once per worker process.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 from orchestrator.types import Plan, StageSpec, Unit
 
 from stages.rules.engine import Shared, check_file, plan_files
+from stages.rules.parts import file_size, split_rules, unit_cost
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.report import build_document, gate_fails, highest_severity, render
 
@@ -83,14 +87,21 @@ def plan(ctx, inputs: dict) -> Plan:
                     section.get("timeout"))
     units = []
     for relpath, positions in selected.items():
-        rules = [ruleset.rules[i] for i in positions]
-        key = {"path": relpath, "rules": [rule.digest for rule in rules]}
-        if any(rule.uses_index for rule in rules):
-            key["index"] = ruleset.index_digest
-        if any(rule.func_str for rule in rules):
-            key["root"] = ctx.root  # custom code sees absolute paths
-        units.append(Unit(id=relpath, payload=(relpath, tuple(positions)), key=key,
-                          files=(relpath,), cost=len(rules)))
+        size = file_size(ctx.root, relpath)
+        groups = split_rules(size, [ruleset.rules[i] for i in positions], positions)
+        for part, group in enumerate(groups):
+            rules = [ruleset.rules[i] for i in group]
+            key = {"path": relpath, "rules": [rule.digest for rule in rules]}
+            if any(rule.uses_index for rule in rules):
+                key["index"] = ruleset.index_digest
+            if any(rule.func_str for rule in rules):
+                key["root"] = ctx.root  # custom code sees absolute paths
+            unit_id = relpath if len(groups) == 1 else f"{relpath}#{part + 1}"
+            units.append(Unit(id=unit_id, payload=(relpath, tuple(group)), key=key,
+                              files=(relpath,), cost=unit_cost(size, rules)))
+    # The heaviest first: executors hand units out in order, and a long unit started last
+    # would leave the other workers idle at the end.
+    units.sort(key=lambda unit: -unit.cost)
     _PLANNED[id(ctx)] = (ctx, ruleset)
     while len(_PLANNED) > 4:
         _PLANNED.pop(next(iter(_PLANNED)))

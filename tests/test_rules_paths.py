@@ -171,3 +171,17 @@ def test_parser_does_not_expand_entities():
     data = b'<!DOCTYPE r [<!ENTITY e SYSTEM "file:///etc/passwd">]><r><v>&e;</v></r>'
     root = parse_xml(data)
     assert "root:" not in (root.findtext("v") or "")
+
+
+def test_shared_memo_matches_fresh_evaluation_on_tricky_nesting():
+    """Columns shared through a memo give what each expression gives alone: namespaced children
+    count, deeper or misplaced namesakes do not."""
+    root = parse('<R xmlns:a="urn:a"><I><G>1</G><a:G>2</a:G><X><G>nested</G></X></I>'
+                 '<I><X><G>n2</G></X></I><Other><I><G>deep</G></I></Other></R>')
+    cases = {"R/I,G": ["1", "2"], "R/I,X.G": ["nested", "n2"], "R/I.X.G==n2,X.G": ["n2"],
+             "R/I.G==2|X.G==n2,G": ["1", "2"], "R/I.G!=1,X.G": ["n2"], "R/I,G,X.G": [
+                 {"G": ["1", "2"], "X.G": ["nested"]}, {"G": [], "X.G": ["n2"]}]}
+    memo: dict = {}
+    for expr, expected in cases.items():
+        assert evaluate(compile_xml_path(expr), root, memo)[0] == expected, expr
+        assert evaluate(compile_xml_path(expr), root)[0] == expected, expr

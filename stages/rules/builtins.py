@@ -102,10 +102,10 @@ def _source_image(texture_path: str, files: _Files) -> str | None:
     return f"{folder}/{names[0]}" if names else None
 
 
-def _size_conflicts(texture_path: str, files: _Files) -> bool:
-    # The source image first: a texture without one cannot conflict, and not reading its
-    # texture.xml keeps that file out of the unit's inputs (an edit to it re-checks nothing).
-    source = _source_image(texture_path, files)
+def _size_conflicts(texture_path: str, files: _Files, source: str | None) -> bool:
+    # The source image first (`_source_image`): a texture without one cannot conflict, and not
+    # reading its texture.xml keeps that file out of the unit's inputs (an edit to it re-checks
+    # nothing).
     if source is None:
         return False
     declared = _root_child_texts(files.read(texture_path), "Width", "Height")
@@ -117,21 +117,38 @@ def _size_conflicts(texture_path: str, files: _Files) -> bool:
     return actual is not None and tuple(actual) != size
 
 
+def _prefetch(files: _Files, paths: list[str]) -> None:
+    """Ask for the files a check is about to read in one round trip (a worker without the
+    project would otherwise fetch them one by one); nothing is recorded until they are read."""
+    context = files.context
+    prefetch = getattr(getattr(context, "reader", None), "prefetch", None)
+    if prefetch is None:
+        return
+    wanted = dict.fromkeys(rel for rel in map(context.relpath, paths) if rel is not None)
+    if wanted:
+        prefetch(list(wanted))
+
+
 def src_tex_conflict(data, filepath, condition=None, context=None) -> list:
     """Fail the values whose texture.xml Width/Height differ from their source image's header."""
     files = _Files(context)
-    return [value for value in data
-            if any(_size_conflicts(path, files) for path in _targets(value, filepath, files))]
+    targets = [(value, _targets(value, filepath, files)) for value in data]
+    sources = {path: _source_image(path, files) for _, paths in targets for path in paths}
+    _prefetch(files, [p for path, source in sources.items() if source is not None
+                      for p in (path, source)])
+    return [value for value, paths in targets
+            if any(_size_conflicts(path, files, sources[path]) for path in paths)]
 
 
 def compressed_src_tex(data, filepath, condition=None, context=None) -> list:
     """Fail the values whose texture.xml says <Compressed>0</Compressed>."""
     files = _Files(context)
+    targets = [(value, _targets(value, filepath, files)) for value in data]
+    _prefetch(files, [path for _, paths in targets for path in paths])
 
     def uncompressed(path: str) -> bool:
         return _root_child_texts(files.read(path), "Compressed").get("Compressed") == "0"
-    return [value for value in data
-            if any(uncompressed(path) for path in _targets(value, filepath, files))]
+    return [value for value, paths in targets if any(uncompressed(path) for path in paths)]
 
 
 def rigidbody_deps(data, filepath, condition=None, context=None) -> list:

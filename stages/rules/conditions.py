@@ -344,13 +344,24 @@ def interpret_return(result: Any, values: list, lines: list, label: str) -> Verd
 
 def lines_of(failing: list, values: list, lines: list) -> list:
     """The line of each failing value: that of the first unused equal value among `values`."""
+    wanted = {hashable(value) for value in failing}
     available: dict[Any, list] = {}
     for value, line in zip(values, lines):
-        available.setdefault(hashable(value), []).append(line)
+        # Strings (most values) are their own comparison form: no call per value.
+        key = value if type(value) is str else hashable(value)
+        if key in wanted:
+            available.setdefault(key, []).append(line)
+    used: dict[Any, int] = {}
     out = []
     for value in failing:
-        queue = available.get(hashable(value))
-        out.append(queue.pop(0) if queue else None)
+        key = hashable(value)
+        queue = available.get(key)
+        taken = used.get(key, 0)
+        if queue is not None and taken < len(queue):
+            out.append(queue[taken])
+            used[key] = taken + 1
+        else:
+            out.append(None)
     return out
 
 

@@ -1,8 +1,10 @@
 """Checking source files against compiled rules.
 
 The unit of work is one project file F: `check_file` parses F once, runs every rule whose rpath
-selected it, and parses each subxpath target P once for all the rules that reach it. Results are
-keyed by rule digest (not position), so a cached result stays right when rules are reordered.
+selected it (or, for a large file, one group of them: stages/rules/parts.py), and parses each
+subxpath target P once for all the rules that reach it. The rules share the work on a document
+through its memo (stages/rules/xmleval.py). Results are keyed by rule digest (not position), so a
+cached result stays right when rules are reordered or grouped differently.
 
 `plan_files` decides which rules apply to which files (driver side, before any project file is
 read); `validate_project` runs the whole thing in-process without the build engine.
@@ -18,6 +20,7 @@ from typing import Any, NamedTuple
 from lxml import etree
 
 from orchestrator.errors import MissingInput
+from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
 
 from . import registry
@@ -227,6 +230,11 @@ class _RuleRun:
 
 def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
     """Check one file against `rules`; returns a tuple of RuleOutcome (one per rule digest)."""
+    with paused_gc():  # see orchestrator/memory.py: a large file's checking is such a burst
+        return _check_file(relpath, rules, shared, reader)
+
+
+def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
     view = index_view(shared.index, shared.index_digest, shared.root)
     ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
     documents = _Documents(ctx)
@@ -352,7 +360,11 @@ def walk_files(root: str) -> list[str]:
 def prepare(root: str, rule_files, index: Any, *, allow_custom_code: bool = True,
             timeout: float | None = 30.0) -> tuple[RuleSet, Shared]:
     root = to_posix(os.path.abspath(root))
-    ruleset = load_rules(rule_files, index=index, root=root,
+    # Nothing of an in-process run is stored under the index's digest: the index object itself
+    # can key this process's views and custom-code namespaces (digesting a large index takes
+    # seconds; those caches hold the index or drop its entries, so an id is never reused
+    # while it is still cached).
+    ruleset = load_rules(rule_files, index=index, index_digest=f"object-{id(index)}", root=root,
                          allow_custom_code=allow_custom_code, timeout=timeout)
     shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, root, timeout)
     return ruleset, shared

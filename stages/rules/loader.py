@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from orchestrator.yamlfile import read_yaml
 
 from . import registry
 from .conditions import Condition, ConditionError, compile_condition
-from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS, index_is_available
+from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
 from .paths import PathSyntaxError, XmlQuery
 from .sandbox import CustomCodeTimeout, names_used, remember_namespace, run_func_str
 
@@ -99,9 +100,36 @@ class _RuleProblem(Exception):
 
 # -- reading files -------------------------------------------------------------------------------
 
+_RULE_FILES: dict[tuple[str, bytes], list] = {}
+
+
 def read_rule_file(path: str | Path) -> list[tuple[str | None, Any, int]]:
-    """The rules of one file as (id from a mapping key, raw rule, line)."""
+    """The rules of one file as (id from a mapping key, raw rule, line).
+
+    Parsed files are remembered by content (YAML parsing costs more than checking a batch of
+    small files); the raw rules are only read afterwards, never changed.
+    """
     path = Path(path)
+    try:
+        before = path.read_bytes()
+    except OSError:
+        before = None
+    key = (str(path), before) if before is not None else None
+    if key is not None and key in _RULE_FILES:
+        return list(_RULE_FILES[key])
+    rules = _parse_rule_file(path)
+    try:
+        unchanged = before is not None and path.read_bytes() == before
+    except OSError:
+        unchanged = False
+    if unchanged:  # only what was parsed from exactly those bytes is remembered
+        if len(_RULE_FILES) >= 16:
+            _RULE_FILES.pop(next(iter(_RULE_FILES)))
+        _RULE_FILES[key] = rules
+    return list(rules)
+
+
+def _parse_rule_file(path: Path) -> list[tuple[str | None, Any, int]]:
     node, data = read_yaml(path, RuleFileError, "rule file")
     if data is None:
         return []
@@ -115,6 +143,27 @@ def read_rule_file(path: str | Path) -> list[tuple[str | None, Any, int]]:
                         line=node.start_mark.line + 1 if node is not None else 1)
 
 
+_INDEX_DIGESTS: dict[int, tuple[Any, str]] = {}
+
+
+def index_digest_of(index: Any) -> str:
+    """An index's digest, computed once per index object (indexes are read-only once built, and
+    digesting a 100,000-resource one takes seconds)."""
+    if not hasattr(index, "digest"):
+        return "none"
+    entry = _INDEX_DIGESTS.get(id(index))
+    if entry is not None and entry[0]() is index:
+        return entry[1]
+    digest = index.digest()
+    key = id(index)
+    try:
+        ref = weakref.ref(index, lambda _ref, key=key: _INDEX_DIGESTS.pop(key, None))
+    except TypeError:  # an index that cannot be weakly referenced is digested every time
+        return digest
+    _INDEX_DIGESTS[key] = (ref, digest)
+    return digest
+
+
 # -- compiling -----------------------------------------------------------------------------------
 
 def load_rules(rule_files, *, index: Any = None, index_digest: str | None = None, root: str = "",
@@ -122,10 +171,9 @@ def load_rules(rule_files, *, index: Any = None, index_digest: str | None = None
     """Read every rule file and compile its rules (func_str code runs here, once)."""
     from .functions import index_view
 
-    available = index_is_available(index)
     if index_digest is None:
         # Any index that can digest itself keys the rules that read it (a Unity index too).
-        index_digest = index.digest() if hasattr(index, "digest") else "none"
+        index_digest = index_digest_of(index)
     view = index_view(index, index_digest, root)
     ruleset = RuleSet([], 0, index_digest=index_digest)
     for path in rule_files:

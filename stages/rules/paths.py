@@ -3,8 +3,9 @@
     NodePath [ "[" AttrChecks "]" ] [ "." ChildChecks ] [ "," Extract ] [ ":" AttrExtract ]
 
 `compile_xml_path(text)` turns an expression into an `XmlQuery` (a frozen, picklable value) or
-raises `PathSyntaxError`; `evaluate(query, root)` returns `(values, lines)`, two parallel lists.
-Tags are compared by local name (namespaces ignored).
+raises `PathSyntaxError`; `evaluate(query, root)` returns `(values, lines)`, two parallel lists
+(evaluated column by column in stages/rules/xmleval.py). Tags are compared by local name
+(namespaces ignored).
 """
 
 from __future__ import annotations
@@ -369,117 +370,14 @@ def get_attribute(element: etree._Element, name: str) -> str | None:
 def select(query: XmlQuery, root: etree._Element, memo: dict | None = None) -> list[etree._Element]:
     """The elements on the node path that pass the attribute and child checks, in document order.
 
-    `memo` (one dict per parsed document) shares node paths and checks between the rules that
-    query the same document: rules on one file mostly start from the same nodes.
+    `memo` (one dict per parsed document) shares work between the rules that query the same
+    document (stages/rules/xmleval.py).
     """
-    if memo is None:
-        memo = {}
-    key = (query.steps, query.attr_checks, query.child_checks)
-    nodes = memo.get(key)
-    if nodes is None:
-        nodes = memo[key] = _select(query, root, memo)
-    return nodes
-
-
-_NODE_PATHS: dict[tuple[TagTest, ...], etree.XPath | None] = {}
-
-
-def _xpath_step(test: TagTest) -> str | None:
-    if test.kind == ANY:
-        return "*"
-    if "'" in test.text:
-        return None
-    if test.kind == EXACT:
-        return f"*[local-name()='{test.text}']"
-    if test.kind == PREFIX:
-        return f"*[starts-with(local-name(),'{test.text}')]"
-    return (f"*[substring(local-name(),string-length(local-name())-{len(test.text)}+1)"
-            f"='{test.text}']")
-
-
-def _node_path_xpath(steps: tuple[TagTest, ...]) -> etree.XPath | None:
-    """The node path as a compiled lxml XPath (C speed, document order), cached per process;
-    None when a tag cannot be written as an XPath literal (then Python walks the path)."""
-    if steps not in _NODE_PATHS:
-        parts = [_xpath_step(test) for test in steps]
-        _NODE_PATHS[steps] = None if None in parts else etree.XPath("/" + "/".join(parts))
-    return _NODE_PATHS[steps]
-
-
-def _walk_node_path(steps: tuple[TagTest, ...], root: etree._Element) -> list[etree._Element]:
-    compiled = _node_path_xpath(steps)
-    if compiled is not None:
-        return compiled(root)
-    if not steps[0].matches(localname(root)):
-        return []
-    nodes = [root]
-    for test in steps[1:]:
-        nodes = [child for node in nodes for child in _children(node, test)]
-        if not nodes:
-            break
-    return nodes
-
-
-def _select(query: XmlQuery, root: etree._Element, memo: dict) -> list[etree._Element]:
-    steps = query.steps
-    nodes = memo.get(steps)
-    if nodes is None:
-        nodes = memo[steps] = _walk_node_path(steps, root)
-    if query.attr_checks is not None:
-        nodes = [n for n in nodes if _passes(query.attr_checks, n, attributes=True)]
-    if query.child_checks is not None:
-        nodes = [n for n in nodes if _passes(query.child_checks, n, attributes=False)]
-    return nodes
-
-
-def _passes(checks: Checks, element: etree._Element, *, attributes: bool) -> bool:
-    result = _term(checks.terms[0], element, attributes)
-    for join, term in zip(checks.joins, checks.terms[1:]):
-        if join == AND:
-            result = result and _term(term, element, attributes)
-        else:
-            result = result or _term(term, element, attributes)
-    return result
-
-
-def _term(term: Comparison, element: etree._Element, attributes: bool) -> bool:
-    if attributes:
-        value = get_attribute(element, term.path[0])
-        found = value is not None and term.holds_for(value)
-    else:
-        found = any(term.holds_for(node_text(n)) for n in descend(element, term.path))
-    return not found if term.negate else found
+    from .xmleval import select as run
+    return run(query, root, memo)
 
 
 def evaluate(query: XmlQuery, root: etree._Element, memo: dict | None = None) -> tuple[list, list]:
     """(values, lines): what the expression extracts, and each value's element line."""
-    nodes = select(query, root, memo)
-    kind = query.extract
-    if kind == NODE_TEXT:
-        return [node_text(n) for n in nodes], [n.sourceline for n in nodes]
-    if kind == DOM:
-        return list(nodes), [n.sourceline for n in nodes]
-    if kind == TEXTS:
-        found = [child for n in nodes for child in descend(n, query.names[0])]
-        return [node_text(c) for c in found], [c.sourceline for c in found]
-    if kind == RECORDS:
-        records = [{label: [node_text(c) for c in descend(n, steps)]
-                    for label, steps in zip(query.labels, query.names)} for n in nodes]
-        return records, [n.sourceline for n in nodes]
-    if kind == ATTRS:
-        values, lines = [], []
-        name = query.names[0][0]
-        for n in nodes:
-            value = get_attribute(n, name)
-            if value is not None:
-                values.append(value)
-                lines.append(n.sourceline)
-        return values, lines
-    records = []
-    for n in nodes:
-        record = {}
-        for label in query.labels:
-            value = get_attribute(n, label)
-            record[label] = [] if value is None else [value]
-        records.append(record)
-    return records, [n.sourceline for n in nodes]
+    from .xmleval import evaluate as run
+    return run(query, root, memo)

@@ -20,7 +20,7 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
-from . import paths
+from . import paths, xmleval
 
 CHECK_GROUP = "orchestrate.checks"
 LANGUAGE_GROUP = "orchestrate.path_languages"
@@ -118,7 +118,7 @@ class XmlLanguage:
         return paths.compile_xml_path(expr)
 
     def evaluate(self, query: Any, document: XmlDocument) -> tuple[list, list]:
-        return paths.evaluate(query, document.root, document.memo)
+        return xmleval.evaluate(query, document.root, document.memo)
 
 
 XML = XmlLanguage()
@@ -139,11 +139,19 @@ def path_languages() -> dict[str, Any]:
     return found
 
 
+_CLAIMS: list = [None, ()]  # [the languages dict they were taken from, ((suffixes, language), ...)]
+
+
 def language_for(relpath: str) -> Any:
     """The language of a file: the plug-in whose suffix its name ends with, else XML."""
+    languages = path_languages()
+    if _CLAIMS[0] is not languages:  # once per registry, not per file
+        _CLAIMS[:] = [languages, tuple((tuple(suffixes), language)
+                                       for language in languages.values()
+                                       if (suffixes := getattr(language, "suffixes", ())))]
     lowered = relpath.lower()
-    for language in path_languages().values():
-        if any(lowered.endswith(suffix) for suffix in getattr(language, "suffixes", ())):
+    for suffixes, language in _CLAIMS[1]:
+        if lowered.endswith(suffixes):
             return language
     return XML
 

@@ -11,6 +11,7 @@ files sets `rules.allow_custom_code: false`.
 
 from __future__ import annotations
 
+import _signal
 import builtins
 import re
 import signal
@@ -51,19 +52,24 @@ def time_limit(seconds: float | None):
             yield
 
 
+# The C-level setter: `signal.signal` converts handlers to and from enums, which cost more than
+# the check itself when it runs around every (rule, source) pair. Same semantics otherwise.
+_set_handler = getattr(_signal, "signal", signal.signal)
+
+
 @contextmanager
 def _alarm_limit(seconds: float):
     def on_alarm(signum, frame):
         raise CustomCodeTimeout(seconds)
 
     started = time.monotonic()
-    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_handler = _set_handler(signal.SIGALRM, on_alarm)
     previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
+        _set_handler(signal.SIGALRM, previous_handler)
         if previous_delay:
             remaining = max(previous_delay - (time.monotonic() - started), 0.001)
             signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
@@ -121,6 +127,7 @@ def run_func_str(source: str, label: str, namespaces: tuple[Any, Any],
 
 
 _NAMESPACES: dict[tuple[str, str], dict] = {}
+_KEPT_INDEXES = 4  # namespaces hold the index's 1.x views: keep those of the last few indexes
 
 
 def custom_namespace(rule_digest: str, source: str, label: str, view_key: str,
@@ -130,13 +137,18 @@ def custom_namespace(rule_digest: str, source: str, label: str, view_key: str,
     namespace = _NAMESPACES.get(key)
     if namespace is None:
         namespace = run_func_str(source, label, namespaces_factory(), timeout)
-        _NAMESPACES[key] = namespace
+        remember_namespace(rule_digest, view_key, namespace)
     return namespace
 
 
 def remember_namespace(rule_digest: str, view_key: str, namespace: dict) -> None:
     """Keep a namespace the loader already ran, so this process does not run the code again."""
+    _NAMESPACES.pop((rule_digest, view_key), None)
     _NAMESPACES[(rule_digest, view_key)] = namespace
+    views = list(dict.fromkeys(key[1] for key in _NAMESPACES))
+    for stale in views[:-_KEPT_INDEXES]:
+        for key in [key for key in _NAMESPACES if key[1] == stale]:
+            del _NAMESPACES[key]
 
 
 def names_used(source: str) -> set[str]:

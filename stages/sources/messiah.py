@@ -22,12 +22,13 @@ import blake3
 from lxml import etree
 
 from orchestrator.hashing import digest_bytes, digest_value
+from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
 
 from . import raise_on_fatal
 from .base import (HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
                    SourceResult)
-from .messiah_index import MessiahIndex, MessiahResource, ResourceFile, paused_gc
+from .messiah_index import MessiahIndex, MessiahResource, ResourceFile
 
 REPOSITORY_FILE = "resource.repository"
 # Attribute file and payload names, in the order the spec prefers them.

@@ -7,31 +7,12 @@ put in Ray's object store once and shared by every rule unit).
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import NamedTuple
 
 from orchestrator.hashing import digest_value
-
-
-@contextmanager
-def paused_gc():
-    """Run a block without the cyclic garbage collector.
-
-    Classifying the listing, assembling the index and its 1.x views allocate a few hundred
-    thousand tuples, lists and dicts that form no cycles; every allocation burst would otherwise
-    trigger collections that rescan the driver's whole heap (the walk, the stat cache, the
-    parts): more than half the time at 100,000 resources.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+from orchestrator.memory import paused_gc
 
 
 class MessiahResource(NamedTuple):

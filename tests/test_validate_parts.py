@@ -1,0 +1,132 @@
+"""The `validate` stage splits a large file that many rules select into parts (stages/rules/parts.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.reads import Reader
+from rules_helpers import make_index, write_files
+from stages import validate
+from stages.rules import parts
+from stages.rules.engine import validate_project
+from stages.rules.report import render
+from stages.sources.base import SourceResult
+
+TYPES = ("Material", "Model", "Mesh", "Texture")
+RULES = """
+- {id: guid-set, rpath: 'resource\\.repository$', xpath: '*/Items/Item,GUID', condition: [in, artfunc_res_store.res_in_disk]}
+- {id: guid-unique, rpath: 'resource\\.repository$', xpath: '*/Items/Item,GUID', condition: ['唯一']}
+- {id: names, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Name', condition: ['唯一']}
+- {id: name-short, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Name', condition: [expr, 'len(d) < 9']}
+- {id: types, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Type', condition: [in, "['Material', 'Model', 'Mesh']"]}
+- {id: materials, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Material,GUID,Name', condition: [expr, "d['Name'][0].endswith('0')"]}
+- {id: model-faces, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Model,GUID', filter: artfunc_res_filter.guidToRealPath, subxpath: 'M,Faces', condition: ['<=', 10]}
+- {id: deps, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Deps', condition: [not_empty]}
+- {id: custom, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Mesh,Name', condition: [func_f], func_str: "def f(**kw):\\n    return [d for d in kw['data'] if d.endswith('7')]\\n"}
+- {id: model-faces-again, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Model,GUID', filter: artfunc_res_filter.guidToRealPath, subxpath: 'M,Faces', condition: ['<=', 10]}
+- {id: small, rpath: 'small\\.xml$', xpath: 'S', condition: ['==', 1]}
+"""
+
+
+class Ctx:
+    """The parts of orchestrator.context.Context the stage uses."""
+
+    def __init__(self, root: Path, rule_file: Path) -> None:
+        self.root = root.as_posix()
+        self.build_dir = rule_file.parent
+        self.log = type("Log", (), {"info": lambda *args, **kwargs: None})()
+        self._rules = {"files": [rule_file.name], "fail_on": "error", "allow_custom_code": True,
+                       "scope": "all", "timeout": 30.0}
+
+    def section(self, name):
+        return dict(self._rules)
+
+
+def guid(i: int) -> str:
+    return f"{i:08x}-0000-4000-8000-000000000000"
+
+
+@pytest.fixture
+def project(tmp_path):
+    items, files, resources = [], {"small.xml": "<S>2</S>"}, {}
+    for i in range(3000):
+        kind = TYPES[i % 4]
+        items.append(f"<Item><Type>{kind}</Type><GUID>{guid(i)}</GUID><Name>n{i % 2900}</Name>"
+                     f"{'<Deps>x</Deps>' if i % 3 else ''}<Pad>{'p' * 40}</Pad></Item>")
+        if kind == "Model" and i < 400:
+            files[f"Models/{i}/resource.xml"] = f"<M><Faces>{i % 13}</Faces></M>"
+            resources[guid(i)] = {"type": "Model", "file": f"Models/{i}/resource.xml"}
+    files["Repository/resource.repository"] = (
+        "<Repository><Items>" + "\n".join(items) + "</Items></Repository>")
+    root = write_files(tmp_path / "p", files)
+    rule_file = tmp_path / "rules.yaml"
+    rule_file.write_text(RULES, encoding="utf-8")
+    index = make_index(root, resources)
+    inputs = {"files": {rel: "d" for rel in files},
+              "source": SourceResult(assets={}, index=index), "cooklist": None}
+    return root, rule_file, inputs
+
+
+def run_stage(root, rule_file, inputs):
+    ctx = Ctx(root, rule_file)
+    plan = validate.plan(ctx, inputs)
+    results = {u.id: validate.run(u.payload, plan.shared, Reader(ctx.root)) for u in plan.units}
+    return plan, validate.finish(ctx, inputs, results)["validation"]
+
+
+def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch):
+    """The repository is checked in several units, each reading it once, and the document
+    (every rendering) is byte-identical to one unit per file and to validate_project."""
+    root, rule_file, inputs = project
+    assert (root / "Repository/resource.repository").stat().st_size > parts.SPLIT_MIN_BYTES
+    plan, document = run_stage(root, rule_file, inputs)
+    repository = [u for u in plan.units if u.payload[0] == "Repository/resource.repository"]
+    assert len(repository) > 1 and len({u.id for u in plan.units}) == len(plan.units)
+    assert all(u.files == ("Repository/resource.repository",) for u in repository)
+    assert sorted(i for u in repository for i in u.payload[1]) == list(range(10))
+    assert [u.cost for u in plan.units] == sorted((u.cost for u in plan.units), reverse=True)
+    assert document["failures"] and document["sources_checked"] > 10
+
+    monkeypatch.setattr(parts, "SPLIT_MIN_BYTES", 1 << 40)
+    whole_plan, whole = run_stage(root, rule_file, inputs)
+    assert [u.id for u in whole_plan.units if u.payload[0].endswith(".repository")] == [
+        "Repository/resource.repository"]
+    for fmt in ("json", "junit", "text"):
+        assert render(document, fmt) == render(whole, fmt)
+    in_process = validate_project(str(root), [rule_file], inputs["source"].index,
+                                  files=list(inputs["files"]))
+    assert render(document, "json") == render(in_process, "json")
+
+
+def test_rules_with_one_digest_share_a_part(project):
+    """Two rules that check the same thing (one digest) land in one part, so the rule's
+    outcome is reported once."""
+    root, rule_file, inputs = project
+    plan, _ = run_stage(root, rule_file, inputs)
+    twins = {6, 9}  # model-faces and model-faces-again, apart in the library
+    holders = [u for u in plan.units if twins & set(u.payload[1])]
+    assert len(holders) == 1 and twins <= set(holders[0].payload[1])
+    assert plan.shared.rules[6].digest == plan.shared.rules[9].digest
+
+
+def test_a_rule_edit_changes_only_the_keys_of_the_parts_holding_it(project):
+    """Editing one rule's condition leaves the ids of all units and the keys of every unit
+    without that rule unchanged, so only its part re-runs."""
+    root, rule_file, inputs = project
+    before, _ = run_stage(root, rule_file, inputs)
+    rule_file.write_text(RULES.replace("'len(d) < 9'", "'len(d) < 8'"), encoding="utf-8")
+    after, _ = run_stage(root, rule_file, inputs)
+    assert [u.id for u in before.units] == [u.id for u in after.units]
+    old = {u.id: u for u in before.units}
+    changed = {u.id for u in after.units if u.key != old[u.id].key}
+    holding = {u.id for u in after.units if 3 in u.payload[1]}  # name-short is the 4th rule
+    assert changed == holding and len(holding) == 1 and len(after.units) > 2
+
+
+def test_small_files_and_few_rules_stay_one_unit():
+    """A file below the size threshold, or selected by few rules, is one part."""
+    assert parts.part_count(parts.SPLIT_MIN_BYTES - 1, 40) == 1
+    assert parts.part_count(1 << 30, 2 * parts.RULES_PER_PART - 1) == 1
+    assert parts.part_count(1 << 30, 40) == 40 // parts.RULES_PER_PART
