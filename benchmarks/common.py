@@ -220,6 +220,7 @@ class Run:
     driver_peak_rss: int | None
     workers_peak_rss: int | None
     code: str | None = None  # digest of orchestrator/ and stages/ as the run imported them
+    driver_peak_private: int | None = None  # RSS less shared pages (Ray's object store)
 
     @property
     def stage_seconds(self) -> dict[str, float]:
@@ -254,6 +255,7 @@ class Run:
                 "engine_s": self.engine_s, "imports_s": self.imports_s,
                 "ray_imported": self.ray_imported, "ray_startup": self.ray_startup,
                 "driver_peak_rss": self.driver_peak_rss,
+                "driver_peak_private": self.driver_peak_private,
                 "workers_peak_rss": self.workers_peak_rss, "peak_rss_total": self.peak_total(),
                 "code": self.code, "stages": self.stages}
 
@@ -276,7 +278,7 @@ def run_orchestrate(build_file: Path, *args: str, timeout: float = DEFAULT_TIMEO
                 return Run(wall, data["exit_code"], data["run_build_s"], data["imports_s"],
                            data["ray_imported"], data["ray_startup"], data["stages"],
                            data["driver_peak_rss"], data["workers_peak_rss"],
-                           data.get("code"))
+                           data.get("code"), data.get("driver_peak_private"))
             tail = "\n".join((done.stderr or "").strip().splitlines()[-8:])
             if any(marker in (done.stderr or "") for marker in RAY_RETRY_MARKERS) \
                     and attempt + 1 < attempts:
@@ -613,6 +615,8 @@ def runs_figure(runs: list[Run], value: Callable[[Run], float | None]) -> dict:
             "stages": stages, "built": runs[-1].built if runs else {},
             "ray_imported": any(r.ray_imported for r in runs),
             "driver_peak_rss": max((r.driver_peak_rss or 0) for r in runs) if runs else None,
+            "driver_peak_private": max((r.driver_peak_private or 0) for r in runs)
+            if runs else None,
             "workers_peak_rss": max((r.workers_peak_rss or 0) for r in runs) if runs else None,
             "peak_rss_total": max((r.peak_total() for r in runs), default=None),
             "runs": [r.to_json() for r in runs]}

@@ -1,7 +1,7 @@
 """The benchmark suite: every figure of the performance issues, on generated projects.
 
     python benchmarks/run_all.py --sizes 10000,100000 --repeat 3
-    python benchmarks/run_all.py --sizes 10000            # quick mode, about ten minutes
+    python benchmarks/run_all.py --sizes 10000            # quick mode, a few minutes
 
 Sets up what it needs (`ninja`, `zstd`: installed with apt-get when missing and run as root;
 a figure is skipped with a note otherwise), generates the projects once under benchmarks/work/

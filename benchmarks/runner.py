@@ -67,11 +67,13 @@ def main() -> None:
         "ray_startup": None,
         "stages": [],
         "driver_peak_rss": None,
+        "driver_peak_private": None,
         "workers_peak_rss": None,
     }
     if result is not None:
         record["ray_startup"] = result.ray_startup
         record["driver_peak_rss"] = getattr(result, "driver_peak_rss", None)
+        record["driver_peak_private"] = getattr(result, "driver_peak_private", None)
         record["workers_peak_rss"] = getattr(result, "workers_peak_rss", None)
         record["stages"] = [{"name": r.name, "units": r.units, "cached": r.cached,
                              "built": r.built, "seconds": r.seconds, "peak_rss": r.peak_rss,

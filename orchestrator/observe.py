@@ -87,6 +87,9 @@ class ResourceSampler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.driver_peak = 0
+        # RSS less the pages shared with other processes: on Linux, what Ray's object store maps
+        # into the driver (objects it put or read) is resident but shared, and counted in RSS.
+        self.driver_private_peak = 0
         self.workers_peak = 0
         self._window_peak = 0
         self._cpu: list[float] = []
@@ -109,7 +112,9 @@ class ResourceSampler:
 
     def sample(self) -> None:
         try:
-            driver = self._me.memory_info().rss
+            info = self._me.memory_info()
+            driver = info.rss
+            private = driver - getattr(info, "shared", 0)
             workers = 0
             for child in self._me.children(recursive=True):
                 try:
@@ -121,6 +126,7 @@ class ResourceSampler:
             return
         with self._lock:
             self.driver_peak = max(self.driver_peak, driver)
+            self.driver_private_peak = max(self.driver_private_peak, private)
             self.workers_peak = max(self.workers_peak, workers)
             self._window_peak = max(self._window_peak, driver + workers)
             self._cpu.append(cpu)

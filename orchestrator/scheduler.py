@@ -136,6 +136,7 @@ class RunResult:
     explained: list = field(default_factory=list)
     dry_run_stopped_at: str | None = None
     driver_peak_rss: int = 0  # bytes, sampled (ResourceSampler.driver_peak)
+    driver_peak_private: int = 0  # bytes: RSS less shared pages (ResourceSampler)
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
 
 
@@ -244,6 +245,7 @@ class Scheduler:
                 executor.close()
         return RunResult(values, ctx.reports, ctx, self.ray_startup, self.cache.corrupt_dropped,
                          self.stat_cache.hashed, driver_peak_rss=sampler.driver_peak,
+                         driver_peak_private=sampler.driver_private_peak,
                          workers_peak_rss=sampler.workers_peak)
 
     # -- whole-stage records (memo.py) ---------------------------------------------------
