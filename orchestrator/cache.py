@@ -139,7 +139,6 @@ class ActionLog:
         self._cache = cache
         self._raw: dict[bytes, list[bytes]] | None = None  # key → its lines, oldest first
         self._raw_unit: dict[bytes, bytes] = {}  # unit digest → its newest line
-        self._by_key: dict[str, list[ActionEntry]] = {}
         self._pending: list[bytes] = []
         self._last_flush = time.monotonic()
         self._lines = 0
@@ -175,22 +174,22 @@ class ActionLog:
             return None
 
     def get(self, key: str) -> list[ActionEntry]:
+        """The newest entries of `key` (distinct results, at most a few), parsed now: a run
+        looks each key up once."""
         if self._raw is None:
             self._load()
-        if key not in self._by_key:
-            entries: list[ActionEntry] = []
-            for line in reversed(self._raw.get(key.encode("ascii"), ())):
-                entry = self._parse(line)
-                try:
-                    action = ActionEntry(entry["r"], entry["d"])
-                except (TypeError, KeyError):
-                    continue  # damaged (already counted) or not an entry
-                if all(e.result != action.result for e in entries):
-                    entries.append(action)
-                if len(entries) == _ENTRIES_PER_KEY:
-                    break
-            self._by_key[key] = entries
-        return self._by_key[key]
+        entries: list[ActionEntry] = []
+        for line in reversed(self._raw.get(key.encode("ascii"), ())):
+            entry = self._parse(line)
+            try:
+                action = ActionEntry(entry["r"], entry["d"])
+            except (TypeError, KeyError):
+                continue  # damaged (already counted) or not an entry
+            if all(e.result != action.result for e in entries):
+                entries.append(action)
+            if len(entries) == _ENTRIES_PER_KEY:
+                break
+        return entries
 
     def last(self, unit_digest: str) -> dict | None:
         """The key components the unit had when it last ran (for --explain)."""
@@ -220,7 +219,6 @@ class ActionLog:
         self.flush()
         self._raw = None
         self._raw_unit = {}
-        self._by_key = {}
 
     def flush(self) -> None:
         self._last_flush = time.monotonic()
@@ -266,7 +264,7 @@ class BlobPacks:
         self._readers.clear()
 
     def _load(self) -> dict[str, tuple[str, int, int] | bytes]:
-        """Digest → its index line (verified when first used) or (pack, offset, length)."""
+        """Digest → its index line (checked when first used) or (pack, offset, length)."""
         if self._index is None:
             index: dict[str, tuple[str, int, int] | bytes] = {}
             try:
@@ -283,16 +281,14 @@ class BlobPacks:
     def _where(self, digest: str) -> tuple[str, int, int] | None:
         index = self._load()
         found = index.get(digest)
-        if isinstance(found, bytes):
-            # The line's checksum is not checked here: every blob read is verified against its
-            # digest, so a damaged line costs a recomputation either way, and checking 200,000
-            # lines on each run would cost more than the lookups it guards.
-            fields = found.split(b" ")
+        if isinstance(found, bytes):  # checked only for the digests a run asks for
+            check, _, body = found.partition(b" ")
+            fields = body.split(b" ")
             try:
-                found = (fields[2].decode("ascii"), int(fields[3]), int(fields[4]))
-                if len(fields) != 5 or found[1] < 0 or found[2] < 0:
-                    raise ValueError("not an index line")
-            except (IndexError, ValueError, UnicodeDecodeError):
+                if line_checksum(body) != check or len(fields) != 4:
+                    raise ValueError("a torn or damaged line")
+                found = (fields[1].decode("ascii"), int(fields[2]), int(fields[3]))
+            except (ValueError, UnicodeDecodeError):
                 found = None
             if found is None:
                 del index[digest]
@@ -354,7 +350,7 @@ class BlobPacks:
         index[digest] = (self._name, offset, len(data))
         self._bad.discard(digest)
         body = f"{digest} {self._name} {offset} {len(data)}"
-        self._pending.append(f"{digest_bytes(body.encode())[:8]} {body}\n".encode("ascii"))
+        self._pending.append(line_checksum(body.encode("ascii")) + f" {body}\n".encode("ascii"))
         if len(self._pending) >= self.FLUSH_EVERY:
             self.flush()
 

@@ -37,7 +37,6 @@ class Context:
         self._tree: Tree | None = None
         self._tree_previous: Tree | None = None
         self._digests: dict[str, str | None] = {}
-        self.digests = self._digests  # read-only view for the scheduler's per-unit checks
         self.begin_stage()
 
     def begin_stage(self) -> None:

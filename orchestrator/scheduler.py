@@ -353,11 +353,9 @@ class Scheduler:
         if not entries:
             return None, None
         reason = None
-        known = ctx.digests
         for entry in entries:
             changed = next((path for path, digest in entry.reads
-                            if (known[path] if path in known else ctx.digest_of(path)) != digest),
-                           None)
+                            if ctx.digest_of(path) != digest), None)
             if changed is None:
                 if self.cache.has_blob(entry.result):
                     return entry, None
@@ -463,21 +461,20 @@ class Scheduler:
             if producer is None:
                 raise
             self.log.warning("cache.recompute", digest=digest[:12])
-            return self._recompute_later(*producer, digest)()
+            return self._recompute(*producer, digest)
 
-    def _recompute_later(self, stage: Stage, ctx: Context, shared: Any, unit: Unit,
-                         static: str, expected: str) -> Callable[[], Any]:
-        def recompute() -> Any:
-            item = WorkItem(unit.id, unit.payload, self._blobs_for(unit), want=unit.files)
-            finished = run_item(stage.module.run, item, shared, ctx.root, True, "driver")
-            if finished.error is not None:
-                raise finished.error
-            digest = self.cache.put_blob(dumps(finished.result))
-            self.cache.actions(stage.name).append(static, finished.reads, digest)
-            if digest != expected:  # not reproducible: restart so every key sees the new value
-                raise CacheCorrupt(f"unit {unit.id!r} of {stage.name!r} recomputed differently")
-            return finished.result
-        return recompute
+    def _recompute(self, stage: Stage, ctx: Context, shared: Any, unit: Unit, static: str,
+                   expected: str) -> Any:
+        """Run a cached unit again in the driver (its stored result was damaged)."""
+        item = WorkItem(unit.id, unit.payload, self._blobs_for(unit), want=unit.files)
+        finished = run_item(stage.module.run, item, shared, ctx.root, True, "driver")
+        if finished.error is not None:
+            raise finished.error
+        digest = self.cache.put_blob(dumps(finished.result))
+        self.cache.actions(stage.name).append(static, finished.reads, digest)
+        if digest != expected:  # not reproducible: restart so every key sees the new value
+            raise CacheCorrupt(f"unit {unit.id!r} of {stage.name!r} recomputed differently")
+        return finished.result
 
 
 class DryRunStop(Exception):
