@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stages.sources import unity_yaml  # noqa: E402
-from stages.sources.unity import walk_project  # noqa: E402
-from stages.sources.unity_types import is_native  # noqa: E402
+from stages.sources.unity.reader import walk_project  # noqa: E402
+from stages.sources.unity.classes import is_native  # noqa: E402
 
 DEFAULT_PROJECT = ROOT.parent / "shared" / "realdata" / "unity-slg-warriors"
 
@@ -38,7 +38,7 @@ _COLD_COLLECT = """
 import sys, time
 sys.path.insert(0, {root!r})
 start = time.perf_counter()
-from stages.sources.unity import collect_unity
+from stages.sources.unity.reader import collect_unity
 imported = time.perf_counter()
 result = collect_unity({project!r})
 done = time.perf_counter()

@@ -533,7 +533,7 @@ def time_validation(project: Project, sample: dict, per_rule: bool) -> dict:
     sample, with the small files' part extrapolated to all of them."""
     from stages.rules.engine import validate_project
     from stages.rules.naive import validate_per_rule
-    from stages.sources.messiah import build_index
+    from stages.sources.messiah.reader import build_index
     index = build_index(str(project.root))
     check = validate_per_rule if per_rule else validate_project
     parts = {}
@@ -554,7 +554,7 @@ def time_validation(project: Project, sample: dict, per_rule: bool) -> dict:
 
 def dump_payloads(out_dir: Path, dest: Path) -> dict:
     """From the bundles a build published: per bundle, the entries' payloads concatenated."""
-    from stages.bundle_format import MAGIC, iter_entries
+    from stages.bundlefile.format import MAGIC, iter_entries
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)

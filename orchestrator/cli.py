@@ -238,7 +238,7 @@ def clean(build_file) -> None:
 @click.option("--seed", default=1, type=int, help="Random seed (same seed, same bytes).")
 def generate(dest, assets, seed) -> None:
     """Write a Messiah-style project with a build file and a rule library."""
-    from stages.sources.messiah_generate import generate_project
+    from stages.sources.messiah.generate import generate_project
     started = time.perf_counter()
     project = generate_project(dest, assets, seed)
     click.echo(f"generated {assets} resources in {time.perf_counter() - started:.1f} s; "
@@ -251,7 +251,7 @@ def generate(dest, assets, seed) -> None:
 @click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)
 def demo(dest, assets, executor) -> None:
     """Generate a small project and build it end to end (rule failures shown, exit 0)."""
-    from stages.sources.messiah_generate import generate_project
+    from stages.sources.messiah.generate import generate_project
     dest = Path(dest or "orchestrate-demo")
     project = generate_project(dest, assets, 7)
     build_file = Path(project.build_file)
@@ -281,7 +281,7 @@ def run_quiet(build_file: str, stages: list[str], executor: str | None = None,
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def cooklist(build_file, fmt) -> None:
     """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
-    from stages.closure import cooklist_text
+    from stages.cooklist.closure import cooklist_text
     build, result = run_quiet(build_file, ["dependency"])
     cooked = result.outputs["cooklist"]
     if fmt == "json":
@@ -296,7 +296,7 @@ def cooklist(build_file, fmt) -> None:
 @click.argument("asset")
 def why(build_file, asset) -> None:
     """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
-    from stages.closure import why as why_answers, why_text
+    from stages.cooklist.closure import why as why_answers, why_text
     build, result = run_quiet(build_file, ["dependency"])
     answers = why_answers(result.outputs["source"].assets, result.outputs["cooklist"], asset,
                           build.section("cook"))
@@ -309,7 +309,7 @@ def why(build_file, asset) -> None:
 @click.option("--cooked-only", is_flag=True, help="Only assets in the cook list.")
 def graph(build_file, fmt, cooked_only) -> None:
     """Export the asset reference graph (Graphviz DOT or JSON)."""
-    from stages.closure import graph_dot, graph_json
+    from stages.cooklist.closure import graph_dot, graph_json
     build, result = run_quiet(build_file, ["dependency"])
     assets, cooked = result.outputs["source"].assets, result.outputs["cooklist"]
     if fmt == "json":
@@ -326,7 +326,7 @@ def graph(build_file, fmt, cooked_only) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def inspect(bundle, entry, dest, fmt) -> None:
     """List a bundle's entries, or extract one entry's payload."""
-    from stages.bundle_inspect import extract_entry, format_listing, inspect_bundle
+    from stages.bundlefile.inspect import extract_entry, format_listing, inspect_bundle
     if entry is not None:
         if dest is None:
             import tempfile

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from orchestrator.errors import ConfigError
 from orchestrator.types import Plan, StageSpec, Unit
 
-from .bundle_format import CODECS, crc32, recompress
+from stages.bundlefile.format import CODECS, crc32, recompress
 
 SPEC = StageSpec(name="archive", version=1, inputs=("written",), outputs=("archived",),
                  config_keys=("archive",), description="compressed bundles and their CRC32")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from orchestrator.hashing import digest_bytes
 from orchestrator.types import Plan, StageSpec, Unit
 
-from stages.closure import compile_globs
+from stages.cooklist.closure import compile_globs
 from stages.sources import get_source, raise_on_fatal
 
 SPEC = StageSpec(name="collect", version=1, inputs=(), outputs=("files", "source"),

@@ -12,7 +12,7 @@ from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes
 from orchestrator.types import Plan, StageSpec, Unit
 
-from .cookers import CookerSpec, cook_files, cooker_for
+from stages.cooking.cookers import CookerSpec, cook_files, cooker_for
 
 # The cook section is not in config_keys on purpose: each unit keys on its own cooker, so editing
 # `cook.maps` (or one Type's cooker) does not re-cook every asset.

@@ -13,8 +13,8 @@ import orjson
 
 from orchestrator.types import Plan, StageSpec, Unit
 
-from stages.closure import assets_digest, compute_cooklist
-from stages.packing import source_bundles
+from stages.cooklist.closure import assets_digest, compute_cooklist
+from stages.layout.packing import source_bundles
 
 SPEC = StageSpec(name="dependency", version=1, inputs=("source",),
                  outputs=("cooklist", "cook_summary"),

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from orchestrator.hashing import digest_bytes
 from orchestrator.types import Plan, StageSpec, Unit
 
-from .bundle_format import content_hash, read_toc
+from stages.bundlefile.format import content_hash, read_toc
 
 SPEC = StageSpec(name="hash", version=1, inputs=("archived",), outputs=("bundle_files",),
                  config_keys=("hash",), description="content and raw hashes; hashed file names")

@@ -17,7 +17,7 @@ import orchestrator
 from orchestrator.hashing import digest_value
 from orchestrator.types import Plan, StageSpec, Unit
 
-from .publishing import LINK_XML, MANIFEST, STAGING, publish_build
+from stages.publishing.output import LINK_XML, MANIFEST, STAGING, publish_build
 
 SPEC = StageSpec(name="manifest", version=1,
                  inputs=("cooklist", "cooked", "bundles", "archived", "bundle_files", "link_xml"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from orchestrator.hashing import digest_value
 from orchestrator.types import Plan, StageSpec, Unit
 
-from .packing import Packing, pack, source_bundles
+from stages.layout.packing import Packing, pack, source_bundles
 
 SPEC = StageSpec(name="pack", version=1, inputs=("source", "cooklist", "cooked"),
                  outputs=("bundles",), config_keys=("bundles",),

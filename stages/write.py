@@ -5,7 +5,7 @@ from __future__ import annotations
 from orchestrator.types import Plan, StageSpec, Unit
 from stages.sources.base import RESOURCE
 
-from .bundle_format import Entry, build_bundle
+from stages.bundlefile.format import Entry, build_bundle
 
 SPEC = StageSpec(name="write", version=1, inputs=("source", "bundles", "cooked"),
                  outputs=("written",), description="one serialized bundle file per bundle")

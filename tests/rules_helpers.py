@@ -9,7 +9,7 @@ from lxml import etree
 
 from stages.rules.engine import validate_project
 from stages.rules.report import public
-from stages.sources.messiah_index import MessiahIndex, MessiahResource, ResourceFile
+from stages.sources.messiah.index import MessiahIndex, MessiahResource, ResourceFile
 
 REPOSITORY = """<?xml version="1.0" encoding="utf-8"?>
 <Repository>

@@ -13,7 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes, dumps
 from orchestrator.reads import Reader
 from stages import archive, hash as hash_stage, write
-from stages.bundle_format import BundleReader, compress, read_toc
+from stages.bundlefile.format import BundleReader, compress, read_toc
 from stages.cook import CookedAsset
 
 PAYLOADS = {"b-guid": b"texture " * 500, "a-guid": b"material", "Worlds/W.iworld": b"<World/>"}

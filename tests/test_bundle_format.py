@@ -9,9 +9,9 @@ import pytest
 
 from orchestrator.errors import ConfigError, ProjectError
 from orchestrator.hashing import digest_bytes
-from stages.bundle_format import (HEADER_SIZE, MAGIC, BundleFormatError, BundleReader, Entry,
+from stages.bundlefile.format import (HEADER_SIZE, MAGIC, BundleFormatError, BundleReader, Entry,
                                   build_bundle, content_hash, iter_entries, read_toc, recompress)
-from stages.bundle_inspect import extract_entry, format_listing, inspect_bundle
+from stages.bundlefile.inspect import extract_entry, format_listing, inspect_bundle
 
 ENTRIES = [Entry("e5ce0940-f689-404d-968f-775317804069", "Test/Wall", b"wall " * 200),
            Entry("Worlds/Town.iworld", "Town.iworld", b"<World/>"),

@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from messiah_projects import Item, guid, write_level, write_repository, write_world  # noqa: E402
 from stages import dependency  # noqa: E402
-from stages.closure import (compute_cooklist, cooklist_text, glob_to_regex,  # noqa: E402
+from stages.cooklist.closure import (compute_cooklist, cooklist_text, glob_to_regex,  # noqa: E402
                             graph_dot, graph_json, why)
-from stages.sources.messiah import collect_project  # noqa: E402
+from stages.sources.messiah.reader import collect_project  # noqa: E402
 
 A, B, C, D, E, F = (guid(n) for n in range(1, 7))
 

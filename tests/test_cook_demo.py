@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.closure import compute_cooklist, why
-from stages.sources.messiah import build_index, collect_project
+from stages.cooklist.closure import compute_cooklist, why
+from stages.sources.messiah.reader import build_index, collect_project
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 DEMO = SHARED / "examples" / "demo"

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.errors import ConfigError, StepFailed
 from orchestrator.reads import Reader
 from stages import cook
-from stages.cookers import (CookerSpec, canonical_xml, cook_files, cooker_for, pack_files,
+from stages.cooking.cookers import (CookerSpec, canonical_xml, cook_files, cooker_for, pack_files,
                             unpack_files)
 from stages.sources.base import RESOURCE, Asset
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from lxml import etree
 
-from stages.sources.messiah_generate import (DETECTED_BY, FACE_BUDGET, KNOWN_TYPES, MIN_ASSETS,
+from stages.sources.messiah.generate import (DETECTED_BY, FACE_BUDGET, KNOWN_TYPES, MIN_ASSETS,
                                              PLANT_COUNTS, TEXTURE_SIZE_BUDGET, generate_project)
 
 ASSETS = 400
@@ -348,7 +348,7 @@ def _tokens(failure: dict, names: dict[str, set[str]]) -> set[str]:
 
 def test_every_planted_defect_is_reported(generated, project):
     """The starter library reports every planted defect, and nothing else."""
-    messiah = pytest.importorskip("stages.sources.messiah", reason="Messiah source not available")
+    messiah = pytest.importorskip("stages.sources.messiah.reader", reason="Messiah source not available")
     engine = pytest.importorskip("stages.rules.engine", reason="rule engine not available")
     collected = messiah.collect_project(str(generated.project))
     document = engine.validate_project(str(generated.project), [str(generated.rules_file)],
@@ -370,8 +370,8 @@ def test_every_planted_defect_is_reported(generated, project):
 
 def test_planted_reference_defects_reach_the_cook_list(generated):
     """Duplicates, missing references, never-cook references and the cycle show in the cook list."""
-    messiah = pytest.importorskip("stages.sources.messiah", reason="Messiah source not available")
-    closure = pytest.importorskip("stages.closure", reason="dependency closure not available")
+    messiah = pytest.importorskip("stages.sources.messiah.reader", reason="Messiah source not available")
+    closure = pytest.importorskip("stages.cooklist.closure", reason="dependency closure not available")
     build = yaml.safe_load(generated.build_file.read_text(encoding="utf-8"))
     collected = messiah.collect_project(str(generated.project))
     cooklist = closure.compute_cooklist(collected.assets, build["cook"], build["bundles"],

@@ -14,10 +14,10 @@ from orchestrator.config import load_build
 from orchestrator.observe import setup_logging
 from orchestrator.scheduler import RunOptions, run_build
 from messiah_projects import Item, guid, write, write_level, write_repository, write_world
-from stages.bundle_inspect import extract_entry, inspect_bundle
+from stages.bundlefile.inspect import extract_entry, inspect_bundle
 from stages.link_xml import qualified_type, render_link_xml
 from stages.manifest import staging_document
-from stages.publishing import publish_build, remove_stale, write_if_changed
+from stages.publishing.output import publish_build, remove_stale, write_if_changed
 
 OUTPUT_STAGES = ("stages.collect", "stages.dependency", "stages.cook", "stages.pack",
                  "stages.write", "stages.archive", "stages.hash", "stages.link_xml",
@@ -346,7 +346,7 @@ def test_unchanged_bundles_are_not_hashed_again_but_changed_ones_are_rewritten(t
 def test_publishing_refuses_a_link_out_of_the_output_folder(tmp_path):
     """A folder inside the output that links elsewhere is refused, checked once per folder."""
     from orchestrator.errors import ProjectError
-    from stages.publishing import OutputFolder
+    from stages.publishing.output import OutputFolder
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     out.mkdir()
     elsewhere.mkdir()

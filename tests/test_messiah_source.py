@@ -16,7 +16,7 @@ from orchestrator.reads import Reader  # noqa: E402
 from stages import collect  # noqa: E402
 from stages.sources import get_source  # noqa: E402
 from stages.sources.base import HARD, SOFT  # noqa: E402
-from stages.sources.messiah import (SOURCE, build_index, collect_project,  # noqa: E402
+from stages.sources.messiah.reader import (SOURCE, build_index, collect_project,  # noqa: E402
                                     walk_project)
 
 

@@ -11,8 +11,8 @@ import yaml
 
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
-from stages.packing import bundle_cycles, check_bundle_name, pack, shared_bundle_name
-from stages.path_glob import glob_match
+from stages.layout.packing import bundle_cycles, check_bundle_name, pack, shared_bundle_name
+from stages.layout.globs import glob_match
 from stages.sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, Ref
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "examples" / "demo"
@@ -209,8 +209,8 @@ def test_glob_double_star_semantics(pattern, path, matches):
 
 # -- the demo: shared/examples/demo/expected/bundles.json -------------------------------------
 def _demo_packing(policy):
-    closure = pytest.importorskip("stages.closure", reason="the dependency closure is not built")
-    messiah = pytest.importorskip("stages.sources.messiah", reason="the Messiah source is not built")
+    closure = pytest.importorskip("stages.cooklist.closure", reason="the dependency closure is not built")
+    messiah = pytest.importorskip("stages.sources.messiah.reader", reason="the Messiah source is not built")
     build = yaml.safe_load((DEMO / "build.yaml").read_text(encoding="utf-8"))
     source = messiah.collect_project(str(DEMO / build["project"]))
     cooklist = closure.compute_cooklist(source.assets, build["cook"], build["bundles"])
@@ -247,8 +247,8 @@ def test_demo_bundles_match_expected(policy):
 def test_demo_packing_ignores_cook_order_for_membership():
     """Shuffling the cooked assets changes no bundle's membership or dependencies."""
     packing = _demo_packing("extract")
-    closure = pytest.importorskip("stages.closure")
-    messiah = pytest.importorskip("stages.sources.messiah")
+    closure = pytest.importorskip("stages.cooklist.closure")
+    messiah = pytest.importorskip("stages.sources.messiah.reader")
     build = yaml.safe_load((DEMO / "build.yaml").read_text(encoding="utf-8"))
     source = messiah.collect_project(str(DEMO / build["project"]))
     cooked = [source.assets[a] for a in

@@ -12,9 +12,9 @@ import yaml
 
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError
-from stages.packing import pack
-from stages.path_glob import escape_glob, glob_match
-from stages.sources.unity import collect_unity
+from stages.layout.packing import pack
+from stages.layout.globs import escape_glob, glob_match
+from stages.sources.unity.reader import collect_unity
 
 from buildkit import edit_build, make_project
 from unity_projects import build_settings, guid, material, prefab, write, write_folder_meta

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.closure import compute_cooklist
-from stages.packing import pack
+from stages.cooklist.closure import compute_cooklist
+from stages.layout.packing import pack
 from stages.sources.base import Asset
-from stages.sources.unity import collect_unity, walk_project
-from stages.sources.unity_yaml import (is_text_serialized, load_documents, references_in_documents,
+from stages.sources.unity.reader import collect_unity, walk_project
+from stages.sources.unity.documents import (is_text_serialized, load_documents, references_in_documents,
                                        scan_references)
 
 pytestmark = pytest.mark.shared
@@ -102,7 +102,7 @@ def test_bundle_dependencies_reproduce_unity_manifests(result):
 
 
 def test_the_packer_gives_the_same_bundle_dependencies(result):
-    """stages.packing with one layout rule per Unity bundle (duplicate policy) agrees with the helper."""
+    """stages.layout.packing with one layout rule per Unity bundle (duplicate policy) agrees with the helper."""
     explicit, expected = unity_bundles()
     layout = [{"name": name, "include": [a for a in ids if a in result.assets]}
               for name, ids in explicit.items()]

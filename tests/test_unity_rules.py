@@ -13,8 +13,8 @@ import yaml
 from orchestrator.cli import main
 from stages.rules import registry
 from stages.rules.engine import validate_project
-from stages.sources.unity import collect_unity
-from stages.sources.unity_paths import (LANGUAGE, UnityParseError, UnityPathError,
+from stages.sources.unity.reader import collect_unity
+from stages.sources.unity.paths import (LANGUAGE, UnityParseError, UnityPathError,
                                         compile_unity_path, evaluate, parse_unity_yaml)
 
 from unity_projects import HEADER, build_settings, guid, material, prefab, write

@@ -11,8 +11,8 @@ from orchestrator.errors import MissingInput
 from orchestrator.reads import Reader
 from stages.sources import get_source
 from stages.sources.base import RESOURCE, WORLD
-from stages.sources.unity import SOURCE, bundles_from_meta, collect_unity, walk_project
-from stages.sources.unity_yaml import (is_text_serialized, load_documents, read_meta,
+from stages.sources.unity.reader import SOURCE, bundles_from_meta, collect_unity, walk_project
+from stages.sources.unity.documents import (is_text_serialized, load_documents, read_meta,
                                        references_in_documents, scan_references)
 
 from unity_projects import (HEADER, build_settings, guid, material, meta_text, prefab, ref,

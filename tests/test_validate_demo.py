@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.shared,
 
 def build_index_or_skip():
     try:
-        from stages.sources.messiah import build_index
+        from stages.sources.messiah.reader import build_index
     except ImportError as exc:
         pytest.skip(f"stages.sources.messiah.build_index is not available yet ({exc})")
     return build_index

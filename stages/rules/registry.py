@@ -29,11 +29,11 @@ BUILTIN_CHECKS = {
     "srcTexConflict": "stages.rules.builtins:src_tex_conflict",
     "rigidbody_deps": "stages.rules.builtins:rigidbody_deps",
     "compressed_src_tex": "stages.rules.builtins:compressed_src_tex",
-    "unity_guid_resolves": "stages.sources.unity_checks:guid_resolves",
+    "unity_guid_resolves": "stages.sources.unity.checks:guid_resolves",
 }
 CHECK_PREFIXES = ("messiah_condfunc.", "condfunc.", "g83_runner.")
 BUILTIN_LANGUAGES = {
-    "unity_yaml": "stages.sources.unity_paths:LANGUAGE",
+    "unity_yaml": "stages.sources.unity.paths:LANGUAGE",
 }
 
 

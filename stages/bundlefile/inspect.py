@@ -7,7 +7,7 @@ from pathlib import Path
 
 from orchestrator.errors import ConfigError, ProjectError
 
-from .bundle_format import BundleFormatError, BundleReader, TocEntry, content_hash, crc32
+from .format import BundleFormatError, BundleReader, TocEntry, content_hash, crc32
 
 
 def inspect_bundle(path: str | os.PathLike) -> dict:

@@ -25,10 +25,10 @@ from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
 
-from . import raise_on_fatal
-from .base import (HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
+from stages.sources import raise_on_fatal
+from stages.sources.base import (HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
                    SourceResult)
-from .messiah_index import MessiahIndex, MessiahResource, ResourceFile
+from .index import MessiahIndex, MessiahResource, ResourceFile
 
 REPOSITORY_FILE = "resource.repository"
 # Attribute file and payload names, in the order the spec prefers them.
@@ -580,7 +580,7 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     options = dict(options or {})
     files = walk_project(root)
     if options.get("exclude"):
-        from stages.closure import compile_globs
+        from stages.cooklist.closure import compile_globs
         excluded = compile_globs(options["exclude"])
         files = [entry for entry in files if not excluded(entry.path)]
     reader = Reader(root)

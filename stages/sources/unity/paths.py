@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from .unity_types import NATIVE_EXTENSIONS
-from .unity_yaml import _HEADER_FOR_YAML, _UnityLoader, is_text_serialized
+from .classes import NATIVE_EXTENSIONS
+from .documents import _HEADER_FOR_YAML, _UnityLoader, is_text_serialized
 
 ANY = "*"
 DEEP = "**"

@@ -9,8 +9,8 @@ check reads the Unity project index, so the rule's results are cached against it
 
 from __future__ import annotations
 
-from .unity import is_builtin_guid
-from .unity_types import is_code
+from .reader import is_builtin_guid
+from .classes import is_code
 
 _HEX = frozenset("0123456789abcdef")
 

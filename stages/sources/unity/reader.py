@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 from orchestrator.reads import Reader, to_posix
 
-from .base import (HARD, RESOURCE, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
+from stages.sources.base import (HARD, RESOURCE, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
                    SourceResult)
-from .unity_index import UnityIndex, bundles_from_meta
-from .unity_types import RUNTIME_ASSEMBLY, asset_type, extension, is_code, is_native
-from .unity_yaml import (MetaInfo, RawRef, YAMLError, first_class_id, is_text_serialized,
+from .index import UnityIndex, bundles_from_meta
+from .classes import RUNTIME_ASSEMBLY, asset_type, extension, is_code, is_native
+from .documents import (MetaInfo, RawRef, YAMLError, first_class_id, is_text_serialized,
                          load_documents, read_meta, scan_references)
 
 __all__ = ["SOURCE", "UnitySource", "UnityIndex", "bundles_from_meta", "collect_unity", "walk_project"]

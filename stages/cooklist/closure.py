@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 from orchestrator.hashing import digest_value
 
-from .path_glob import glob_regex
+from stages.layout.globs import glob_regex
 from .graphs import strongly_connected
-from .sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
+from stages.sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 ROOT_KINDS = ("maps", "startup", "always_cook", "all", "cultures", "layout")

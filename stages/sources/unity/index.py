@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.hashing import digest_value
 
-from .unity_yaml import MetaInfo
+from .documents import MetaInfo
 
 
 @dataclass

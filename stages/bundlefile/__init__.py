@@ -1,0 +1,1 @@
+"""The bundle file format (docs/bundle-format.md): writing, compressing, reading, inspecting."""

@@ -1,0 +1,1 @@
+"""The cook list: roots from the build file, the dependency closure, cycles, and `why`."""
