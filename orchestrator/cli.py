@@ -7,21 +7,20 @@ Ray is never imported here: only an executor that has work to do imports it.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 import traceback
-from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from . import __version__
 from .errors import ConfigError, OrchestrateError
+from .runs import load
 
 ISSUES_URL = "the orchestrate issue tracker"
 
 
-def _fail(error: OrchestrateError) -> "NoReturn":
+def _fail(error: OrchestrateError) -> NoReturn:
     click.echo(f"error: {error.describe()}", err=True)
     sys.exit(error.exit_code)
 
@@ -54,28 +53,34 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(0)
 
 
-def _internal(exc: BaseException) -> "NoReturn":
+def _internal(exc: BaseException) -> NoReturn:
     traceback.print_exc()
     click.echo(f"internal error (a bug in orchestrate {__version__}): {exc}\n"
                f"please report it, with the trace above, at {ISSUES_URL}", err=True)
     sys.exit(3)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class PluginGroup(click.Group):
+    """The engine's commands, and those registered packages add (`orchestrate.commands`), each
+    imported only when it is invoked or help lists it."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from .registry import registered_commands
+        return sorted(set(super().list_commands(ctx)) | set(registered_commands()))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None:
+            from .registry import registered_commands
+            entry = registered_commands().get(name)
+            command = entry.load() if entry is not None else None
+        return command
+
+
+@click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="orchestrate")
 def cli() -> None:
     """Parallel, cached build pipeline for game content: collect, validate, cook, pack, write."""
-
-
-def _load(build_file: str, executor: str | None = None):
-    from .config import load_build
-    overrides = {"executor": {"kind": executor}} if executor else None
-    return load_build(build_file, overrides)
-
-
-def _log(log_format: str = "console", verbose: bool = False):
-    from .observe import setup_logging
-    return setup_logging(log_format, verbose)
 
 
 # -- run -------------------------------------------------------------------------------------
@@ -97,68 +102,12 @@ def _log(log_format: str = "console", verbose: bool = False):
 def run(build_file, executor, workers, stages, explain, profile, log_format, no_cache, dry_run,
         keep_going, verbose) -> None:
     """Build everything the build file describes."""
+    from .runs import run_command
     code = run_command(build_file, executor=executor, workers=workers,
                        stages=stages.split(",") if stages else None, explain=explain,
                        profile=profile, log_format=log_format, no_cache=no_cache,
                        dry_run=dry_run, keep_going=keep_going, verbose=verbose)
     sys.exit(code)
-
-
-def run_command(build_file, *, executor=None, workers=None, stages=None, explain=False,
-                profile=None, log_format="console", no_cache=False, dry_run=False,
-                keep_going=False, verbose=False, quiet=False) -> int:
-    """Run a build and print its summary; returns the exit code (0 or 1)."""
-    from .lock import OutputLock
-    from .observe import interactive, summary_table, write_profile
-    from .scheduler import RunOptions, run_build
-    from stages.gates import build_verdict, summary_lines
-
-    log = _log(log_format, verbose)
-    build = _load(build_file, executor)
-    options = RunOptions(executor=build.config.executor.kind, workers=workers, stages=stages,
-                         explain=explain, no_cache=no_cache, dry_run=dry_run,
-                         keep_going=keep_going, progress=not quiet and log_format == "console")
-    t0 = time.time()
-    with OutputLock(build.output_dir, keep=(build.cache_dir,)):
-        result = run_build(build, options, log)
-    if profile:
-        write_profile(profile, result.reports, t0)
-    if dry_run:
-        for outcome in result.explained:
-            click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
-        if result.dry_run_stopped_at:
-            click.echo(f"(stages after {result.dry_run_stopped_at} depend on its results and "
-                       f"cannot be planned before it runs)")
-        elif not result.explained:
-            click.echo("nothing to do")
-        return 0
-    verdict = build_verdict(build, result.outputs)
-    if not quiet:
-        _print_summary(summary_table(result.reports), interactive())
-        for line in summary_lines(build, result.outputs):
-            click.echo(line)
-        if result.ray_startup is not None:
-            click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
-    log.info("build.done", exit_code=verdict.exit_code, reasons=verdict.reasons,
-             seconds=round(time.time() - t0, 3))
-    for reason in verdict.reasons:
-        click.echo(f"build failed: {reason}", err=True)
-    return verdict.exit_code
-
-
-def _print_summary(table: str, rich_output: bool) -> None:
-    if rich_output:
-        from rich.console import Console
-        from rich.table import Table
-        lines = table.splitlines()
-        header = lines[0].split()
-        header = [header[0], header[1], header[2], header[3], header[4], " ".join(header[5:])]
-        grid = Table(*header)
-        for line in lines[2:]:
-            grid.add_row(*line.split())
-        Console(stderr=False).print(grid)
-    else:
-        click.echo(table)
 
 
 # -- cache -----------------------------------------------------------------------------------
@@ -172,7 +121,7 @@ def cache() -> None:
 def cache_stats(build_file) -> None:
     """Entries and bytes per area of the cache."""
     from .cache import Cache
-    build = _load(build_file)
+    build = load(build_file)
     stats = Cache(build.cache_dir).stats()
     click.echo(f"cache: {build.cache_dir}")
     for area, figures in stats.items():
@@ -186,7 +135,7 @@ def cache_stats(build_file) -> None:
 def cache_gc(build_file, max_size, max_age) -> None:
     """Drop old entries, then least recently used ones until the cache fits."""
     from .cache import Cache
-    build = _load(build_file)
+    build = load(build_file)
     outcome = Cache(build.cache_dir).gc(_parse_size(max_size), max_age)
     click.echo(f"removed {outcome['removed']} files ({outcome['freed_bytes'] / 2**20:.1f} MB); "
                f"{outcome['remaining_bytes'] / 2**20:.1f} MB remain")
@@ -209,7 +158,7 @@ def _parse_size(text: str) -> int:
 def cache_clear(build_file) -> None:
     """Delete the whole cache folder."""
     from .cache import Cache
-    build = _load(build_file)
+    build = load(build_file)
     Cache(build.cache_dir).clear()
     click.echo(f"cleared {build.cache_dir}")
 
@@ -220,7 +169,7 @@ def clean(build_file) -> None:
     """Delete the output folder (the cache is kept)."""
     import shutil
     from .lock import OutputLock
-    build = _load(build_file)
+    build = load(build_file)
     if build.output_dir.exists():
         with OutputLock(build.output_dir):
             for child in build.output_dir.iterdir():
@@ -231,137 +180,25 @@ def clean(build_file) -> None:
     click.echo(f"removed {build.output_dir}")
 
 
-# -- projects --------------------------------------------------------------------------------
-@cli.command()
-@click.argument("dest", type=click.Path(file_okay=False))
-@click.option("--assets", default=1000, type=click.IntRange(min=100), help="Number of resources (at least 100).")
-@click.option("--seed", default=1, type=int, help="Random seed (same seed, same bytes).")
-def generate(dest, assets, seed) -> None:
-    """Write a Messiah-style project with a build file and a rule library."""
-    from stages.sources.messiah.generate import generate_project
-    started = time.perf_counter()
-    project = generate_project(dest, assets, seed)
-    click.echo(f"generated {assets} resources in {time.perf_counter() - started:.1f} s; "
-               f"build with: orchestrate run {project.build_file}")
-
-
-@cli.command()
-@click.argument("dest", type=click.Path(file_okay=False), required=False)
-@click.option("--assets", default=300, type=click.IntRange(min=100))
-@click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)
-def demo(dest, assets, executor) -> None:
-    """Generate a small project and build it end to end (rule failures shown, exit 0)."""
-    from stages.sources.messiah.generate import generate_project
-    dest = Path(dest or "orchestrate-demo")
-    project = generate_project(dest, assets, 7)
-    build_file = Path(project.build_file)
-    text = build_file.read_text(encoding="utf-8")
-    demo_file = build_file.with_name("demo.yaml")
-    demo_file.write_text(text.replace("fail_on: error", "fail_on: never"), encoding="utf-8")
-    click.echo(f"generated {assets} resources under {dest}; building {demo_file}")
-    code = run_command(str(demo_file), executor=executor)
-    sys.exit(code)
-
-
-# -- queries over a built cook list ------------------------------------------------------------
-def run_quiet(build_file: str, stages: list[str], executor: str | None = None,
-              log_format: str = "console"):
-    """Run just the named stages (and what they need) without the summary; returns the run."""
-    from .lock import OutputLock
-    from .scheduler import RunOptions, run_build
-    log = _log(log_format)
-    build = _load(build_file, executor)
-    options = RunOptions(executor=build.config.executor.kind, stages=stages, progress=False)
-    with OutputLock(build.output_dir, keep=(build.cache_dir,)):
-        return build, run_build(build, options, log)
-
-
-@cli.command()
-@click.argument("build_file", type=click.Path(dir_okay=False))
+# -- the registered stages ---------------------------------------------------------------------
+@cli.command("stages")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def cooklist(build_file, fmt) -> None:
-    """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
-    from stages.cooklist.closure import cooklist_text
-    build, result = run_quiet(build_file, ["dependency"])
-    cooked = result.outputs["cooklist"]
+def list_stages(fmt) -> None:
+    """The registered stages in graph order: version, inputs, outputs, build-file keys."""
+    from .graph import order
+    from .registry import registered_stages
+    stages = order(list(registered_stages()))
     if fmt == "json":
-        click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
-    else:
-        click.echo(cooklist_text(cooked), nl=False)
-    sys.exit(1 if build.config.cook.fail_on_missing and cooked.missing else 0)
-
-
-@cli.command()
-@click.argument("build_file", type=click.Path(dir_okay=False))
-@click.argument("asset")
-def why(build_file, asset) -> None:
-    """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
-    from stages.cooklist.closure import why as why_answers, why_text
-    build, result = run_quiet(build_file, ["dependency"])
-    answers = why_answers(result.outputs["source"].assets, result.outputs["cooklist"], asset,
-                          build.section("cook"))
-    click.echo(why_text(answers), nl=False)
-
-
-@cli.command()
-@click.argument("build_file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
-@click.option("--cooked-only", is_flag=True, help="Only assets in the cook list.")
-def graph(build_file, fmt, cooked_only) -> None:
-    """Export the asset reference graph (Graphviz DOT or JSON)."""
-    from stages.cooklist.closure import graph_dot, graph_json
-    build, result = run_quiet(build_file, ["dependency"])
-    assets, cooked = result.outputs["source"].assets, result.outputs["cooklist"]
-    if fmt == "json":
-        click.echo(json.dumps(graph_json(assets, cooked, cooked_only), indent=2, ensure_ascii=False))
-    else:
-        click.echo(graph_dot(assets, cooked, cooked_only), nl=False)
-
-
-@cli.command()
-@click.argument("bundle", type=click.Path(dir_okay=False))
-@click.option("--extract", "entry", default=None, help="Entry id (or unique name) to extract.")
-@click.option("--to", "dest", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the extracted entry (default: stdout).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def inspect(bundle, entry, dest, fmt) -> None:
-    """List a bundle's entries, or extract one entry's payload."""
-    from stages.bundlefile.inspect import extract_entry, format_listing, inspect_bundle
-    if entry is not None:
-        if dest is None:
-            import tempfile
-            with tempfile.TemporaryDirectory() as tmp:
-                target = Path(tmp) / "entry"
-                extract_entry(bundle, entry, target)
-                sys.stdout.buffer.write(target.read_bytes())
-            return
-        found = extract_entry(bundle, entry, dest)
-        click.echo(f"extracted {found.id} ({found.size} bytes) to {dest}", err=True)
+        click.echo(json.dumps([{"name": s.spec.name, "version": s.spec.version,
+                                "inputs": list(s.spec.inputs), "outputs": list(s.spec.outputs),
+                                "config_keys": list(s.spec.config_keys),
+                                "module": getattr(s.module, "__name__", ""),
+                                "description": s.spec.description} for s in stages], indent=2))
         return
-    description = inspect_bundle(bundle)
-    if fmt == "json":
-        click.echo(json.dumps(description, indent=2, ensure_ascii=False))
-    else:
-        click.echo(format_listing(description), nl=False)
-
-
-@cli.command()
-@click.argument("build_file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text")
-@click.option("--output", "output", type=click.Path(dir_okay=False), default=None,
-              help="Write the report here instead of standard output.")
-@click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)
-def validate(build_file, fmt, output, executor) -> None:
-    """Check the project against the rule library; exit 1 if failures reach rules.fail_on."""
-    from stages.gates import build_verdict
-    from stages.rules.report import render
-    build, result = run_quiet(build_file, ["validate"], executor)
-    data = render(result.outputs["validation"], fmt)
-    if output:
-        from .cache import atomic_write
-        atomic_write(Path(output).resolve(), data)
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    verdict = build_verdict(build, {"validation": result.outputs["validation"]})
-    sys.exit(verdict.exit_code)
+    for stage in stages:
+        spec = stage.spec
+        click.echo(f"{spec.name} (version {spec.version}): {spec.description}")
+        click.echo(f"  inputs:  {', '.join(spec.inputs) or '-'}")
+        click.echo(f"  outputs: {', '.join(spec.outputs)}")
+        if spec.config_keys:
+            click.echo(f"  reads:   {', '.join(spec.config_keys)}")

@@ -1,128 +1,76 @@
-"""The build file: one place that knows its keys, their types and defaults.
+"""The build file: the engine's own keys, plus the sections registered packages add.
 
-Validated with pydantic (precise types, defaults, forbidden extra keys); errors are rewritten into
-one line that names the file, the line and the key, with "did you mean" for misspelt keys.
+The engine knows `project`, `output`, `cache` and `executor`; every other top-level key is a
+`Section` from the entry-point group `orchestrate.sections` (registry.py). One pydantic model is
+made from both, so types, defaults and unknown keys are checked in one pass; errors are rewritten
+into one line that names the file, the line and the key, with "did you mean" for misspelt keys.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .errors import ConfigError
+from .typing import Section
 from .yamlfile import read_yaml
 
+ENGINE_KEYS = ("project", "output", "cache", "executor")
+PATH_KEYS = ("project", "output", "cache")  # not part of any stage's slice: paths are not content
 
-class _Section(BaseModel):
+
+class ExecutorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class CollectConfig(_Section):
-    skip_broken: bool = False
-    exclude: list[str] = Field(default_factory=list)
-
-
-class ExternalCooker(_Section):
-    command: str
-    version: str = ""
-    timeout: float = 300.0
-    output_ext: str = ""
-
-
-class CookConfig(_Section):
-    maps: list[str] = Field(default_factory=list)
-    always_cook: list[str] = Field(default_factory=list)
-    never_cook: list[str] = Field(default_factory=list)
-    startup: list[str] = Field(default_factory=list)
-    cultures: list[str] = Field(default_factory=list)
-    include_editor_content: bool = False
-    follow_soft_references: bool = True
-    fail_on_missing: bool = False
-    cookers: dict[str, Literal["copy", "xml"] | ExternalCooker] = Field(default_factory=dict)
-
-
-class RulesConfig(_Section):
-    files: list[str] = Field(default_factory=list)
-    fail_on: Literal["error", "warning", "info", "never"] = "error"
-    allow_custom_code: bool = True
-    scope: Literal["all", "cooked"] = "all"
-    timeout: float = 30.0
-
-
-class LayoutRule(_Section):
-    name: str
-    maps: Literal["all"] | None = None
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-
-
-class BundlesConfig(_Section):
-    layout: list[LayoutRule] = Field(default_factory=list)
-    shared_dependencies: Literal["extract", "duplicate"] = "extract"
-    from_meta: bool = False
-
-
-class ArchiveConfig(_Section):
-    compression: Literal["none", "lz4", "zstd"] = "zstd"
-    level: int = 3
-
-
-class HashConfig(_Section):
-    append_hash: bool = False
-
-
-class LinkXmlConfig(_Section):
-    assembly: str = "Messiah.Runtime"
-    namespace: str | None = None
-
-
-class ExecutorConfig(_Section):
     kind: Literal["auto", "local", "ray"] = "auto"
     address: str | None = None
     workers: int | None = Field(default=None, ge=1)
     shared_paths: bool = False
 
 
-class BuildConfig(_Section):
+class EngineConfig(BaseModel):
+    """The keys the engine itself reads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     project: str
-    source: str = "messiah"
-    platform: str = "generic"
-    collect: CollectConfig = CollectConfig()
-    cook: CookConfig = CookConfig()
-    rules: RulesConfig = RulesConfig()
-    bundles: BundlesConfig = BundlesConfig()
-    archive: ArchiveConfig = ArchiveConfig()
-    hash: HashConfig = HashConfig()
-    link_xml: LinkXmlConfig = LinkXmlConfig()
     output: str = "build/out"
     cache: str = "build/cache"
     executor: ExecutorConfig = ExecutorConfig()
 
-    @field_validator("source")
-    @classmethod
-    def _known_source(cls, value: str) -> str:
-        if not value or not value.replace("_", "").isalnum():
-            raise ValueError(f"not a source name: {value!r}")
-        return value
+
+@lru_cache(maxsize=8)
+def _schema(sections: tuple[tuple[str, Section], ...]) -> type[BaseModel]:
+    """The build file's model: the engine's keys and every registered section."""
+    fields: dict[str, Any] = {}
+    for name, section in sections:
+        if name in ENGINE_KEYS:
+            raise ConfigError(f"a package registers the build-file key {name!r}, which the "
+                              f"engine owns")
+        fields[name] = (section.annotation, section.default)
+    return create_model("BuildConfig", __base__=EngineConfig, **fields)
 
 
 class Build:
     """A loaded build file: the validated config, its raw mapping, and resolved absolute paths."""
 
-    def __init__(self, path: Path, config: BuildConfig, raw: dict) -> None:
+    def __init__(self, path: Path, config: BaseModel, raw: dict, node: Any = None,
+                 sections: dict[str, Section] | None = None) -> None:
         self.path = path
         self.config = config
         self.raw = raw
+        self.node = node
+        self.sections = sections or {}
         self.dir = path.parent
-        self.project_root = _resolve(self.dir, config.project)
-        self.output_dir = _resolve(self.dir, config.output)
-        self.cache_dir = _resolve(self.dir, config.cache)
-        self.rule_files = [_resolve(self.dir, f) for f in config.rules.files]
+        self.project_root = _resolve(self.dir, config.project)  # type: ignore[attr-defined]
+        self.output_dir = _resolve(self.dir, config.output)  # type: ignore[attr-defined]
+        self.cache_dir = _resolve(self.dir, config.cache)  # type: ignore[attr-defined]
 
     def section(self, name: str) -> Any:
         """A top-level section as plain data with defaults filled in (a dict for mappings)."""
@@ -130,16 +78,28 @@ class Build:
         return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
     def slice_for(self, keys: tuple[str, ...]) -> dict:
-        """The part of the build file a stage reads, for its cache key (paths made relative)."""
-        return {key: self.section(key) for key in keys if key not in ("project", "output", "cache")}
+        """The part of the build file a stage reads, for its cache key (paths left out)."""
+        return {key: self.section(key) for key in keys if key not in PATH_KEYS}
+
+    def error(self, message: str, key: tuple[str, ...]) -> ConfigError:
+        """A ConfigError about `key` (a path of keys and list indices) naming this file's line."""
+        return ConfigError(message, file=str(self.path), line=line_of(self.node, key),
+                           key=".".join(key))
 
 
 def _resolve(base: Path, value: str) -> Path:
     return Path(os.path.normpath(base / os.path.expanduser(value)))
 
 
-def load_build(path: str | os.PathLike, overrides: dict | None = None) -> Build:
-    """Read and validate a build file; raise ConfigError naming the file, line and key."""
+def load_build(path: str | os.PathLike, overrides: dict | None = None,
+               sections: dict[str, Section] | None = None) -> Build:
+    """Read and validate a build file; raise ConfigError naming the file, line and key.
+
+    `sections` defaults to the registered ones (registry.py).
+    """
+    if sections is None:
+        from .registry import registered_sections
+        sections = registered_sections()
     path = Path(path).resolve()
     node, raw = read_yaml(path, ConfigError, "build file")
     if raw is None:
@@ -153,43 +113,50 @@ def load_build(path: str | os.PathLike, overrides: dict | None = None) -> Build:
             raw[key] = {**raw[key], **value}
         else:
             raw[key] = value
+    schema = _schema(tuple(sorted(sections.items())))
     try:
-        config = BuildConfig.model_validate(raw)
+        config = schema.model_validate(raw)
     except ValidationError as exc:
-        raise _explain(exc, path, node) from None
-    build = Build(path, config, raw)
+        raise _explain(exc, path, node, schema) from None
+    build = Build(path, config, raw, node, sections)
     if not build.project_root.is_dir():
-        raise ConfigError(f"project folder {build.project_root} does not exist",
-                          file=str(path), line=_line_of(node, ("project",)), key="project")
-    for rule_file, name in zip(build.rule_files, config.rules.files):
-        if not rule_file.is_file():
-            raise ConfigError(f"rule file {name!r} not found ({rule_file})", file=str(path),
-                              line=_line_of(node, ("rules", "files")), key="rules.files")
+        raise build.error(f"project folder {build.project_root} does not exist", ("project",))
+    for section in sections.values():
+        if section.check is not None:
+            section.check(build)
     return build
 
 
-def _explain(exc: ValidationError, path: Path, node: Any) -> ConfigError:
-    error = exc.errors()[0]
+def _explain(exc: ValidationError, path: Path, node: Any, schema: type[BaseModel]) -> ConfigError:
+    errors = exc.errors()
+    # A misspelt key also leaves the key it meant missing: name the misspelling, which says both.
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(str(p) for p in error["loc"])
     loc = tuple(p for p in loc if not p.startswith(("function-", "literal[", "ExternalCooker")))
     key = ".".join(loc)
     kind = error["type"]
     if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
+        parent = _model_at(schema, loc[:-1])
         known = sorted(parent.model_fields) if parent else []
-        close = difflib.get_close_matches(loc[-1], known, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; expected one of: {', '.join(known)}"
-        message = f"unknown key '{loc[-1]}'{hint}"
+        message = unknown_key_message(loc[-1], known)
     elif kind == "missing":
         message = f"required key '{loc[-1]}' is missing"
     else:
         given = error.get("input")
         message = f"{error['msg']} (got {given!r})" if not isinstance(given, dict) else error["msg"]
-    return ConfigError(message, file=str(path), line=_line_of(node, loc), key=key)
+    return ConfigError(message, file=str(path), line=line_of(node, loc), key=key)
 
 
-def _model_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] = BuildConfig
+def unknown_key_message(key: str, known: list[str]) -> str:
+    """`unknown key 'x' (did you mean 'y'?)`, or the keys there are when nothing is close."""
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f"unknown key '{key}' (did you mean '{close[0]}'?)"
+    return f"unknown key '{key}' (expected one of: {', '.join(known)})"
+
+
+def _model_at(schema: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = schema
     for part in loc:
         if part.isdigit():
             continue
@@ -199,14 +166,15 @@ def _model_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
         annotation = field.annotation
         inner = getattr(annotation, "__args__", None)
         candidates = [annotation, *(inner or ())]
-        found = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        found = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)),
+                     None)
         if found is None:
             return None
         model = found
     return model
 
 
-def _line_of(node: Any, loc: tuple[str, ...]) -> int | None:
+def line_of(node: Any, loc: tuple[str, ...]) -> int | None:
     """1-based line of the deepest YAML node along `loc` (keys and list indices)."""
     line = None
     for part in loc:

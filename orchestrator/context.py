@@ -12,7 +12,8 @@ from .errors import ProjectError
 from .hashing import digest_file
 from .reads import to_posix
 from .tree import Tree, TreeStore, scan
-from .types import StageReport
+from .typing import FileEntry
+from .outcomes import StageReport
 
 
 class Context:
@@ -72,7 +73,6 @@ class Context:
         """
         self.stage_listing = True
         if self._walk is None:
-            from stages.sources.base import FileEntry  # the vocabulary stages share
             entries = [FileEntry(path, sig[0], sig[1], sig[2])
                        for path, sig in self.tree().files.items()]
             entries.sort()  # by path first: paths are unique

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from types import ModuleType
+from typing import Any
 
 from .errors import ConfigError, OrchestrateError
-from .types import StageSpec
-
-#: The pipeline's stages, by module. Order here is irrelevant: the graph comes from the specs.
-DEFAULT_STAGES = (
-    "stages.collect", "stages.dependency", "stages.validate", "stages.cook", "stages.pack",
-    "stages.write", "stages.archive", "stages.hash", "stages.link_xml", "stages.manifest",
-)
+from .typing import StageSpec
 
 
 class GraphError(OrchestrateError):
@@ -24,29 +17,14 @@ class GraphError(OrchestrateError):
 
 @dataclass(frozen=True)
 class Stage:
+    """A stage's declaration and the module (or object) that implements it."""
+
     spec: StageSpec
-    module: ModuleType
+    module: Any
 
     @property
     def name(self) -> str:
         return self.spec.name
-
-
-def load_stages(module_names: tuple[str, ...] = DEFAULT_STAGES) -> list[Stage]:
-    """Import the stage modules that exist; each must declare SPEC, plan, run and finish."""
-    stages = []
-    for name in module_names:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # a stage not built yet: the pipeline runs what exists
-                continue
-            raise
-        for attr in ("SPEC", "plan", "run", "finish"):
-            if not hasattr(module, attr):
-                raise GraphError(f"stage module {name} lacks {attr}")
-        stages.append(Stage(module.SPEC, module))
-    return stages
 
 
 def order(stages: list[Stage]) -> list[Stage]:

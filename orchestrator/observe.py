@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import structlog
 
-from .types import StageReport, UnitOutcome
+from .outcomes import StageReport, UnitOutcome
 
 
 def setup_logging(log_format: str = "console", verbose: bool = False) -> structlog.BoundLogger:

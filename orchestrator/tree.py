@@ -21,7 +21,7 @@ import pickle
 import time
 from pathlib import Path
 
-from .cache import _sealed, _unseal, atomic_write
+from .cache import atomic_write, seal, unseal
 from .errors import ProjectError
 from .hashing import digest_value
 
@@ -178,7 +178,7 @@ class TreeStore:
             data = self.path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             return None
-        payload = _unseal(data)
+        payload = unseal(data)
         try:
             fmt, version, folders = pickle.loads(payload)
             if fmt != _FORMAT:
@@ -196,4 +196,4 @@ class TreeStore:
         if (previous is not None and tree.version == previous.version and not tree.racy
                 and not tree.relisted):
             return
-        atomic_write(self.path, _sealed(tree.snapshot()))
+        atomic_write(self.path, seal(tree.snapshot()))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.errors import ConfigError
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.bundlefile.format import CODECS, crc32, recompress
 

@@ -8,9 +8,9 @@ re-parses only its unit. `finish` assembles the parts into assets and the rule i
 from __future__ import annotations
 
 from orchestrator.hashing import digest_bytes
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
-from stages.cooklist.closure import compile_globs
+from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, raise_on_fatal
 
 SPEC = StageSpec(name="collect", version=1, inputs=(), outputs=("files", "source"),

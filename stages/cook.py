@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.cooking.cookers import CookerSpec, cook_files, cooker_for
 

@@ -11,7 +11,7 @@ import json
 
 import orjson
 
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.cooklist.closure import assets_digest, compute_cooklist
 from stages.layout.packing import source_bundles
@@ -70,3 +70,17 @@ def publish(ctx, outputs: dict) -> None:
     except orjson.JSONEncodeError:
         data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     ctx.publish_bytes(REPORT, data)
+
+
+def verdict(build, outputs) -> list[str]:
+    """Missing references fail the build when `cook.fail_on_missing` says so."""
+    missing = outputs["cook_summary"]["missing"]
+    if build.section("cook")["fail_on_missing"] and missing:
+        return [f"{len(missing)} missing reference(s) and cook.fail_on_missing is true"]
+    return []
+
+
+def summary(build, outputs) -> list[str]:
+    cooked = outputs["cook_summary"]
+    return [f"cook list: {cooked['cooked']} assets, {len(cooked['missing'])} missing, "
+            f"{cooked['ambiguous']} ambiguous, {cooked['cycles']} cycles"]

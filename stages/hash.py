@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.hashing import digest_bytes
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.bundlefile.format import content_hash, read_toc
 

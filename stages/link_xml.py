@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import quoteattr
 
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 SPEC = StageSpec(name="link_xml", version=2, inputs=("source", "bundles", "cooked"),
                  outputs=("link_xml",), config_keys=("link_xml",),

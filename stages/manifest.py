@@ -15,7 +15,7 @@ import orjson
 
 import orchestrator
 from orchestrator.hashing import digest_value
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.publishing.output import LINK_XML, MANIFEST, STAGING, publish_build
 
@@ -37,8 +37,8 @@ class BuildOutput(NamedTuple):
 
 
 def stage_versions() -> dict[str, int]:
-    from orchestrator.graph import load_stages  # late: the graph imports every stage module
-    return {stage.name: stage.spec.version for stage in load_stages()}
+    from orchestrator.registry import registered_stages
+    return {stage.name: stage.spec.version for stage in registered_stages()}
 
 
 def manifest_document(packing, bundle_files: dict, cooklist, cooked: dict, platform: str,
@@ -121,3 +121,8 @@ def publish(ctx, outputs: dict) -> None:
     if getattr(ctx, "log", None) is not None:
         ctx.log.info("manifest.published", written=len(done["written"]),
                      removed=len(done["removed"]))
+
+
+def summary(build, outputs) -> list[str]:
+    manifest = build.output_dir / MANIFEST
+    return [f"manifest: {manifest}"] if manifest.exists() else []

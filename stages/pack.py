@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.hashing import digest_value
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.layout.packing import Packing, pack, source_bundles
 

@@ -11,14 +11,14 @@ project file is read; custom code runs there once and again, lazily, once per wo
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 from stages.rules.engine import Shared, check_file, plan_files
 from stages.rules.parts import file_size, split_rules, unit_cost
 from stages.rules.loader import RuleSet, load_rules
-from stages.rules.report import build_document, gate_fails, highest_severity, render
+from stages.rules.report import (build_document, gate_fails, gate_reason, highest_severity,
+                                 render, summary_line)
+from stages.settings import rule_file_paths
 
 SPEC = StageSpec(name="validate", version=1, inputs=("files", "source", "cooklist"),
                  outputs=("validation", "validation_summary"), config_keys=("rules",),
@@ -26,18 +26,6 @@ SPEC = StageSpec(name="validate", version=1, inputs=("files", "source", "cooklis
 
 REPORTS = {"json": "reports/validate.json", "junit": "reports/junit.xml",
            "text": "reports/validate.txt"}
-
-# plan → finish hand-over: the loaded rules of the last plans (finish gets no Plan back).
-_PLANNED: dict[int, tuple] = {}
-
-
-def rule_file_paths(ctx) -> list[Path]:
-    """`rules.files`, resolved against the build file's folder."""
-    build = getattr(ctx, "build", None)
-    if build is not None and hasattr(build, "rule_files"):
-        return list(build.rule_files)
-    base = Path(getattr(ctx, "build_dir", "."))
-    return [p if p.is_absolute() else base / p for p in map(Path, ctx.section("rules")["files"])]
 
 
 def _cooked_files(source, cooklist, files: dict) -> set[str]:
@@ -62,11 +50,9 @@ def _cooked_files(source, cooklist, files: dict) -> set[str]:
 
 def _load(ctx, index) -> RuleSet:
     section = ctx.section("rules")
-    paths = rule_file_paths(ctx)
-    track = getattr(ctx, "track_file", None)
+    paths = rule_file_paths(ctx.build)
     for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
-        if track is not None:
-            track(path)
+        ctx.track_file(path)
     return load_rules(paths, index=index, root=ctx.root,
                       allow_custom_code=bool(section.get("allow_custom_code", True)),
                       timeout=section.get("timeout"))
@@ -102,10 +88,7 @@ def plan(ctx, inputs: dict) -> Plan:
     # The heaviest first: executors hand units out in order, and a long unit started last
     # would leave the other workers idle at the end.
     units.sort(key=lambda unit: -unit.cost)
-    _PLANNED[id(ctx)] = (ctx, ruleset)
-    while len(_PLANNED) > 4:
-        _PLANNED.pop(next(iter(_PLANNED)))
-    return Plan(units=units, shared=shared)
+    return Plan(units=units, shared=shared, state=ruleset)
 
 
 def run(payload, shared: Shared, reader):
@@ -114,11 +97,7 @@ def run(payload, shared: Shared, reader):
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    entry = _PLANNED.get(id(ctx))
-    if entry is not None and entry[0] is ctx:
-        ruleset = entry[1]
-    else:  # finish without a plan in this process: load again (deterministic)
-        ruleset = _load(ctx, getattr(inputs["source"], "index", None))
+    ruleset: RuleSet = results.plan.state
     document = build_document(ruleset, (results[unit_id] for unit_id in results))
     fail_on = ctx.section("rules").get("fail_on", "error")
     ctx.log.info("validate.done", rules=document["rules"], checked=document["sources_checked"],
@@ -132,4 +111,14 @@ def publish(ctx, outputs: dict) -> None:
     document = outputs["validation"]
     for fmt, relpath in REPORTS.items():
         ctx.publish_bytes(relpath, render(document, fmt))
+
+
+def verdict(build, outputs) -> list[str]:
+    """Rule failures (and broken rules) at or above `rules.fail_on` fail the build."""
+    reason = gate_reason(outputs["validation_summary"], build.section("rules")["fail_on"])
+    return [reason] if reason else []
+
+
+def summary(build, outputs) -> list[str]:
+    return [summary_line(outputs["validation_summary"])]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 from stages.sources.base import RESOURCE
 
 from stages.bundlefile.format import Entry, build_bundle

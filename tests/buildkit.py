@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.cache import _unseal
+from orchestrator.cache import unseal
 from orchestrator.hashing import digest_bytes
 
 TESTS = Path(__file__).resolve().parent
@@ -118,7 +118,7 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"
                 except CacheCorrupt as exc:
                     problems.append(f"action log {path.name} line {number}: {exc}")
         elif area in ("ac", "stat", "stages", "tree"):
-            if _unseal(data) is None:
+            if unseal(data) is None:
                 problems.append(f"{area} entry {path} fails its seal")
     return problems
 

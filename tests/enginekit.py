@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orchestrator.config import load_build
 from orchestrator.observe import setup_logging
+from orchestrator.registry import load_stage
 from orchestrator.scheduler import RunOptions, run_build
 
 TOY_STAGES = ("toy_stages.lines", "toy_stages.total")
@@ -28,4 +29,4 @@ def build_toy(build_file: Path, executor: str = "local", **options):
     log = setup_logging("console")
     build = load_build(build_file)
     opts = RunOptions(executor=executor, progress=False, **options)
-    return run_build(build, opts, log, TOY_STAGES)
+    return run_build(build, opts, log, [load_stage(name) for name in TOY_STAGES])

@@ -11,8 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from messiah_projects import Item, guid, write_level, write_repository, write_world  # noqa: E402
 from stages import dependency  # noqa: E402
-from stages.cooklist.closure import (compute_cooklist, cooklist_text, glob_to_regex,  # noqa: E402
-                            graph_dot, graph_json, why)
+from stages.algorithms.globs import glob_regex  # noqa: E402
+from stages.cooklist.closure import compute_cooklist  # noqa: E402
+from stages.cooklist.explain import cooklist_text, graph_dot, graph_json, why  # noqa: E402
 from stages.sources.messiah.reader import collect_project  # noqa: E402
 
 A, B, C, D, E, F = (guid(n) for n in range(1, 7))
@@ -193,10 +194,10 @@ def test_graph_exports_and_text(tmp_path):
 def test_glob_semantics():
     """`**` crosses folders, `*` stays within one name."""
     import re
-    assert re.fullmatch(glob_to_regex("UI/**"), "UI/Icons/a")
-    assert re.fullmatch(glob_to_regex("Props/*"), "Props/a")
-    assert not re.fullmatch(glob_to_regex("Props/*"), "Props/x/a")
-    assert re.fullmatch(glob_to_regex("**/a"), "a")
+    assert re.fullmatch(glob_regex("UI/**"), "UI/Icons/a")
+    assert re.fullmatch(glob_regex("Props/*"), "Props/a")
+    assert not re.fullmatch(glob_regex("Props/*"), "Props/x/a")
+    assert re.fullmatch(glob_regex("**/a"), "a")
 
 
 def test_dependency_stage_plans_one_unit_and_publishes_the_report(tmp_path):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.cooklist.closure import compute_cooklist, why
+from stages.cooklist.closure import compute_cooklist
+from stages.cooklist.explain import why
 from stages.sources.messiah.reader import build_index, collect_project
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

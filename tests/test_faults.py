@@ -326,7 +326,7 @@ def test_a_torn_action_log_line_costs_one_recomputation_only(tmp_path, clean_bui
 def test_a_killed_runs_temp_files_never_block_a_later_run_with_its_pid(tmp_path):
     """Leftover temp files named after this host and pid (pid reuse) never make a write fail."""
     import socket
-    from orchestrator import cache as cache_module
+    from orchestrator.cache import atomic as cache_module
     folder = tmp_path / "cas" / "ab"
     folder.mkdir(parents=True)
     upcoming = int(repr(cache_module._temp_counter)[len("count("):-1])  # the next call's number

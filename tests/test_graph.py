@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from orchestrator.graph import GraphError, Stage, order, select
-from orchestrator.types import StageSpec
+from orchestrator.typing import StageSpec
 
 
 def stage(name, inputs=(), outputs=()):
@@ -46,6 +46,6 @@ def test_select_keeps_what_the_named_stages_need():
 
 def test_real_pipeline_graph_is_valid():
     """The shipped stages form a valid graph."""
-    from orchestrator.graph import load_stages
-    names = [s.name for s in order(load_stages())]
+    from orchestrator.registry import registered_stages
+    names = [s.name for s in order(list(registered_stages()))]
     assert names[0] == "collect"

@@ -12,7 +12,7 @@ import yaml
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 from stages.layout.packing import bundle_cycles, check_bundle_name, pack, shared_bundle_name
-from stages.layout.globs import glob_match
+from stages.algorithms.globs import glob_match
 from stages.sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, Ref
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "examples" / "demo"

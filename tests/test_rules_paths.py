@@ -7,8 +7,8 @@ import pickle
 import pytest
 
 from rules_helpers import REPOSITORY, parse
-from stages.rules.paths import (DocumentError, PathSyntaxError, compile_xml_path, evaluate,
-                                parse_xml)
+from stages.rules.paths import DocumentError, PathSyntaxError, compile_xml_path, parse_xml
+from stages.rules.xmleval import evaluate
 
 REPO = parse(REPOSITORY)
 

@@ -169,7 +169,7 @@ def test_incremental_scan_equals_a_fresh_scan(tmp_path_factory, steps):
 
 def test_noop_on_an_old_tree_does_not_load_the_reads(tmp_path, monkeypatch):
     """A rerun whose tree did not move skips stages without loading their recorded reads."""
-    from orchestrator.memo import StageRecords
+    from orchestrator.cache import StageRecords
     build = write_toy(tmp_path, {"a.txt": "1\n", "d/b.txt": "2\n"})
     age(tmp_path / "p")
     build_toy(build)

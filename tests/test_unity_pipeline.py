@@ -13,7 +13,7 @@ import yaml
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError
 from stages.layout.packing import pack
-from stages.layout.globs import escape_glob, glob_match
+from stages.algorithms.globs import escape_glob, glob_match
 from stages.sources.unity.reader import collect_unity
 
 from buildkit import edit_build, make_project

@@ -64,13 +64,11 @@ def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
     from orchestrator.observe import setup_logging
     from orchestrator.scheduler import RunOptions, run_build
 
-    stages = ("stages.collect", "stages.dependency", "stages.validate")
     log = setup_logging("console")
 
     def build():
-        result = run_build(load_build(demo / "build.yaml"), RunOptions(executor="local",
-                                                                         progress=False), log,
-                           stages)
+        result = run_build(load_build(demo / "build.yaml"),
+                           RunOptions(executor="local", progress=False, stages=["validate"]), log)
         report = next(r for r in result.reports if r.name == "validate")
         return result, report
 
@@ -104,7 +102,7 @@ def test_demo_on_ray_matches_local(demo, expected, ray_local):
     from orchestrator.scheduler import RunOptions, run_build
 
     result = run_build(load_build(demo / "build.yaml"),
-                       RunOptions(executor="ray", progress=False, no_cache=True),
-                       setup_logging("console"),
-                       ("stages.collect", "stages.dependency", "stages.validate"))
+                       RunOptions(executor="ray", progress=False, no_cache=True,
+                                  stages=["validate"]),
+                       setup_logging("console"))
     assert failure_set(result.outputs["validation"]) == failure_set(expected)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from orchestrator.reads import Reader
+from orchestrator.testing import run_stage as stage_once
 from rules_helpers import make_index, write_files
 from stages import validate
 from stages.rules import parts
@@ -28,20 +26,6 @@ RULES = """
 - {id: model-faces-again, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Model,GUID', filter: artfunc_res_filter.guidToRealPath, subxpath: 'M,Faces', condition: ['<=', 10]}
 - {id: small, rpath: 'small\\.xml$', xpath: 'S', condition: ['==', 1]}
 """
-
-
-class Ctx:
-    """The parts of orchestrator.context.Context the stage uses."""
-
-    def __init__(self, root: Path, rule_file: Path) -> None:
-        self.root = root.as_posix()
-        self.build_dir = rule_file.parent
-        self.log = type("Log", (), {"info": lambda *args, **kwargs: None})()
-        self._rules = {"files": [rule_file.name], "fail_on": "error", "allow_custom_code": True,
-                       "scope": "all", "timeout": 30.0}
-
-    def section(self, name):
-        return dict(self._rules)
 
 
 def guid(i: int) -> str:
@@ -70,10 +54,9 @@ def project(tmp_path):
 
 
 def run_stage(root, rule_file, inputs):
-    ctx = Ctx(root, rule_file)
-    plan = validate.plan(ctx, inputs)
-    results = {u.id: validate.run(u.payload, plan.shared, Reader(ctx.root)) for u in plan.units}
-    return plan, validate.finish(ctx, inputs, results)["validation"]
+    run = stage_once(validate, project=root, inputs=inputs, workdir=rule_file.parent,
+                     settings={"rules": {"files": [rule_file.name]}}, publish=False)
+    return run.plan, run.outputs["validation"]
 
 
 def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch):

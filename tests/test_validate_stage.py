@@ -1,13 +1,13 @@
-"""The `validate` stage module: units, keys, scope, finish and publish (with a stand-in context)."""
+"""The `validate` stage module on its own (orchestrator.testing): units, keys, scope, reports."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import shutil
 
 import pytest
 
-from orchestrator.reads import Reader
+from orchestrator.testing import run_stage
 from rules_helpers import REPOSITORY, make_index, write_files
 from stages import validate
 from stages.sources.base import Asset, CookList, SourceResult
@@ -22,30 +22,6 @@ RULES = f"""
 """
 
 
-class Log:
-    def info(self, *args, **kwargs):
-        pass
-
-
-class Ctx:
-    """The parts of orchestrator.context.Context the stage uses."""
-
-    def __init__(self, root: Path, rule_file: Path, **rules) -> None:
-        self.root = root.as_posix()
-        self.build_dir = rule_file.parent
-        self.log = Log()
-        self.published: dict[str, bytes] = {}
-        self._rules = {"files": [rule_file.name], "fail_on": "error", "allow_custom_code": True,
-                       "scope": "all", "timeout": 30.0, **rules}
-
-    def section(self, name):
-        assert name == "rules"
-        return dict(self._rules)
-
-    def publish_bytes(self, relpath, data):
-        self.published[relpath] = data
-
-
 @pytest.fixture
 def setup(tmp_path):
     root = write_files(tmp_path / "p", {
@@ -55,6 +31,9 @@ def setup(tmp_path):
         "Other/x.xml": "<R/>"})
     rule_file = tmp_path / "rules.yaml"
     rule_file.write_text(RULES, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(rule_file, work / "rules.yaml")
     index = make_index(root, {G: {"file": f"Repository/Test/{G}/resource.xml"}})
     asset = Asset(G, "resource", "Material", ("Test/Hole_mat",), (f"Repository/Test/{G}",),
                   (f"Repository/Test/{G}/resource.xml",), ())
@@ -62,19 +41,18 @@ def setup(tmp_path):
     cooklist = CookList([G], {}, {}, {}, {}, [], {})
     files = {str(p.relative_to(root).as_posix()): "d" for p in sorted(root.rglob("*"))
              if p.is_file()}
-    return root, rule_file, {"files": files, "source": source, "cooklist": cooklist}
+    return root, work, {"files": files, "source": source, "cooklist": cooklist}
 
 
-def run_stage(ctx, inputs):
-    plan = validate.plan(ctx, inputs)
-    results = {u.id: validate.run(u.payload, plan.shared, Reader(ctx.root)) for u in plan.units}
-    return plan, validate.finish(ctx, inputs, results)
+def validate_once(setup, **rules):
+    root, work, inputs = setup
+    return run_stage(validate, project=root, inputs=inputs, workdir=work,
+                     settings={"rules": {"files": ["rules.yaml"], **rules}})
 
 
 def test_units_are_per_file_with_keys_naming_what_they_use(setup):
     """One unit per selected file; index digest and root enter keys only where rules need them."""
-    root, rule_file, inputs = setup
-    plan = validate.plan(Ctx(root, rule_file), inputs)
+    plan = validate_once(setup).plan
     keys = {u.id: u.key for u in plan.units}
     assert sorted(keys) == ["Other/x.xml", "Repository/Loose/resource.xml",
                             f"Repository/Test/{G}/resource.xml", "Repository/resource.repository"]
@@ -86,31 +64,29 @@ def test_units_are_per_file_with_keys_naming_what_they_use(setup):
 
 def test_finish_and_publish(setup):
     """finish returns the document; publish writes the three reports."""
-    root, rule_file, inputs = setup
-    ctx = Ctx(root, rule_file)
-    _, outputs = run_stage(ctx, inputs)
-    document = outputs["validation"]
+    run = validate_once(setup)
+    document = run.outputs["validation"]
     assert {(f["rule"], f["source"]) for f in document["failures"]} == {
         ("plain", f"Repository/Test/{G}/resource.xml"), ("plain", "Repository/Loose/resource.xml"),
         ("indexed", "Repository/resource.repository"), ("custom", "Other/x.xml")}
-    validate.publish(ctx, outputs)
-    assert set(ctx.published) == {"reports/validate.json", "reports/junit.xml",
+    assert set(run.published) == {"reports/validate.json", "reports/junit.xml",
                                   "reports/validate.txt"}
-    assert json.loads(ctx.published["reports/validate.json"])["rules"] == 3
+    assert json.loads(run.published["reports/validate.json"])["rules"] == 3
+
+
+def test_units_read_the_file_they_check(setup):
+    """Each unit's trace names the file it checked, so an edit to it invalidates the unit."""
+    run = validate_once(setup)
+    assert all(unit_id in reads for unit_id, reads in run.reads.items())
 
 
 def test_scope_cooked_checks_only_files_of_cooked_assets(setup):
     """rules.scope: cooked limits the units to files of cooked assets."""
-    root, rule_file, inputs = setup
-    plan = validate.plan(Ctx(root, rule_file, scope="cooked"), inputs)
+    plan = validate_once(setup, scope="cooked").plan
     assert [u.id for u in plan.units] == [f"Repository/Test/{G}/resource.xml"]
 
 
-def test_finish_without_plan_reloads_rules(setup):
-    """finish in a context it did not plan for loads the rules again and still assembles."""
-    root, rule_file, inputs = setup
-    ctx = Ctx(root, rule_file)
-    plan = validate.plan(ctx, inputs)
-    results = {u.id: validate.run(u.payload, plan.shared, Reader(ctx.root)) for u in plan.units}
-    other = Ctx(root, rule_file)
-    assert validate.finish(other, inputs, results)["validation"]["rules"] == 3
+def test_the_rule_files_are_tracked_inputs_of_the_stage(setup):
+    """The stage records the rule files it loaded, so a whole-stage skip sees their edits."""
+    run = validate_once(setup)
+    assert any(path.endswith("rules.yaml") for path in run.context.stage_external)

@@ -128,10 +128,9 @@ def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 
 
 def _code_roots() -> list[str]:
-    """Folders holding the orchestrator and stages packages (shipped to a remote cluster)."""
-    import orchestrator
-    import stages
-    return [str(Path(orchestrator.__file__).parent), str(Path(stages.__file__).parent)]
+    """Folders of the engine's and the registered stages' packages (shipped to a cluster)."""
+    from ..registry import code_roots, registered_stages
+    return code_roots(registered_stages())
 
 
 class RayExecutor:
@@ -147,7 +146,7 @@ class RayExecutor:
         if not ray.is_initialized():
             if address:
                 _check_reachable(address)
-                # A cluster may not have our code: ship the two packages with the job.
+                # A cluster may not have our code: ship the packages with the job.
                 try:
                     ray.init(address=address, runtime_env={"py_modules": _code_roots()},
                              log_to_driver=False, configure_logging=False)
@@ -155,8 +154,8 @@ class RayExecutor:
                     raise StepFailed(f"cannot join the Ray cluster at {address}: {exc}",
                                      key="executor.address") from None
             else:
-                code_parent = str(Path(_code_roots()[0]).parent)
-                path = os.pathsep.join([code_parent, *[p for p in sys.path if p]])
+                parents = dict.fromkeys(str(Path(root).parent) for root in _code_roots())
+                path = os.pathsep.join([*parents, *[p for p in sys.path if p]])
                 # address="local": always a fresh Ray of our own, never a cluster that `ray start`
                 # happened to leave running on this machine.
                 ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,

@@ -30,8 +30,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
-from stages.cooklist.graphs import strongly_connected
-from .globs import glob_match
+from stages.algorithms.globs import glob_match
+from stages.algorithms.graphs import strongly_connected
 
 DEFAULT_BUNDLE = "default"
 SHARED_PREFIX = "shared/"

@@ -366,18 +366,3 @@ def get_attribute(element: etree._Element, name: str) -> str | None:
                 break
     return value.strip() if value is not None else None
 
-
-def select(query: XmlQuery, root: etree._Element, memo: dict | None = None) -> list[etree._Element]:
-    """The elements on the node path that pass the attribute and child checks, in document order.
-
-    `memo` (one dict per parsed document) shares work between the rules that query the same
-    document (stages/rules/xmleval.py).
-    """
-    from .xmleval import select as run
-    return run(query, root, memo)
-
-
-def evaluate(query: XmlQuery, root: etree._Element, memo: dict | None = None) -> tuple[list, list]:
-    """(values, lines): what the expression extracts, and each value's element line."""
-    from .xmleval import evaluate as run
-    return run(query, root, memo)

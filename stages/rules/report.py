@@ -11,6 +11,8 @@ from lxml import etree
 
 from .loader import SEVERITY_RANK, RuleSet
 
+FAIL_ON_RANK = {**SEVERITY_RANK, "never": 99}
+
 SCHEMA_VERSION = 1
 FORMATS = ("json", "junit", "text")
 
@@ -74,6 +76,29 @@ def gate_fails(document: dict, fail_on: str) -> bool:
     if fail_on == "never" or worst is None:
         return False
     return SEVERITY_RANK[worst] >= SEVERITY_RANK[fail_on]
+
+
+def gate_reason(document: dict, fail_on: str) -> str | None:
+    """Why `rules.fail_on` fails the build (failures and broken rules at or above it), or None."""
+    threshold = FAIL_ON_RANK[fail_on]
+    gating = [f for f in document.get("failures", [])
+              if SEVERITY_RANK.get(f.get("severity", "error"), 3) >= threshold]
+    broken = document.get("rule_errors", []) if threshold <= SEVERITY_RANK["error"] else []
+    if not (gating or broken):
+        return None
+    return (f"{len(gating)} rule failure(s) and {len(broken)} broken rule(s) at or above "
+            f"'{fail_on}'")
+
+
+def summary_line(document: dict) -> str:
+    """The rule results in one line, for the end of a run."""
+    counts: dict[str, int] = {}
+    for failure in document.get("failures", []):
+        severity = failure.get("severity", "error")
+        counts[severity] = counts.get(severity, 0) + 1
+    shown = ", ".join(f"{n} {severity}" for severity, n in sorted(counts.items())) or "no failures"
+    return (f"rules: {document.get('rules', 0)} rules, {document.get('sources_checked', 0)} "
+            f"checks, {shown}, {len(document.get('rule_errors', []))} broken rules")
 
 
 # -- renderings ----------------------------------------------------------------------------------

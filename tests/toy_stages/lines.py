@@ -1,6 +1,6 @@
 """Toy stage: one unit per .txt file; counts its lines, reading included files as it goes."""
 
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 SPEC = StageSpec(name="lines", version=1, inputs=(), outputs=("counts",), config_keys=("platform",))
 

@@ -1,7 +1,7 @@
 """Toy stage: sums the counts into one number and publishes it."""
 
 from orchestrator.hashing import digest_value
-from orchestrator.types import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageSpec, Unit
 
 SPEC = StageSpec(name="total", version=1, inputs=("counts",), outputs=("total",))
 

@@ -158,20 +158,12 @@ def _nearest_repository(folder: str, repository_dirs: set[str]) -> str | None:
         current = _parent(current)
 
 
-_last_index_layout: tuple[Layout, str] | None = None
-
-
-def _index_layout_digest(layout: Layout) -> str:
+def index_layout_digest(layout: Layout) -> str:
     """Digest of what the index takes from the listing: repositories, worlds, and per resource
     folder its GUID, repository and chosen files (not the folder's other files)."""
-    global _last_index_layout
-    if _last_index_layout is not None and _last_index_layout[0] is layout:
-        return _last_index_layout[1]
     # f[1:7]: (guid, repository_dir, attribute, data, hdr, source) as a plain tuple, which the
     # JSON encoder writes natively.
-    digest = digest_value([layout.repositories, layout.worlds, [f[1:7] for f in layout.folders]])
-    _last_index_layout = (layout, digest)
-    return digest
+    return digest_value([layout.repositories, layout.worlds, [f[1:7] for f in layout.folders]])
 
 
 # -- parse units and their parts -----------------------------------------------------------------
@@ -472,7 +464,7 @@ class _Assembler:
         if digests is None:
             return ""
         layout = self.layout
-        return digest_value(["messiah-index", 1, self.root, _index_layout_digest(layout),
+        return digest_value(["messiah-index", 1, self.root, index_layout_digest(layout),
                              [digests[f"repo:{path}"] for path in layout.repositories],
                              [digests[f"map:{path}"] for path in layout.worlds]])
 
@@ -580,7 +572,7 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     options = dict(options or {})
     files = walk_project(root)
     if options.get("exclude"):
-        from stages.cooklist.closure import compile_globs
+        from stages.algorithms.globs import compile_globs
         excluded = compile_globs(options["exclude"])
         files = [entry for entry in files if not excluded(entry.path)]
     reader = Reader(root)

@@ -184,7 +184,7 @@ def read_meta(data: bytes) -> MetaInfo | None:
 
 
 # -- PyYAML ----------------------------------------------------------------------------------
-class _UnityLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class UnityLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """SafeLoader (libyaml when available) that accepts Unity's `!u!` tags as plain mappings.
 
     Scalars stay strings: YAML 1.1's implicit int/float typing would turn an all-digit GUID into
@@ -205,24 +205,24 @@ def _construct_tagged(loader, _suffix, node):
     return loader.construct_scalar(node)
 
 
-class _PureUnityLoader(yaml.SafeLoader):
+class PureUnityLoader(yaml.SafeLoader):
     """The same loader in pure Python (for the benchmark; libyaml is what collect would use)."""
 
-    yaml_implicit_resolvers = _UnityLoader.yaml_implicit_resolvers
+    yaml_implicit_resolvers = UnityLoader.yaml_implicit_resolvers
 
 
-for _loader in (_UnityLoader, _PureUnityLoader):
+for _loader in (UnityLoader, PureUnityLoader):
     _loader.add_multi_constructor("tag:unity3d.com,2011:", _construct_tagged)
 # Unity declares `%TAG !u!` once but uses it in every document; YAML scopes directives to the first
 # document, so each header is rewritten with the verbatim tag (and without Unity's ` stripped`).
-_HEADER_FOR_YAML = re.compile(rb"^--- !u!(-?\d+) &(-?\d+)(?: stripped)?", re.MULTILINE)
+HEADER_FOR_YAML = re.compile(rb"^--- !u!(-?\d+) &(-?\d+)(?: stripped)?", re.MULTILINE)
 
 
 def load_documents(data: bytes, pure_python: bool = False) -> list[tuple[DocumentHeader | None, Any]]:
     """Every document, parsed by PyYAML (on libyaml unless `pure_python`), with its header."""
     headers = document_headers(data)
-    text = _HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", data)
-    docs = list(yaml.load_all(text, Loader=_PureUnityLoader if pure_python else _UnityLoader))
+    text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", data)
+    docs = list(yaml.load_all(text, Loader=PureUnityLoader if pure_python else UnityLoader))
     # A header-less leading document (plain YAML) gets None; Unity files have one header per doc.
     padding: list[DocumentHeader | None] = [None] * (len(docs) - len(headers))
     return list(zip(padding + list(headers), docs))

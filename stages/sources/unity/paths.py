@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from .classes import NATIVE_EXTENSIONS
-from .documents import _HEADER_FOR_YAML, _UnityLoader, is_text_serialized
+from .documents import HEADER_FOR_YAML, UnityLoader, is_text_serialized
 
 ANY = "*"
 DEEP = "**"
@@ -154,9 +154,9 @@ def parse_unity_yaml(data: bytes, relpath: str = "") -> list[yaml.Node]:
         raise UnityParseError("binary-serialized asset, not YAML (set Asset Serialization to "
                               "Force Text)", 1)
     # The same header rewrite as the loader's: Unity's `%TAG !u!` is scoped to the first document.
-    text = _HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", body)
+    text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", body)
     try:
-        return [node for node in yaml.compose_all(text, Loader=_UnityLoader) if node is not None]
+        return [node for node in yaml.compose_all(text, Loader=UnityLoader) if node is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise UnityParseError(f"not valid YAML: {getattr(error, 'problem', None) or error}",

@@ -10,6 +10,7 @@ of the build file (layout rules, `collect.exclude`) goes through here, so they a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 
@@ -74,3 +75,12 @@ def escape_glob(path: str) -> str:
 def glob_match(pattern: str, path: str) -> bool:
     """Whether the whole `path` matches `pattern`."""
     return compile_glob(pattern).match(path) is not None
+
+
+def compile_globs(patterns: Iterable[str]) -> Callable[[str], bool]:
+    """One predicate: does a whole path match any of the globs (one combined regex)."""
+    patterns = list(patterns)
+    if not patterns:
+        return lambda path: False
+    regex = re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns) + r"\Z", re.DOTALL)
+    return lambda path: regex.match(path) is not None

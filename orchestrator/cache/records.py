@@ -22,8 +22,13 @@ from pathlib import Path
 
 import orjson
 
-from .cache import Cache, _sealed, _unseal, atomic_write
-from .hashing import digest_bytes, digest_value
+from typing import TYPE_CHECKING
+
+from ..hashing import digest_bytes, digest_value
+from .atomic import atomic_write, seal, unseal
+
+if TYPE_CHECKING:
+    from . import Cache
 
 
 @dataclass
@@ -62,7 +67,7 @@ class StageRecords:
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
-            return StageRecord(reads=None, **orjson.loads(_unseal(data)))
+            return StageRecord(reads=None, **orjson.loads(unseal(data)))
         except (TypeError, ValueError):  # damaged, or written by another version: start over
             self.drop(stage)
             return None
@@ -71,7 +76,7 @@ class StageRecords:
         """The record's reads; None (and the record dropped) if they are missing or damaged."""
         if record.reads is None:
             try:
-                data = _unseal(self._reads_path(stage).read_bytes())
+                data = unseal(self._reads_path(stage).read_bytes())
                 if data is None or digest_bytes(data) != record.reads_digest:
                     raise ValueError("damaged")
                 record.reads = orjson.loads(data)
@@ -83,13 +88,13 @@ class StageRecords:
     def put(self, stage: str, record: StageRecord) -> None:
         reads = orjson.dumps(record.reads)
         record.reads_digest = digest_bytes(reads)
-        atomic_write(self._reads_path(stage), _sealed(reads))  # before the record naming it
-        atomic_write(self._path(stage), _sealed(record.header_json()))
+        atomic_write(self._reads_path(stage), seal(reads))  # before the record naming it
+        atomic_write(self._path(stage), seal(record.header_json()))
 
     def stamp(self, stage: str, record: StageRecord, tree: str) -> None:
         """Note that the record's reads were found unchanged at tree version `tree`."""
         record.tree = tree
-        atomic_write(self._path(stage), _sealed(record.header_json()))
+        atomic_write(self._path(stage), seal(record.header_json()))
 
     def _reads_path(self, stage: str) -> Path:
         return self._path(stage).with_name(self._path(stage).name + ".reads")

@@ -1,0 +1,90 @@
+"""Writing cache and output files so that a reader never trusts a partial one.
+
+Files are written to a temporary sibling and renamed into place; logs are appended to in whole
+checksummed lines with one `write` on an O_APPEND file; sealed files carry their own digest. A
+killed run, or two machines sharing a folder, can leave a torn line or a temporary file behind,
+never a file that passes verification with the wrong content.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import zlib
+from pathlib import Path
+
+from ..hashing import digest_bytes
+
+TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some behind
+TEMP_ABANDONED_SECONDS = 24 * 3600  # a temporary file this old belongs to no live run
+
+
+_known_folders: set[str] = set()
+_temp_counter = itertools.count()
+# A killed run's leftover `.tmp-<host>-<pid>-<n>` must not collide with a later process that
+# reuses its pid (containers restart at the same small pids): a random token per process too.
+_TEMP_TOKEN = os.urandom(4).hex()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary sibling and a rename.
+
+    The temporary name is unique per process and call (pid, counter), so concurrent writers —
+    other threads, processes or machines sharing the folder — never share one; it is cheaper
+    than `mkstemp`, which matters at one write per unit of work.
+    """
+    parent = os.path.dirname(path)
+    if parent not in _known_folders:
+        os.makedirs(parent, exist_ok=True)
+        _known_folders.add(parent)
+    tmp = (f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{_TEMP_TOKEN}-"
+           f"{next(_temp_counter)}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileNotFoundError:  # the folder was removed behind our back (cache clear)
+        _known_folders.discard(parent)
+        os.makedirs(parent, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def seal(payload: bytes) -> bytes:
+    """Prefix a payload with its digest so truncation or bit rot is detected on read."""
+    return digest_bytes(payload).encode("ascii") + b"\n" + payload
+
+
+def unseal(data: bytes) -> bytes | None:
+    """The payload of a sealed file, or None when it fails its seal."""
+    head, sep, payload = data.partition(b"\n")
+    if not sep or head != digest_bytes(payload).encode("ascii"):
+        return None
+    return payload
+
+
+def line_checksum(data: bytes) -> bytes:
+    """8 hex of CRC-32: enough to catch a torn or damaged log line, and a lookup verifies one per
+    unit of a 100,000-unit stage (the results it points to are verified by their digest)."""
+    return b"%08x" % zlib.crc32(data)
+
+
+def append_lines(path: Path, data: bytes) -> None:
+    """Append whole lines with one `write` on an O_APPEND file, so concurrent writers interleave
+    whole lines; a line torn by a killed run is ended first, or ours would join it."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        os.write(fd, data)
+    finally:
+        os.close(fd)

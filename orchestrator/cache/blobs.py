@@ -1,0 +1,144 @@
+"""The content-addressed blob store: small blobs packed per run, large ones in files of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+from ..errors import CacheCorrupt
+from ..hashing import digest_bytes
+from .actions import Owner
+from .atomic import append_lines, line_checksum
+
+LARGE_BLOB_BYTES = 1 << 20
+
+
+class BlobPacks:
+    """Small blobs, appended to one pack file per run and found through an append-only index.
+
+    Each run writes its own pack (`<host>-<pid>-<ns>.pack`), so concurrent runs never write to
+    the same pack; the shared `index.log` gets whole checksummed lines (`digest pack offset
+    length`) with O_APPEND, after the pack bytes they point to are flushed. Every read is verified
+    against the digest: a damaged pack or index line only costs a recomputation. A pack that `gc`
+    removed leaves index lines that point nowhere: those blobs are simply absent.
+    """
+
+    FLUSH_EVERY = 512
+
+    def __init__(self, folder: Path, cache: Owner) -> None:
+        self.folder = folder
+        self._cache = cache
+        self._index: dict[str, tuple[str, int, int]] | None = None
+        self._bad: set[str] = set()
+        self._present: dict[str, bool] = {}  # pack name → exists (gc may have removed it)
+        self._writer = None
+        self._name = ""
+        self._pending: list[bytes] = []
+        self._readers: dict[str, int] = {}
+
+    def close_readers(self) -> None:
+        for fd in self._readers.values():
+            os.close(fd)
+        self._readers.clear()
+
+    def _load(self) -> dict[str, tuple[str, int, int] | bytes]:
+        """Digest → its index line (checked when first used) or (pack, offset, length)."""
+        if self._index is None:
+            index: dict[str, tuple[str, int, int] | bytes] = {}
+            try:
+                data = (self.folder / "index.log").read_bytes()
+            except (FileNotFoundError, NotADirectoryError):
+                data = b""
+            for line in data.split(b"\n"):
+                fields = line.split(b" ", 2)
+                if len(fields) == 3:
+                    index[fields[1].decode("ascii", "replace")] = line
+            self._index = index
+        return self._index
+
+    def _where(self, digest: str) -> tuple[str, int, int] | None:
+        index = self._load()
+        found = index.get(digest)
+        if isinstance(found, bytes):  # checked only for the digests a run asks for
+            check, _, body = found.partition(b" ")
+            fields = body.split(b" ")
+            try:
+                if line_checksum(body) != check or len(fields) != 4:
+                    raise ValueError("a torn or damaged line")
+                found = (fields[1].decode("ascii"), int(fields[2]), int(fields[3]))
+            except (ValueError, UnicodeDecodeError):
+                found = None
+            if found is None:
+                del index[digest]
+            else:
+                index[digest] = found
+        return found
+
+    def has(self, digest: str) -> bool:
+        if digest in self._bad:
+            return False
+        found = self._where(digest)
+        if found is None:
+            return False
+        pack = found[0]
+        if pack not in self._present:
+            self._present[pack] = pack == self._name or (self.folder / pack).exists()
+        return self._present[pack]
+
+    def get(self, digest: str) -> bytes | None:
+        """The blob's bytes if a pack holds it; CacheCorrupt if the pack's copy is damaged."""
+        found = None if digest in self._bad else self._where(digest)
+        if found is None:
+            return None
+        pack, offset, length = found
+        if pack == self._name:
+            self._writer.flush()
+        fd = self._readers.get(pack)
+        if fd is None:  # one descriptor per pack for the run: finish reads 100,000 results
+            if len(self._readers) >= 64:
+                self.close_readers()
+            try:
+                fd = self._readers[pack] = os.open(self.folder / pack, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+        data = os.pread(fd, length, offset)
+        if len(data) != length or digest_bytes(data) != digest:
+            self._bad.add(digest)
+            self._cache.corrupt_dropped += 1
+            if self._cache.log is not None:
+                self._cache.log.warning("cache.dropped", file=str(self.folder / pack),
+                                        reason=f"blob {digest[:12]} does not match its digest")
+            raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
+        return data
+
+    def put(self, digest: str, data: bytes) -> None:
+        index = self._load()
+        if digest not in self._bad and self.has(digest):
+            try:  # a copy that is there may be damaged: only a verified one spares the write
+                if self.get(digest) == data:
+                    return
+            except CacheCorrupt:
+                pass
+        if self._writer is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
+            self._writer = open(self.folder / self._name, "ab")
+        offset = self._writer.tell()
+        self._writer.write(data)
+        index[digest] = (self._name, offset, len(data))
+        self._bad.discard(digest)
+        body = f"{digest} {self._name} {offset} {len(data)}"
+        self._pending.append(line_checksum(body.encode("ascii")) + f" {body}\n".encode("ascii"))
+        if len(self._pending) >= self.FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            append_lines(self.folder / "index.log", data)

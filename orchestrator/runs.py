@@ -1,0 +1,133 @@
+"""Running a build as a command does: load, lock the output, run, judge, tell the user.
+
+`run_command` is `orchestrate run`; `run_stages` runs some stages quietly for commands that
+query a build (`cooklist`, `why`, `validate`). Whether a build passed is the stages' to say:
+each may declare `verdict(build, outputs)` (the reasons it fails the build) and
+`summary(build, outputs)` (lines for the end of the run).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from .config import Build, load_build
+from .graph import Stage
+
+
+@dataclass
+class Verdict:
+    exit_code: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+def load(build_file: str, executor: str | None = None) -> Build:
+    """The build file, with `--executor` (when given) in place of `executor.kind`."""
+    overrides = {"executor": {"kind": executor}} if executor else None
+    return load_build(build_file, overrides)
+
+
+def logger(log_format: str = "console", verbose: bool = False) -> Any:
+    from .observe import setup_logging
+    return setup_logging(log_format, verbose)
+
+
+def judge(build: Build, stages: list[Stage], outputs: Any) -> Verdict:
+    """Exit 1 when any stage that ran says the build failed (its `verdict` hook)."""
+    verdict = Verdict()
+    for stage in stages:
+        hook = getattr(stage.module, "verdict", None)
+        if hook is not None:
+            verdict.reasons.extend(hook(build, outputs))
+    if verdict.reasons:
+        verdict.exit_code = 1
+    return verdict
+
+
+def summary_lines(build: Build, stages: list[Stage], outputs: Any) -> list[str]:
+    """What the stages that ran have to tell (their `summary` hooks), then where reports are."""
+    lines: list[str] = []
+    for stage in stages:
+        hook = getattr(stage.module, "summary", None)
+        if hook is not None:
+            lines.extend(hook(build, outputs))
+    reports = build.output_dir / "reports"
+    if reports.exists():
+        lines.append(f"reports: {reports}")
+    return lines
+
+
+def run_command(build_file: str, *, executor: str | None = None, workers: int | None = None,
+                stages: list[str] | None = None, explain: bool = False,
+                profile: str | None = None, log_format: str = "console", no_cache: bool = False,
+                dry_run: bool = False, keep_going: bool = False, verbose: bool = False,
+                quiet: bool = False) -> int:
+    """Run a build and print its summary; returns the exit code (0 or 1)."""
+    from .lock import OutputLock
+    from .observe import interactive, summary_table, write_profile
+    from .scheduler import RunOptions, run_build
+
+    log = logger(log_format, verbose)
+    build = load(build_file, executor)
+    options = RunOptions(executor=build.config.executor.kind,  # type: ignore[attr-defined]
+                         workers=workers, stages=stages, explain=explain, no_cache=no_cache,
+                         dry_run=dry_run, keep_going=keep_going,
+                         progress=not quiet and log_format == "console")
+    t0 = time.time()
+    with OutputLock(build.output_dir, keep=(build.cache_dir,)):
+        result = run_build(build, options, log)
+    if profile:
+        write_profile(profile, result.reports, t0)
+    if dry_run:
+        for outcome in result.explained:
+            click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
+        if result.dry_run_stopped_at:
+            click.echo(f"(stages after {result.dry_run_stopped_at} depend on its results and "
+                       f"cannot be planned before it runs)")
+        elif not result.explained:
+            click.echo("nothing to do")
+        return 0
+    verdict = judge(build, result.stages, result.outputs)
+    if not quiet:
+        print_summary(summary_table(result.reports), interactive())
+        for line in summary_lines(build, result.stages, result.outputs):
+            click.echo(line)
+        if result.ray_startup is not None:
+            click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
+    log.info("build.done", exit_code=verdict.exit_code, reasons=verdict.reasons,
+             seconds=round(time.time() - t0, 3))
+    for reason in verdict.reasons:
+        click.echo(f"build failed: {reason}", err=True)
+    return verdict.exit_code
+
+
+def print_summary(table: str, rich_output: bool) -> None:
+    """The summary table: drawn by rich on a terminal, as plain text elsewhere."""
+    if rich_output:
+        from rich.console import Console
+        from rich.table import Table
+        lines = table.splitlines()
+        header = lines[0].split()
+        header = [header[0], header[1], header[2], header[3], header[4], " ".join(header[5:])]
+        grid = Table(*header)
+        for line in lines[2:]:
+            grid.add_row(*line.split())
+        Console(stderr=False).print(grid)
+    else:
+        click.echo(table)
+
+
+def run_stages(build_file: str, stages: list[str], executor: str | None = None,
+               log_format: str = "console") -> tuple[Build, Any]:
+    """Run just the named stages (and what they need) without the summary: (build, run)."""
+    from .lock import OutputLock
+    from .scheduler import RunOptions, run_build
+    log = logger(log_format)
+    build = load(build_file, executor)
+    options = RunOptions(executor=build.config.executor.kind,  # type: ignore[attr-defined]
+                         stages=stages, progress=False)
+    with OutputLock(build.output_dir, keep=(build.cache_dir,)):
+        return build, run_build(build, options, log)

@@ -1,0 +1,146 @@
+"""Helpers for testing a stage on its own, as `structlog.testing` helps test logging.
+
+`run_stage(stage, files={...}, inputs={...})` writes a temporary project and build file, then
+runs the stage's `plan`, every unit's `run` (in this process, through the recording reader the
+executors use), `finish` and `publish`, without the cache or the rest of the pipeline. What the
+stage did comes back in a `StageRun`: its outputs, the files it published, what each unit read,
+and what it logged.
+
+    from orchestrator.testing import run_stage
+    from stages import link_xml
+
+    run = run_stage(link_xml, inputs={...}, settings={"link_xml": {"assembly": "Game"}})
+    assert b"Game.Material" in run.outputs["link_xml"]
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+import yaml
+
+from .cache import StatCache
+from .config import Build, load_build
+from .context import Context
+from .executors import WorkItem, run_item
+from .hashing import digest_bytes, dumps
+from .typing import Digest, Plan
+
+__all__ = ["RecordingContext", "StageRun", "StoredResults", "run_stage", "write_project"]
+
+
+def write_project(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Write `files` (project-relative path → text or bytes) under `root`; returns `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    for relpath, content in files.items():
+        path = root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+class RecordingContext(Context):
+    """The engine's driver-side context, keeping what the stage published and logged."""
+
+    def __init__(self, build: Build, stored: dict[Digest, Any]) -> None:
+        self.logs = structlog.testing.CapturingLogger()
+        super().__init__(build, StatCache(build.cache_dir, str(build.project_root)), self.logs)
+        self.stored = stored
+        self.published_bytes: dict[str, bytes] = {}
+        self.load_result = stored.__getitem__
+
+    def publish_bytes(self, relpath: str, data: bytes) -> bool:
+        self.published_bytes[relpath] = data
+        return super().publish_bytes(relpath, data)
+
+
+class StoredResults(Mapping):
+    """A stage's unit results as `finish` sees them, with the digests the store would give."""
+
+    def __init__(self, plan: Plan, results: dict[str, Any], stored: dict[Digest, Any]) -> None:
+        self.plan = plan
+        self._results = results
+        self._digests = {}
+        for unit_id, value in results.items():
+            digest = digest_bytes(dumps(value))
+            stored[digest] = value
+            self._digests[unit_id] = digest
+
+    def digest(self, unit_id: str) -> Digest:
+        return self._digests[unit_id]
+
+    def __getitem__(self, unit_id: str) -> Any:
+        return self._results[unit_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._results)
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+
+@dataclass
+class StageRun:
+    """What one stage did: its plan and outputs, and what its units and hooks touched."""
+
+    plan: Plan
+    outputs: dict[str, Any]
+    context: RecordingContext
+    reads: dict[str, dict[str, Digest | None]] = field(default_factory=dict)  # unit → its reads
+
+    @property
+    def published(self) -> dict[str, bytes]:
+        """Output-relative path → bytes, for every file the stage published."""
+        return self.context.published_bytes
+
+    @property
+    def logs(self) -> list[Any]:
+        """What the stage logged (structlog `CapturingLogger` calls: method name, args, kwargs)."""
+        return self.context.logs.calls
+
+
+def run_stage(stage: Any, *, inputs: Mapping[str, Any] | None = None,
+              files: Mapping[str, str | bytes] | None = None, project: Path | None = None,
+              settings: Mapping[str, Any] | None = None, blobs: Mapping[Digest, Any] | None = None,
+              workdir: Path | None = None, publish: bool = True) -> StageRun:
+    """Run `stage` (a stage module) once, in this process.
+
+    The project is `project` (a folder) or `files` written to a temporary one; `settings` are
+    build-file sections (validated like a real build file's); `blobs` are stored results of
+    upstream stages that units read with `reader.blob(digest)`. Errors a unit raises are raised.
+    """
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="orchestrate-stage-"))
+    if project is None:
+        project = write_project(workdir / "project", files or {})
+    build_file = workdir / "build.yaml"
+    document = {"project": str(Path(project).resolve()), "output": str(workdir / "out"),
+                "cache": str(workdir / "cache"), **(settings or {})}
+    build_file.write_text(yaml.safe_dump(document, allow_unicode=True), encoding="utf-8")
+    build = load_build(build_file)
+    stored: dict[Digest, Any] = dict(blobs or {})
+    ctx = RecordingContext(build, stored)
+    given = dict(inputs or {})
+    plan = stage.plan(ctx, given)
+    results: dict[str, Any] = {}
+    reads: dict[str, dict[str, Digest | None]] = {}
+    for unit in plan.units:
+        item = WorkItem(unit.id, unit.payload, {d: stored[d] for d in unit.blobs},
+                        want=unit.files)
+        finished = run_item(stage.run, item, plan.shared, ctx.root, True, "test")
+        if finished.error is not None:
+            raise finished.error
+        results[unit.id] = finished.result
+        reads[unit.id] = finished.reads
+    outputs = stage.finish(ctx, given, StoredResults(plan, results, stored))
+    hook = getattr(stage, "publish", None)
+    if publish and hook is not None:
+        hook(ctx, outputs)
+    return StageRun(plan, outputs, ctx, reads)

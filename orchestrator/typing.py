@@ -1,0 +1,155 @@
+"""What a stage author writes against: the declarations, the unit of work, and the services a
+stage gets from the engine (as protocols, so a stage can be run and tested without the engine).
+
+A stage is a module with a `SPEC` (`StageSpec`) and three functions — `plan(ctx, inputs)`,
+`run(payload, shared, reader)` and `finish(ctx, inputs, results)` — plus optional hooks
+(`publish`, `verdict`, `summary`); `docs/engine-api.md` is the guide. Everything here is small,
+frozen where it can be, and picklable: units and their payloads travel to Ray workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+Digest = str
+"""Hex BLAKE3 of some bytes (64 characters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """What a stage declares: the graph and the cache key are derived from this."""
+
+    name: str
+    version: int
+    inputs: tuple[str, ...]  # values consumed (produced by other stages)
+    outputs: tuple[str, ...]  # values produced
+    config_keys: tuple[str, ...] = ()  # top-level build-file keys read: the stage's slice
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One unit of work: `run(payload, shared, reader)` is its whole computation.
+
+    `key` is JSON-able key material naming everything the unit depends on besides the files it
+    reads through the reader (those are traced) — upstream content digests, options, its own id.
+    `files` are the project files it is known to read (preloaded for workers without the project).
+    `blobs` are digests of stored results of other stages it reads with `reader.blob(digest)`.
+    `cost` is a size estimate used to batch work for remote executors.
+    """
+
+    id: str
+    payload: Any
+    key: Any
+    files: tuple[str, ...] = ()
+    blobs: tuple[str, ...] = ()
+    cost: int = 1
+
+
+@dataclass
+class Plan:
+    """A stage's units for this run; `shared` is read-only data every unit gets (sent to workers
+    once); `state` is what `finish` needs from planning (it stays in the driver)."""
+
+    units: list[Unit]
+    shared: Any = None
+    state: Any = None
+
+
+class FileEntry(NamedTuple):
+    """One file of the project tree: project-relative `/` path and its stat signature.
+
+    A NamedTuple, not a dataclass: the walk makes one per file (217,000 for a 100,000-resource
+    project) on every run, and a tuple is several times cheaper to build.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: each is one registered object
+class Section:
+    """A top-level key of the build file that a package adds (entry-point group
+    `orchestrate.sections`, the entry point's name being the key).
+
+    `annotation` is the value's type as pydantic validates it (a model for a mapping); `default`
+    is used when the key is absent; `check(build)` runs after loading, for what a schema cannot
+    say (a file the section names must exist), and raises `ConfigError`.
+    """
+
+    annotation: Any
+    default: Any
+    description: str = ""
+    check: Any = None
+
+
+class ProjectReader(Protocol):
+    """How `run` reads project files; every read and miss enters the unit's cache key."""
+
+    root: str
+
+    def read_bytes(self, relpath: str) -> bytes: ...
+    def exists(self, relpath: str) -> bool: ...
+    def abspath(self, relpath: str) -> str: ...
+    def relpath(self, path: str) -> str | None: ...
+    def blob(self, digest: Digest) -> Any: ...
+    def prefetch(self, relpaths: list[str]) -> None: ...
+
+
+class UnitResults(Protocol):
+    """What `finish` gets: unit id → result, loaded lazily; `digest(id)` without loading; and
+    `plan`, the plan this run made (its `state` carries what planning learned)."""
+
+    plan: Plan
+
+    def __getitem__(self, unit_id: str) -> Any: ...
+    def __iter__(self) -> Iterator[str]: ...
+    def __len__(self) -> int: ...
+    def digest(self, unit_id: str) -> Digest: ...
+
+
+class StageContext(Protocol):
+    """The driver-side services `plan`, `finish` and the hooks get (`orchestrator.context`)."""
+
+    root: str
+    output_dir: Path
+    log: Any
+
+    def section(self, name: str) -> Any: ...
+    def walk(self) -> list[FileEntry]: ...
+    def file_digest(self, relpath: str) -> Digest | None: ...
+    def track_file(self, path: Any) -> Digest | None: ...
+    def publish_bytes(self, relpath: str, data: bytes) -> bool: ...
+    def mark_published(self, relpath: str) -> None: ...
+    def load_result(self, digest: Digest) -> Any: ...
+
+
+class BuildSettings(Protocol):
+    """The loaded build file as hooks see it (`orchestrator.config.Build`)."""
+
+    path: Path
+    dir: Path
+    project_root: Path
+    output_dir: Path
+
+    def section(self, name: str) -> Any: ...
+
+
+class StageModule(Protocol):
+    """A stage as the engine loads it (a module, or any object with these attributes)."""
+
+    SPEC: StageSpec
+
+    def plan(self, ctx: StageContext, inputs: dict[str, Any]) -> Plan: ...
+    def run(self, payload: Any, shared: Any, reader: ProjectReader) -> Any: ...
+    def finish(self, ctx: StageContext, inputs: dict[str, Any],
+               results: UnitResults) -> dict[str, Any]: ...
+
+
+Outputs = Mapping[str, Any]
+"""The values of a run by name, loaded on first use (what `verdict` and `summary` read)."""

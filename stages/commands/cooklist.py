@@ -1,0 +1,53 @@
+"""`orchestrate cooklist`, `why` and `graph`: what is cooked, why, and the reference graph."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from orchestrator.runs import run_stages
+
+
+@click.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def cooklist(build_file, fmt) -> None:
+    """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
+    from stages.cooklist.explain import cooklist_text
+    build, result = run_stages(build_file, ["dependency"])
+    cooked = result.outputs["cooklist"]
+    if fmt == "json":
+        click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(cooklist_text(cooked), nl=False)
+    sys.exit(1 if build.section("cook")["fail_on_missing"] and cooked.missing else 0)
+
+
+@click.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.argument("asset")
+def why(build_file, asset) -> None:
+    """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
+    from stages.cooklist.explain import why as why_answers, why_text
+    build, result = run_stages(build_file, ["dependency"])
+    answers = why_answers(result.outputs["source"].assets, result.outputs["cooklist"], asset,
+                          build.section("cook"))
+    click.echo(why_text(answers), nl=False)
+
+
+@click.command()
+@click.argument("build_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
+@click.option("--cooked-only", is_flag=True, help="Only assets in the cook list.")
+def graph(build_file, fmt, cooked_only) -> None:
+    """Export the asset reference graph (Graphviz DOT or JSON)."""
+    from stages.cooklist.explain import graph_dot, graph_json
+    build, result = run_stages(build_file, ["dependency"])
+    assets, cooked = result.outputs["source"].assets, result.outputs["cooklist"]
+    if fmt == "json":
+        click.echo(json.dumps(graph_json(assets, cooked, cooked_only), indent=2,
+                              ensure_ascii=False))
+    else:
+        click.echo(graph_dot(assets, cooked, cooked_only), nl=False)

@@ -1,0 +1,113 @@
+"""The build-file sections the stages read: their keys, types and defaults (docs/build-file.md).
+
+Each is registered under the entry-point group `orchestrate.sections` with its key as the name,
+so the engine validates the build file without knowing what the keys mean. pydantic gives
+precise types, defaults and forbidden extra keys; the engine turns its errors into one line
+naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from orchestrator.typing import BuildSettings, Section
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CollectConfig(_Strict):
+    skip_broken: bool = False
+    exclude: list[str] = Field(default_factory=list)
+
+
+class ExternalCooker(_Strict):
+    command: str
+    version: str = ""
+    timeout: float = 300.0
+    output_ext: str = ""
+
+
+class CookConfig(_Strict):
+    maps: list[str] = Field(default_factory=list)
+    always_cook: list[str] = Field(default_factory=list)
+    never_cook: list[str] = Field(default_factory=list)
+    startup: list[str] = Field(default_factory=list)
+    cultures: list[str] = Field(default_factory=list)
+    include_editor_content: bool = False
+    follow_soft_references: bool = True
+    fail_on_missing: bool = False
+    cookers: dict[str, Literal["copy", "xml"] | ExternalCooker] = Field(default_factory=dict)
+
+
+class RulesConfig(_Strict):
+    files: list[str] = Field(default_factory=list)
+    fail_on: Literal["error", "warning", "info", "never"] = "error"
+    allow_custom_code: bool = True
+    scope: Literal["all", "cooked"] = "all"
+    timeout: float = 30.0
+
+
+class LayoutRule(_Strict):
+    name: str
+    maps: Literal["all"] | None = None
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+class BundlesConfig(_Strict):
+    layout: list[LayoutRule] = Field(default_factory=list)
+    shared_dependencies: Literal["extract", "duplicate"] = "extract"
+    from_meta: bool = False
+
+
+class ArchiveConfig(_Strict):
+    compression: Literal["none", "lz4", "zstd"] = "zstd"
+    level: int = 3
+
+
+class HashConfig(_Strict):
+    append_hash: bool = False
+
+
+class LinkXmlConfig(_Strict):
+    assembly: str = "Messiah.Runtime"
+    namespace: str | None = None
+
+
+def _source_name(value: str) -> str:
+    if not value or not value.replace("_", "").isalnum():
+        raise ValueError(f"not a source name: {value!r}")
+    return value
+
+
+def rule_file_paths(build: BuildSettings) -> list[Path]:
+    """`rules.files`, resolved against the build file's folder."""
+    return [Path(os.path.normpath(Path(build.dir) / os.path.expanduser(name)))
+            for name in build.section("rules")["files"]]
+
+
+def _check_rule_files(build: Any) -> None:
+    """Every rule file the build names exists (found before anything runs)."""
+    for path, name in zip(rule_file_paths(build), build.section("rules")["files"]):
+        if not path.is_file():
+            raise build.error(f"rule file {name!r} not found ({path})", ("rules", "files"))
+
+
+SOURCE = Section(Annotated[str, AfterValidator(_source_name)], "messiah",
+                 "the asset source that reads the project (messiah | unity)")
+PLATFORM = Section(str, "generic", "the target platform, passed to cookers and the manifest")
+COLLECT = Section(CollectConfig, CollectConfig(), "what collect reads")
+COOK = Section(CookConfig, CookConfig(), "cook roots and cookers")
+RULES = Section(RulesConfig, RulesConfig(), "the rule library and its gate",
+                check=_check_rule_files)
+BUNDLES = Section(BundlesConfig, BundlesConfig(), "the bundle layout")
+ARCHIVE = Section(ArchiveConfig, ArchiveConfig(), "bundle compression")
+HASH = Section(HashConfig, HashConfig(), "bundle hashes and file names")
+LINK_XML = Section(LinkXmlConfig, LinkXmlConfig(), "link.xml")
+
