@@ -20,7 +20,7 @@ REPO = TESTS.parent
 
 def make_project(dest: Path, assets: int = 120, seed: int = 5, **settings) -> Path:
     """Generate a project under `dest`; apply build-file `settings`; return the build file."""
-    from stages.sources.messiah.generate import generate_project
+    from stages.sources.messiah.generator import generate_project
     project = generate_project(dest, assets, seed)
     build_file = Path(project.build_file)
     if settings:

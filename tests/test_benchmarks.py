@@ -22,7 +22,7 @@ import report  # noqa: E402
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> common.Project:
-    from stages.sources.messiah.generate import generate_project
+    from stages.sources.messiah.generator import generate_project
     dest = tmp_path_factory.mktemp("bench") / "messiah-100-seed3"
     generate_project(dest, 100, 3)
     return common.Project(100, 3, dest)

@@ -12,8 +12,10 @@ import pytest
 import yaml
 from lxml import etree
 
-from stages.sources.messiah.generate import (DETECTED_BY, FACE_BUDGET, KNOWN_TYPES, MIN_ASSETS,
-                                             PLANT_COUNTS, TEXTURE_SIZE_BUDGET, generate_project)
+from stages.sources.messiah.generator import generate_project
+from stages.sources.messiah.generator.catalog import (DETECTED_BY, FACE_BUDGET, KNOWN_TYPES,
+                                                      MIN_ASSETS, PLANT_COUNTS,
+                                                      TEXTURE_SIZE_BUDGET)
 
 ASSETS = 400
 SEED = 11
