@@ -22,16 +22,24 @@ def run_sections(description: str, sections, argv=None, needs_tools=()) -> int:
     parser.add_argument("--no-install", action="store_true", help="never run apt-get")
     args = parser.parse_args(argv)
     tools = common.ensure_tools(needs_tools, install=not args.no_install) if needs_tools else {}
-    options = F.Options(repeat=args.repeat, repeat_cold=args.repeat_cold or args.repeat,
-                        per_rule_fraction=args.per_rule_fraction, tools=tools)
+    options = F.Options(
+        repeat=args.repeat,
+        repeat_cold=args.repeat_cold or args.repeat,
+        per_rule_fraction=args.per_rule_fraction,
+        tools=tools,
+    )
     project = common.ensure_project(args.assets, args.seed)
     results = common.SizeResults(args.assets)
     results.put("project", project.info())
     for section in sections:
         section(project, results, options)
     if args.json:
-        json.dump({"figures": results.figures, "notes": results.notes, "errors": results.errors},
-                  sys.stdout, indent=1, default=str)
+        json.dump(
+            {"figures": results.figures, "notes": results.notes, "errors": results.errors},
+            sys.stdout,
+            indent=1,
+            default=str,
+        )
         print()
     else:
         report.print_summary(results.figures)

@@ -13,6 +13,10 @@ import figures as F
 from _script import run_sections
 
 if __name__ == "__main__":
-    sys.exit(run_sections(__doc__.split("\n\n")[0],
-                         [lambda p, r, o: F.floors(p, r, o, which=("stat", "p1", "p2")),
-                          F.cold_builds, F.noop], needs_tools=("ninja",)))
+    sys.exit(
+        run_sections(
+            __doc__.split("\n\n")[0],
+            [lambda p, r, o: F.floors(p, r, o, which=("stat", "p1", "p2")), F.cold_builds, F.noop],
+            needs_tools=("ninja",),
+        )
+    )

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stages.sources import unity_yaml  # noqa: E402
-from stages.sources.unity.reader import walk_project  # noqa: E402
 from stages.sources.unity.classes import is_native  # noqa: E402
+from stages.sources.unity.reader import walk_project  # noqa: E402
 
 DEFAULT_PROJECT = ROOT.parent / "shared" / "realdata" / "unity-slg-warriors"
 
@@ -51,12 +51,18 @@ def cold_collect(project: Path, repeat: int) -> dict:
     imports, collects, assets = [], [], 0
     for _ in range(repeat):
         code = _COLD_COLLECT.format(root=str(ROOT), project=str(project))
-        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        )
         imported, collected, assets = out.stdout.split()
         imports.append(float(imported))
         collects.append(float(collected))
-    return {"assets": int(assets), "import_s": statistics.median(imports),
-            "collect_s_min": min(collects), "collect_s_median": statistics.median(collects)}
+    return {
+        "assets": int(assets),
+        "import_s": statistics.median(imports),
+        "collect_s_min": min(collects),
+        "collect_s_median": statistics.median(collects),
+    }
 
 
 _ENGINE_RUN = """
@@ -94,8 +100,9 @@ def engine_runs(project: Path, repeat: int) -> dict:
 
         def one_run() -> tuple[float, dict, int]:
             code = _ENGINE_RUN.format(root=str(ROOT), build=str(build))
-            out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                 text=True)
+            out = subprocess.run(
+                [sys.executable, "-c", code], check=True, capture_output=True, text=True
+            )
             seconds, units, cooked = json.loads(out.stdout.strip().splitlines()[-1])
             return seconds, units, cooked
 
@@ -107,9 +114,13 @@ def engine_runs(project: Path, repeat: int) -> dict:
         for _ in range(repeat):
             seconds, noop_units, _cooked = one_run()
             noop.append(seconds)
-    return {"cooked": cooked, "cold_s_median": statistics.median(cold),
-            "noop_s_median": statistics.median(noop), "cold_units": cold_units,
-            "noop_units": noop_units}
+    return {
+        "cooked": cooked,
+        "cold_s_median": statistics.median(cold),
+        "noop_s_median": statistics.median(noop),
+        "cold_units": cold_units,
+        "noop_units": noop_units,
+    }
 
 
 def text_assets(project: Path) -> dict[str, bytes]:
@@ -130,9 +141,12 @@ def time_extractors(files: dict[str, bytes], repeat: int) -> dict:
     """Best-of-`repeat` seconds to extract every reference of every file, per method."""
     methods = {
         "scanner": lambda d: unity_yaml.scan_references(d),
-        "pyyaml_libyaml": lambda d: unity_yaml.references_in_documents(unity_yaml.load_documents(d)),
+        "pyyaml_libyaml": lambda d: unity_yaml.references_in_documents(
+            unity_yaml.load_documents(d)
+        ),
         "pyyaml_pure": lambda d: unity_yaml.references_in_documents(
-            unity_yaml.load_documents(d, pure_python=True)),
+            unity_yaml.load_documents(d, pure_python=True)
+        ),
     }
     timings, counts = {}, {}
     for name, extract in methods.items():
@@ -142,10 +156,14 @@ def time_extractors(files: dict[str, bytes], repeat: int) -> dict:
             counts[name] = sum(len(extract(data)) for data in files.values())
             best = min(best, time.perf_counter() - start)
         timings[name] = best
-    return {"files": len(files), "bytes": sum(map(len, files.values())),
-            "references": counts, "seconds": timings,
-            "pyyaml_libyaml_over_scanner": timings["pyyaml_libyaml"] / timings["scanner"],
-            "pyyaml_pure_over_scanner": timings["pyyaml_pure"] / timings["scanner"]}
+    return {
+        "files": len(files),
+        "bytes": sum(map(len, files.values())),
+        "references": counts,
+        "seconds": timings,
+        "pyyaml_libyaml_over_scanner": timings["pyyaml_libyaml"] / timings["scanner"],
+        "pyyaml_pure_over_scanner": timings["pyyaml_pure"] / timings["scanner"],
+    }
 
 
 def main() -> None:
@@ -155,27 +173,38 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()
     project = Path(args.project)
-    report = {"project": project.name, "cold_collect": cold_collect(project, args.repeat),
-              "engine": engine_runs(project, args.repeat),
-              "extract": time_extractors(text_assets(project), args.repeat)}
+    report = {
+        "project": project.name,
+        "cold_collect": cold_collect(project, args.repeat),
+        "engine": engine_runs(project, args.repeat),
+        "extract": time_extractors(text_assets(project), args.repeat),
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return
     cold, engine, extract = report["cold_collect"], report["engine"], report["extract"]
     print(f"project {project.name}: {cold['assets']} assets")
-    print(f"cold collect (fresh interpreter, x{args.repeat}): min {cold['collect_s_min'] * 1000:.1f} ms, "
-          f"median {cold['collect_s_median'] * 1000:.1f} ms (+ import {cold['import_s'] * 1000:.0f} ms)")
-    print(f"engine collect+dependency (local executor, median of {args.repeat}, "
-          f"{engine['cooked']} cooked):")
+    print(
+        f"cold collect (fresh interpreter, x{args.repeat}): min {cold['collect_s_min'] * 1000:.1f} ms, "
+        f"median {cold['collect_s_median'] * 1000:.1f} ms (+ import {cold['import_s'] * 1000:.0f} ms)"
+    )
+    print(
+        f"engine collect+dependency (local executor, median of {args.repeat}, "
+        f"{engine['cooked']} cooked):"
+    )
     for kind in ("cold", "noop"):
-        units = ", ".join(f"{stage} {built}/{total} units run"
-                          for stage, (total, built) in engine[f"{kind}_units"].items())
+        units = ", ".join(
+            f"{stage} {built}/{total} units run"
+            for stage, (total, built) in engine[f"{kind}_units"].items()
+        )
         print(f"  {kind:<5} {engine[f'{kind}_s_median'] * 1000:9.1f} ms  ({units})")
     print(f"reference extraction over {extract['files']} files, {extract['bytes'] / 1e6:.2f} MB:")
     for name, seconds in extract["seconds"].items():
         print(f"  {name:<15} {seconds * 1000:9.1f} ms  {extract['references'][name]} references")
-    print(f"  PyYAML/libyaml is {extract['pyyaml_libyaml_over_scanner']:.0f}x the scanner's time, "
-          f"pure-Python PyYAML {extract['pyyaml_pure_over_scanner']:.0f}x")
+    print(
+        f"  PyYAML/libyaml is {extract['pyyaml_libyaml_over_scanner']:.0f}x the scanner's time, "
+        f"pure-Python PyYAML {extract['pyyaml_pure_over_scanner']:.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -24,10 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -60,9 +61,11 @@ def median(values: list[float]) -> float | None:
 
 # -- the machine and its tools ---------------------------------------------------------------------
 
+
 def machine_info() -> dict:
-    import psutil
     from importlib.metadata import PackageNotFoundError, version
+
+    import psutil
 
     def ver(name: str) -> str:
         try:
@@ -80,18 +83,32 @@ def machine_info() -> dict:
         pass
     git = {}
     try:
-        git["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                       capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.splitlines()
+        git["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
         git["modified_files"] = len(dirty)
     except OSError:
         pass
-    return {"cores": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "cpu": cpu, "os": platform.platform(), "python": platform.python_version(),
-            "ray": ver("ray"), "lxml": ver("lxml"), "zstandard": ver("zstandard"),
-            "orchestrate": ver("orchestrate"), "git": git,
-            "ninja": tool_version("ninja", "--version"), "zstd": tool_version("zstd", "-V")}
+    return {
+        "cores": os.cpu_count(),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu": cpu,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "ray": ver("ray"),
+        "lxml": ver("lxml"),
+        "zstandard": ver("zstandard"),
+        "orchestrate": ver("orchestrate"),
+        "git": git,
+        "ninja": tool_version("ninja", "--version"),
+        "zstd": tool_version("zstd", "-V"),
+    }
 
 
 def tool_version(tool: str, flag: str) -> str | None:
@@ -108,17 +125,24 @@ APT_PACKAGES = {"ninja": "ninja-build", "zstd": "zstd"}
 def ensure_tools(tools=("ninja", "zstd"), install: bool = True) -> dict[str, str | None]:
     """Path of each command-line tool; installs missing ones with apt-get when we are root."""
     missing = [t for t in tools if not shutil.which(t)]
-    if missing and install and hasattr(os, "geteuid") and os.geteuid() == 0 \
-            and shutil.which("apt-get"):
+    if (
+        missing
+        and install
+        and hasattr(os, "geteuid")
+        and os.geteuid() == 0
+        and shutil.which("apt-get")
+    ):
         packages = [APT_PACKAGES[t] for t in missing]
         log(f"installing {', '.join(packages)} with apt-get")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        done = subprocess.run(["apt-get", "install", "-y", *packages], env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["apt-get", "install", "-y", *packages], env=env, capture_output=True, text=True
+        )
         if done.returncode != 0:
             subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
-            subprocess.run(["apt-get", "install", "-y", *packages], env=env,
-                           capture_output=True, text=True)
+            subprocess.run(
+                ["apt-get", "install", "-y", *packages], env=env, capture_output=True, text=True
+            )
     found = {t: shutil.which(t) for t in tools}
     for tool, path in found.items():
         if path is None:
@@ -127,6 +151,7 @@ def ensure_tools(tools=("ninja", "zstd"), install: bool = True) -> dict[str, str
 
 
 # -- generated projects ----------------------------------------------------------------------------
+
 
 @dataclass
 class Project:
@@ -145,15 +170,23 @@ class Project:
 
     def info(self) -> dict:
         data = json.loads((self.dir / "generated.json").read_text(encoding="utf-8"))
-        return {"assets": data["assets"], "seed": data["seed"], **data["counts"],
-                "generated_s": self.generated_s}
+        return {
+            "assets": data["assets"],
+            "seed": data["seed"],
+            **data["counts"],
+            "generated_s": self.generated_s,
+        }
 
 
 def orchestrate_command() -> list[str]:
     script = Path(PY).with_name("orchestrate")
     if script.exists():
         return [str(script)]
-    return [PY, "-c", "import sys; from orchestrator.cli import main; sys.argv[0] = 'orchestrate'; main()"]
+    return [
+        PY,
+        "-c",
+        "import sys; from orchestrator.cli import main; sys.argv[0] = 'orchestrate'; main()",
+    ]
 
 
 def ensure_project(size: int, seed: int = 1, regenerate: bool = False) -> Project:
@@ -171,20 +204,26 @@ def ensure_project(size: int, seed: int = 1, regenerate: bool = False) -> Projec
     if dest.exists():
         shutil.rmtree(dest)
     started = time.perf_counter()
-    subprocess.run([*orchestrate_command(), "generate", str(dest), "--assets", str(size),
-                    "--seed", str(seed)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*orchestrate_command(), "generate", str(dest), "--assets", str(size), "--seed", str(seed)],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     project.generated_s = time.perf_counter() - started
     return project
 
 
-def bench_build_file(project: Project, name: str, fresh: bool = True,
-                     shared_paths: bool = True) -> Path:
+def bench_build_file(
+    project: Project, name: str, fresh: bool = True, shared_paths: bool = True
+) -> Path:
     """A copy of the project's build.yaml with its own cache and output folders.
 
     `executor.shared_paths: true` (workers read project files from disk: the project is on this
     machine) — see docs/benchmarks.md for why the default (`false`) is not measured.
     """
     import yaml
+
     raw = yaml.safe_load((project.dir / "build.yaml").read_text(encoding="utf-8"))
     run_dir = project.dir / "runs" / name
     if fresh and run_dir.exists():
@@ -205,6 +244,7 @@ def output_dir(project: Project, name: str) -> Path:
 
 
 # -- running orchestrate ---------------------------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -251,39 +291,71 @@ class Run:
         return max((s["peak_rss"] for s in self.stages), default=0)
 
     def to_json(self) -> dict:
-        return {"wall": self.wall, "exit_code": self.exit_code, "run_build_s": self.run_build_s,
-                "engine_s": self.engine_s, "imports_s": self.imports_s,
-                "ray_imported": self.ray_imported, "ray_startup": self.ray_startup,
-                "driver_peak_rss": self.driver_peak_rss,
-                "driver_peak_private": self.driver_peak_private,
-                "workers_peak_rss": self.workers_peak_rss, "peak_rss_total": self.peak_total(),
-                "code": self.code, "stages": self.stages}
+        return {
+            "wall": self.wall,
+            "exit_code": self.exit_code,
+            "run_build_s": self.run_build_s,
+            "engine_s": self.engine_s,
+            "imports_s": self.imports_s,
+            "ray_imported": self.ray_imported,
+            "ray_startup": self.ray_startup,
+            "driver_peak_rss": self.driver_peak_rss,
+            "driver_peak_private": self.driver_peak_private,
+            "workers_peak_rss": self.workers_peak_rss,
+            "peak_rss_total": self.peak_total(),
+            "code": self.code,
+            "stages": self.stages,
+        }
 
 
-def run_orchestrate(build_file: Path, *args: str, timeout: float = DEFAULT_TIMEOUT,
-                    attempts: int = 3) -> Run:
+def run_orchestrate(
+    build_file: Path, *args: str, timeout: float = DEFAULT_TIMEOUT, attempts: int = 3
+) -> Run:
     """`orchestrate run BUILD --log-format json ARGS` in a fresh interpreter; exit 0 or 1 is ok
     (generated projects carry planted rule failures, so a full build exits 1)."""
     for attempt in range(attempts):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "run.json"
-            command = [PY, str(RUNNER), str(out), "--", "run", str(build_file),
-                       "--log-format", "json", *args]
+            command = [
+                PY,
+                str(RUNNER),
+                str(out),
+                "--",
+                "run",
+                str(build_file),
+                "--log-format",
+                "json",
+                *args,
+            ]
             started = time.perf_counter()
-            done = subprocess.run(command, cwd=build_file.parent, capture_output=True,
-                                  text=True, timeout=timeout)
+            done = subprocess.run(
+                command, cwd=build_file.parent, capture_output=True, text=True, timeout=timeout
+            )
             wall = time.perf_counter() - started
             if done.returncode in (0, 1) and out.is_file():
                 data = json.loads(out.read_text(encoding="utf-8"))
-                return Run(wall, data["exit_code"], data["run_build_s"], data["imports_s"],
-                           data["ray_imported"], data["ray_startup"], data["stages"],
-                           data["driver_peak_rss"], data["workers_peak_rss"],
-                           data.get("code"), data.get("driver_peak_private"))
+                return Run(
+                    wall,
+                    data["exit_code"],
+                    data["run_build_s"],
+                    data["imports_s"],
+                    data["ray_imported"],
+                    data["ray_startup"],
+                    data["stages"],
+                    data["driver_peak_rss"],
+                    data["workers_peak_rss"],
+                    data.get("code"),
+                    data.get("driver_peak_private"),
+                )
             tail = "\n".join((done.stderr or "").strip().splitlines()[-8:])
-            if any(marker in (done.stderr or "") for marker in RAY_RETRY_MARKERS) \
-                    and attempt + 1 < attempts:
-                log("  Ray found another cluster on this machine (see docs/benchmarks.md); "
-                    "retrying in 20 s")
+            if (
+                any(marker in (done.stderr or "") for marker in RAY_RETRY_MARKERS)
+                and attempt + 1 < attempts
+            ):
+                log(
+                    "  Ray found another cluster on this machine (see docs/benchmarks.md); "
+                    "retrying in 20 s"
+                )
                 time.sleep(20)
                 continue
             raise BenchError(f"orchestrate {' '.join(args)} exited {done.returncode}:\n{tail}")
@@ -294,8 +366,10 @@ def repeat_runs(count: int, make: Callable[[int], Run], label: str) -> list[Run]
     runs = []
     for i in range(count):
         run = make(i)
-        log(f"  {label} #{i + 1}: wall {run.wall:.2f} s, engine {fmt_s(run.engine_s)}"
-            + (f", ray startup {run.ray_startup:.2f} s" if run.ray_startup else ""))
+        log(
+            f"  {label} #{i + 1}: wall {run.wall:.2f} s, engine {fmt_s(run.engine_s)}"
+            + (f", ray startup {run.ray_startup:.2f} s" if run.ray_startup else "")
+        )
         runs.append(run)
     return runs
 
@@ -309,6 +383,7 @@ def fmt_s(value: float | None) -> str:
 
 
 # -- floors ----------------------------------------------------------------------------------------
+
 
 def walk_files(root: Path) -> list[str]:
     """Every file below root (absolute paths), by scandir; links to folders not followed."""
@@ -324,7 +399,7 @@ def walk_files(root: Path) -> list[str]:
 
 
 def is_xml(path: str) -> bool:
-    name = path[path.rfind("/") + 1:]
+    name = path[path.rfind("/") + 1 :]
     return name in XML_NAMES or name.endswith(XML_SUFFIXES)
 
 
@@ -339,6 +414,7 @@ def stat_floor(root: Path) -> tuple[float, int]:
 
 def _read_parse(paths: list[str], parse: bool = True) -> tuple[int, int]:
     from lxml import etree
+
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
     size = parsed = 0
     for path in paths:
@@ -351,8 +427,9 @@ def _read_parse(paths: list[str], parse: bool = True) -> tuple[int, int]:
     return size, parsed
 
 
-def read_parse_floor(root: Path, processes: int = 1, xml_only: bool = False,
-                     read_only: bool = False) -> dict:
+def read_parse_floor(
+    root: Path, processes: int = 1, xml_only: bool = False, read_only: bool = False
+) -> dict:
     """Walk, read every file (or only the XML ones) once, lxml-parse every XML file once.
 
     With processes > 1 the files are dealt round-robin to a fork pool of that size (its start-up
@@ -366,15 +443,22 @@ def read_parse_floor(root: Path, processes: int = 1, xml_only: bool = False,
         size, parsed = _read_parse(files, parse=not read_only)
     else:
         import multiprocessing
-        chunks = [files[i::processes * 8] for i in range(processes * 8)]
+
+        chunks = [files[i :: processes * 8] for i in range(processes * 8)]
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             parts = pool.map(_read_parse, chunks, chunksize=1)
         size, parsed = sum(p[0] for p in parts), sum(p[1] for p in parts)
-    return {"seconds": time.perf_counter() - started, "files": len(files), "bytes": size,
-            "xml_parsed": parsed, "processes": processes}
+    return {
+        "seconds": time.perf_counter() - started,
+        "files": len(files),
+        "bytes": size,
+        "xml_parsed": parsed,
+        "processes": processes,
+    }
 
 
 # -- ninja ---------------------------------------------------------------------------------------
+
 
 def _ninja_escape(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:").replace("\n", "$\n")
@@ -395,15 +479,26 @@ def prepare_ninja(project: Project) -> tuple[Path, int]:
     stamps.mkdir(parents=True)
     groups: dict[str, list[str]] = {}
     for path in sorted(walk_files(project.root)):
-        name = path[path.rfind("/") + 1:]
-        key = path if (name == "resource.repository" or name.endswith(XML_SUFFIXES)) \
-            else path[:path.rfind("/")]
+        name = path[path.rfind("/") + 1 :]
+        key = (
+            path
+            if (name == "resource.repository" or name.endswith(XML_SUFFIXES))
+            else path[: path.rfind("/")]
+        )
         groups.setdefault(key, []).append(path)
-    lines = ["ninja_required_version = 1.5", "", "rule stamp", "  command = touch $out",
-             "  description = STAMP $out", "  generator = 1", ""]
-    for number, (key, inputs) in enumerate(groups.items()):
-        lines.append(f"build stamps/{number}.stamp: stamp "
-                     + " ".join(_ninja_escape(p) for p in inputs))
+    lines = [
+        "ninja_required_version = 1.5",
+        "",
+        "rule stamp",
+        "  command = touch $out",
+        "  description = STAMP $out",
+        "  generator = 1",
+        "",
+    ]
+    for number, (_key, inputs) in enumerate(groups.items()):
+        lines.append(
+            f"build stamps/{number}.stamp: stamp " + " ".join(_ninja_escape(p) for p in inputs)
+        )
         (stamps / f"{number}.stamp").touch()
     (ninja_dir / "build.ninja").write_text("\n".join(lines) + "\n", encoding="utf-8")
     ninja = shutil.which("ninja")
@@ -447,9 +542,17 @@ def edited(project: Project, path: Path, change: Callable[[bytes], bytes]):
     backup = project.dir / BACKUP_DIR
     backup.mkdir(exist_ok=True)
     record = backup / "edit.json"
-    record.write_text(json.dumps({"path": str(path), "data": original.hex(),
-                                  "atime_ns": st.st_atime_ns, "mtime_ns": st.st_mtime_ns}),
-                      encoding="utf-8")
+    record.write_text(
+        json.dumps(
+            {
+                "path": str(path),
+                "data": original.hex(),
+                "atime_ns": st.st_atime_ns,
+                "mtime_ns": st.st_mtime_ns,
+            }
+        ),
+        encoding="utf-8",
+    )
     changed = change(original)
     if changed == original:
         raise BenchError(f"the edit of {path} changed nothing")
@@ -486,37 +589,45 @@ def pick_edit_targets(project: Project) -> EditTargets:
 
 def change_width(k: int) -> Callable[[bytes], bytes]:
     """A real value change: Width + k (Width - k if that would pass the 2048 budget)."""
+
     def change(data: bytes) -> bytes:
         match = re.search(rb"<Width>(\d+)</Width>", data)
         width = int(match.group(1))
         new = width + k if width + k <= 2048 else width - k
-        return data[:match.start(1)] + str(new).encode() + data[match.end(1):]
+        return data[: match.start(1)] + str(new).encode() + data[match.end(1) :]
+
     return change
 
 
 def change_item_name(guid: str, k: int) -> Callable[[bytes], bytes]:
     """Rename one Item of a resource.repository (the Name after its GUID)."""
+
     def change(data: bytes) -> bytes:
         at = data.index(f"<GUID>{guid}</GUID>".encode())
         start = data.index(b"<Name>", at) + len(b"<Name>")
         end = data.index(b"</Name>", start)
         return data[:end] + f"_b{k}".encode() + data[end:]
+
     return change
 
 
 def reindent(k: int) -> Callable[[bytes], bytes]:
     """Cosmetic: re-indent the Width line and add blank lines (same document for XML)."""
+
     def change(data: bytes) -> bytes:
         return data.replace(b"\n  <Width>", b"\n" + b"\n" * k + b" " * (2 + 2 * k) + b"<Width>", 1)
+
     return change
 
 
 # -- validation baselines (in this process) ----------------------------------------------------------
 
+
 def validation_sample(project: Project, fraction: float) -> dict:
     """Files the rules select, stratified: every repository, world and level file (few, large:
     they carry most of the rules) plus every k-th other file (sorted by path)."""
     from stages.rules.engine import walk_files as engine_walk
+
     files = engine_walk(str(project.root))
     big = [f for f in files if f.endswith(("resource.repository",) + XML_SUFFIXES)]
     small = [f for f in files if f not in set(big)]
@@ -534,6 +645,7 @@ def time_validation(project: Project, sample: dict, per_rule: bool) -> dict:
     from stages.rules.engine import validate_project
     from stages.rules.naive import validate_per_rule
     from stages.sources.messiah.reader import build_index
+
     index = build_index(str(project.root))
     check = validate_per_rule if per_rule else validate_project
     parts = {}
@@ -544,17 +656,25 @@ def time_validation(project: Project, sample: dict, per_rule: bool) -> dict:
         parts[f"{part}_failures"] = len(document.get("failures", []))
     factor = sample["small_total"] / max(1, len(sample["small"]))
     total = parts["big"] + parts["small"] * factor
-    return {"seconds": total, "measured_s": parts["big"] + parts["small"],
-            "big_s": parts["big"], "small_s": parts["small"], "small_factor": factor,
-            "files_big": len(sample["big"]), "files_small": len(sample["small"]),
-            "extrapolated": factor > 1.0001}
+    return {
+        "seconds": total,
+        "measured_s": parts["big"] + parts["small"],
+        "big_s": parts["big"],
+        "small_s": parts["small"],
+        "small_factor": factor,
+        "files_big": len(sample["big"]),
+        "files_small": len(sample["small"]),
+        "extrapolated": factor > 1.0001,
+    }
 
 
 # -- output: zstd on the same payloads ----------------------------------------------------------------
 
+
 def dump_payloads(out_dir: Path, dest: Path) -> dict:
     """From the bundles a build published: per bundle, the entries' payloads concatenated."""
     from stages.bundlefile.format import MAGIC, iter_entries
+
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -585,6 +705,7 @@ def zstd_time(payload_dir: Path) -> float:
 
 # -- results ----------------------------------------------------------------------------------------
 
+
 @dataclass
 class SizeResults:
     """Everything measured on one project size."""
@@ -607,19 +728,24 @@ class SizeResults:
 def runs_figure(runs: list[Run], value: Callable[[Run], float | None]) -> dict:
     values = [value(r) for r in runs]
     stage_names = [s["name"] for s in runs[0].stages] if runs else []
-    stages = {name: median([r.stage_seconds_without_startup().get(name) for r in runs])
-              for name in stage_names}
-    return {"median": median(values), "values": values,
-            "wall_median": median([r.wall for r in runs]),
-            "ray_startup_median": median([r.ray_startup for r in runs]),
-            "stages": stages, "built": runs[-1].built if runs else {},
-            "ray_imported": any(r.ray_imported for r in runs),
-            "driver_peak_rss": max((r.driver_peak_rss or 0) for r in runs) if runs else None,
-            "driver_peak_private": max((r.driver_peak_private or 0) for r in runs)
-            if runs else None,
-            "workers_peak_rss": max((r.workers_peak_rss or 0) for r in runs) if runs else None,
-            "peak_rss_total": max((r.peak_total() for r in runs), default=None),
-            "runs": [r.to_json() for r in runs]}
+    stages = {
+        name: median([r.stage_seconds_without_startup().get(name) for r in runs])
+        for name in stage_names
+    }
+    return {
+        "median": median(values),
+        "values": values,
+        "wall_median": median([r.wall for r in runs]),
+        "ray_startup_median": median([r.ray_startup for r in runs]),
+        "stages": stages,
+        "built": runs[-1].built if runs else {},
+        "ray_imported": any(r.ray_imported for r in runs),
+        "driver_peak_rss": max((r.driver_peak_rss or 0) for r in runs) if runs else None,
+        "driver_peak_private": max((r.driver_peak_private or 0) for r in runs) if runs else None,
+        "workers_peak_rss": max((r.workers_peak_rss or 0) for r in runs) if runs else None,
+        "peak_rss_total": max((r.peak_total() for r in runs), default=None),
+        "runs": [r.to_json() for r in runs],
+    }
 
 
 def timed_figure(values: list[float], **extra) -> dict:
@@ -637,8 +763,12 @@ def write_results(meta: dict, sizes: dict[int, SizeResults], date: str) -> Path:
         except ValueError:
             data = {"sizes": {}}
     for size, results in sizes.items():
-        data["sizes"][str(size)] = {"meta": meta, "figures": results.figures,
-                                    "notes": results.notes, "errors": results.errors}
+        data["sizes"][str(size)] = {
+            "meta": meta,
+            "figures": results.figures,
+            "notes": results.notes,
+            "errors": results.errors,
+        }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
@@ -647,9 +777,9 @@ def write_results(meta: dict, sizes: dict[int, SizeResults], date: str) -> Path:
 
 def invocation_summary(meta: dict) -> dict:
     """What a results file says about the invocation that measured it (for merged results)."""
-    return {key: meta.get(key) for key in ("command", "finished", "sections", "repeat",
-                                            "repeat_cold")} | \
-        {"commit": meta.get("machine", {}).get("git", {}).get("commit")}
+    return {
+        key: meta.get(key) for key in ("command", "finished", "sections", "repeat", "repeat_cold")
+    } | {"commit": meta.get("machine", {}).get("git", {}).get("commit")}
 
 
 def stored_results(date: str) -> dict[str, dict]:

@@ -9,11 +9,32 @@ import traceback
 from dataclasses import dataclass, field
 from functools import wraps
 
-from common import (BenchError, Project, SizeResults, bench_build_file, change_item_name,
-                    change_width, dump_payloads, edited, log, median, ninja_noop, output_dir,
-                    pick_edit_targets, prepare_ninja, read_parse_floor, reindent, repeat_runs,
-                    run_orchestrate, runs_figure, stat_floor, timed_figure, time_validation,
-                    validation_sample, zstd_time)
+from common import (
+    BenchError,
+    Project,
+    SizeResults,
+    bench_build_file,
+    change_item_name,
+    change_width,
+    dump_payloads,
+    edited,
+    log,
+    median,
+    ninja_noop,
+    output_dir,
+    pick_edit_targets,
+    prepare_ninja,
+    read_parse_floor,
+    reindent,
+    repeat_runs,
+    run_orchestrate,
+    runs_figure,
+    stat_floor,
+    time_validation,
+    timed_figure,
+    validation_sample,
+    zstd_time,
+)
 
 RAY1 = ("--executor", "ray", "--workers", "1")
 RAY2 = ("--executor", "ray", "--workers", "2")
@@ -43,7 +64,9 @@ def section(name: str):
                 log(f"!! {name} failed: {text}")
                 traceback.print_exc()
                 return None
+
         return run
+
     return decorate
 
 
@@ -52,9 +75,11 @@ _WARMED: set = set()  # projects whose files this process has read once
 
 # -- floors --------------------------------------------------------------------------------------
 
+
 @section("floors")
-def floors(project: Project, results: SizeResults, options: Options, which=("stat", "p1", "p2",
-                                                                                "xml1")) -> None:
+def floors(
+    project: Project, results: SizeResults, options: Options, which=("stat", "p1", "p2", "xml1")
+) -> None:
     n = max(3, options.repeat)  # cheap, and the noisiest figures: never fewer than three runs
     if project.dir not in _WARMED:
         # The builds measured later find the project in the page cache (the machine has the
@@ -70,42 +95,61 @@ def floors(project: Project, results: SizeResults, options: Options, which=("sta
         if key not in which:
             continue
         runs = [read_parse_floor(project.root, processes, xml_only) for _ in range(n)]
-        name = {"p1": "floor.read_parse.p1", "p2": "floor.read_parse.p2",
-                "xml1": "floor.xml_parse.p1"}[key]
-        results.put(name, timed_figure([r["seconds"] for r in runs],
-                                       **{k: v for k, v in runs[0].items() if k != "seconds"}))
+        name = {
+            "p1": "floor.read_parse.p1",
+            "p2": "floor.read_parse.p2",
+            "xml1": "floor.xml_parse.p1",
+        }[key]
+        results.put(
+            name,
+            timed_figure(
+                [r["seconds"] for r in runs], **{k: v for k, v in runs[0].items() if k != "seconds"}
+            ),
+        )
         log(f"  {name}: {results.get(name):.2f} s")
 
 
-def ensure_floor(project: Project, results: SizeResults, options: Options, key: str,
-                 name: str) -> None:
+def ensure_floor(
+    project: Project, results: SizeResults, options: Options, key: str, name: str
+) -> None:
     if results.get(name) is None:
         floors(project, results, options, which=(key,))
 
 
 # -- full builds -----------------------------------------------------------------------------------
 
+
 @section("cold builds")
-def cold_builds(project: Project, results: SizeResults, options: Options,
-                dump_for_zstd: bool = True) -> None:
+def cold_builds(
+    project: Project, results: SizeResults, options: Options, dump_for_zstd: bool = True
+) -> None:
     for label, args in (("local", LOCAL), ("ray2", RAY2)):
         name = f"cold-{label}"
-        runs = repeat_runs(options.repeat_cold, lambda i: run_orchestrate(
-            bench_build_file(project, name, shared_paths=options.shared_paths), *args,
-            timeout=options.timeout),
-            f"cold build, {label}")
+        runs = repeat_runs(
+            options.repeat_cold,
+            lambda i: run_orchestrate(
+                bench_build_file(project, name, shared_paths=options.shared_paths),
+                *args,
+                timeout=options.timeout,
+            ),
+            f"cold build, {label}",
+        )
         results.put(f"cold.{label}", runs_figure(runs, lambda r: r.engine_s))
     if dump_for_zstd:
-        payloads = dump_payloads(output_dir(project, "cold-ray2"),
-                                 project.dir / "runs" / "zstd-payloads")
+        payloads = dump_payloads(
+            output_dir(project, "cold-ray2"), project.dir / "runs" / "zstd-payloads"
+        )
         results.put("output.payloads", payloads)
 
 
 @section("no-op")
 def noop(project: Project, results: SizeResults, options: Options) -> None:
     build = _warm_build(project, "cold-ray2", (), options)
-    runs = repeat_runs(options.repeat, lambda i: run_orchestrate(build, timeout=options.timeout),
-                       "no-op rerun (orchestrate run build.yaml)")
+    runs = repeat_runs(
+        options.repeat,
+        lambda i: run_orchestrate(build, timeout=options.timeout),
+        "no-op rerun (orchestrate run build.yaml)",
+    )
     results.put("noop", runs_figure(runs, lambda r: r.wall))
     if any(r.ray_imported for r in runs):
         results.notes.append("the no-op rerun imported Ray")
@@ -133,17 +177,35 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
     build = _warm_build(project, "cold-ray2", (), options)
     targets = pick_edit_targets(project)
     rel = lambda p: str(p.relative_to(project.root))  # noqa: E731
-    results.put("edit.targets", {"attribute": rel(targets.texture_xml), "guid": targets.guid,
-                                 "repository": rel(targets.repository)})
-    kinds = (("edit.attribute", targets.texture_xml, change_width, "one texture's Width"),
-             ("edit.repository", targets.repository, lambda k: change_item_name(targets.guid, k),
-              "one Item's Name in a resource.repository"),
-             ("edit.cosmetic", targets.texture_xml, reindent,
-              "re-indented line + blank lines in one texture.xml"))
+    results.put(
+        "edit.targets",
+        {
+            "attribute": rel(targets.texture_xml),
+            "guid": targets.guid,
+            "repository": rel(targets.repository),
+        },
+    )
+    kinds = (
+        ("edit.attribute", targets.texture_xml, change_width, "one texture's Width"),
+        (
+            "edit.repository",
+            targets.repository,
+            lambda k: change_item_name(targets.guid, k),
+            "one Item's Name in a resource.repository",
+        ),
+        (
+            "edit.cosmetic",
+            targets.texture_xml,
+            reindent,
+            "re-indented line + blank lines in one texture.xml",
+        ),
+    )
     for name, path, change, what in kinds:
+
         def one(i: int):
             with edited(project, path, change(i + 1)):
                 return run_orchestrate(build, timeout=options.timeout)
+
         runs = repeat_runs(options.repeat, one, f"{name} ({what})")
         figure = runs_figure(runs, lambda r: r.wall)
         figure["what"] = what
@@ -155,26 +217,36 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
 
 # -- collect + dependency ---------------------------------------------------------------------------
 
+
 @section("collect+dependency")
 def collect(project: Project, results: SizeResults, options: Options) -> None:
     stages = ("--stages", "dependency")
     for label, args in (("local", LOCAL), ("ray1", RAY1), ("ray2", RAY2)):
         name = f"collect-{label}"
-        runs = repeat_runs(options.repeat_cold, lambda i: run_orchestrate(
-            bench_build_file(project, name, shared_paths=options.shared_paths), *stages, *args,
-            timeout=options.timeout),
-            f"collect+dependency cold, {label}")
+        runs = repeat_runs(
+            options.repeat_cold,
+            lambda i: run_orchestrate(
+                bench_build_file(project, name, shared_paths=options.shared_paths),
+                *stages,
+                *args,
+                timeout=options.timeout,
+            ),
+            f"collect+dependency cold, {label}",
+        )
         results.put(f"collect.cold.{label}", runs_figure(runs, lambda r: r.engine_s))
     build = _warm_build(project, "collect-ray2", stages, options)
-    runs = repeat_runs(options.repeat, lambda i: run_orchestrate(build, *stages,
-                                                                 timeout=options.timeout),
-                       "collect+dependency no-op")
+    runs = repeat_runs(
+        options.repeat,
+        lambda i: run_orchestrate(build, *stages, timeout=options.timeout),
+        "collect+dependency no-op",
+    )
     results.put("collect.noop", runs_figure(runs, lambda r: r.wall))
     targets = pick_edit_targets(project)
 
     def one(i: int):
         with edited(project, targets.texture_xml, change_width(i + 1)):
             return run_orchestrate(build, *stages, timeout=options.timeout)
+
     runs = repeat_runs(options.repeat, one, "collect+dependency, one edited attribute file")
     figure = runs_figure(runs, lambda r: r.wall)
     figure["engine_median"] = median([r.engine_s for r in runs])
@@ -185,37 +257,52 @@ def collect(project: Project, results: SizeResults, options: Options) -> None:
 
 # -- validation ------------------------------------------------------------------------------------
 
+
 @section("validation")
 def validation(project: Project, results: SizeResults, options: Options) -> None:
     stages = ("--stages", "validate")
     for label, args in (("ray1", RAY1), ("ray2", RAY2)):
         name = f"validate-{label}"
-        runs = repeat_runs(options.repeat_cold, lambda i: run_orchestrate(
-            bench_build_file(project, name, shared_paths=options.shared_paths), *stages, *args,
-            timeout=options.timeout),
-            f"validate (after collect+dependency), {label}")
-        results.put(f"validate.{label}",
-                    runs_figure(runs, lambda r: r.stage_seconds.get("validate")))
+        runs = repeat_runs(
+            options.repeat_cold,
+            lambda i: run_orchestrate(
+                bench_build_file(project, name, shared_paths=options.shared_paths),
+                *stages,
+                *args,
+                timeout=options.timeout,
+            ),
+            f"validate (after collect+dependency), {label}",
+        )
+        results.put(
+            f"validate.{label}", runs_figure(runs, lambda r: r.stage_seconds.get("validate"))
+        )
         log(f"  validate stage, {label}: {results.get(f'validate.{label}'):.2f} s")
     fraction = options.per_rule_fraction
     if fraction is None:
         fraction = 1.0 if project.size <= 10_000 else 0.02
     sample = validation_sample(project, fraction)
-    log(f"  in-process baselines on {len(sample['big'])} large files + {len(sample['small'])} of "
-        f"{sample['small_total']} other files")
+    log(
+        f"  in-process baselines on {len(sample['big'])} large files + {len(sample['small'])} of "
+        f"{sample['small_total']} other files"
+    )
     engine = time_validation(project, sample, per_rule=False)
-    results.put("validate.engine_inprocess", {"median": engine["seconds"], **engine,
-                                              "fraction": fraction})
+    results.put(
+        "validate.engine_inprocess", {"median": engine["seconds"], **engine, "fraction": fraction}
+    )
     log(f"  engine in one process: {engine['seconds']:.2f} s")
     per_rule = time_validation(project, sample, per_rule=True)
-    results.put("validate.per_rule", {"median": per_rule["seconds"], **per_rule,
-                                      "fraction": fraction})
-    log(f"  per-rule (ArtEase 1.x) in one process: {per_rule['seconds']:.2f} s"
-        + (" (extrapolated)" if per_rule["extrapolated"] else ""))
+    results.put(
+        "validate.per_rule", {"median": per_rule["seconds"], **per_rule, "fraction": fraction}
+    )
+    log(
+        f"  per-rule (ArtEase 1.x) in one process: {per_rule['seconds']:.2f} s"
+        + (" (extrapolated)" if per_rule["extrapolated"] else "")
+    )
     ensure_floor(project, results, options, "xml1", "floor.xml_parse.p1")
 
 
 # -- output ------------------------------------------------------------------------------------------
+
 
 @section("write+archive+hash vs zstd")
 def output(project: Project, results: SizeResults, options: Options) -> None:
@@ -226,10 +313,14 @@ def output(project: Project, results: SizeResults, options: Options) -> None:
         raise BenchError("no payloads were dumped from a cold build")
     if options.tools.get("zstd"):
         from pathlib import Path
+
         values = [zstd_time(Path(payloads["dir"])) for _ in range(options.repeat)]
-        results.put("output.zstd", timed_figure(values, bytes=payloads["bytes"],
-                                                files=payloads["files"]))
-        log(f"  zstd -3 -T1 over {payloads['bytes'] / 2**20:.0f} MB in {payloads['files']} "
-            f"files: {median(values):.2f} s")
+        results.put(
+            "output.zstd", timed_figure(values, bytes=payloads["bytes"], files=payloads["files"])
+        )
+        log(
+            f"  zstd -3 -T1 over {payloads['bytes'] / 2**20:.0f} MB in {payloads['files']} "
+            f"files: {median(values):.2f} s"
+        )
     else:
         results.notes.append("zstd not available: the zstd throughput figure is missing")

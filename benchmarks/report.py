@@ -41,46 +41,82 @@ def targets(figures: dict) -> list[dict]:
     rows = []
 
     def add(name, value, shown, limit, met, detail=""):
-        rows.append({"target": name, "value": value, "shown": shown, "limit": limit,
-                     "met": None if value is None else met, "detail": detail})
+        rows.append(
+            {
+                "target": name,
+                "value": value,
+                "shown": shown,
+                "limit": limit,
+                "met": None if value is None else met,
+                "detail": detail,
+            }
+        )
 
     noop, ninja = _f(figures, "noop"), _f(figures, "floor.ninja_noop")
     ray_imported = _f(figures, "noop", "ray_imported")
     r = _ratio(noop, ninja)
-    add("no-op rerun / ninja no-op, and Ray not imported", r,
+    add(
+        "no-op rerun / ninja no-op, and Ray not imported",
+        r,
         f"{_x(r)} ({fmt_s(noop)} vs {fmt_s(ninja)}); Ray imported: "
         f"{'n/a' if ray_imported is None else ('yes' if ray_imported else 'no')}",
-        "≤ 3x, not imported", r is not None and r <= 3 and ray_imported is False)
+        "≤ 3x, not imported",
+        r is not None and r <= 3 and ray_imported is False,
+    )
 
     cold = _f(figures, "cold.ray2")
     edit = _f(figures, "edit.attribute")
     r = _ratio(edit, cold)
-    add("one edited attribute file / cold build", r,
-        f"{_pct(r)} ({fmt_s(edit)} process vs {fmt_s(cold)})", "≤ 3 %", r is not None and r <= 0.03)
+    add(
+        "one edited attribute file / cold build",
+        r,
+        f"{_pct(r)} ({fmt_s(edit)} process vs {fmt_s(cold)})",
+        "≤ 3 %",
+        r is not None and r <= 0.03,
+    )
 
     floor2 = _f(figures, "floor.read_parse.p2")
     r = _ratio(cold, floor2)
-    add("cold build (Ray, 2 workers) / read+parse floor on 2 processes", r,
-        f"{_x(r)} ({fmt_s(cold)} vs {fmt_s(floor2)})", "≤ 2x", r is not None and r <= 2)
+    add(
+        "cold build (Ray, 2 workers) / read+parse floor on 2 processes",
+        r,
+        f"{_x(r)} ({fmt_s(cold)} vs {fmt_s(floor2)})",
+        "≤ 2x",
+        r is not None and r <= 2,
+    )
 
     v1, v2 = _f(figures, "validate.ray1"), _f(figures, "validate.ray2")
     r = _ratio(v1, v2)
-    add("validation speed-up, 2 workers / 1 worker", r,
-        f"{_x(r)} ({fmt_s(v1)} → {fmt_s(v2)})", "≥ 1.8x", r is not None and r >= 1.8)
+    add(
+        "validation speed-up, 2 workers / 1 worker",
+        r,
+        f"{_x(r)} ({fmt_s(v1)} → {fmt_s(v2)})",
+        "≥ 1.8x",
+        r is not None and r >= 1.8,
+    )
 
     per_rule = _f(figures, "validate.per_rule")
     r = _ratio(per_rule, v2)
     extrapolated = _f(figures, "validate.per_rule", "extrapolated")
-    add("validation (2 workers) vs parse-per-rule", r,
+    add(
+        "validation (2 workers) vs parse-per-rule",
+        r,
         f"{_x(r)} faster ({fmt_s(v2)} vs {fmt_s(per_rule)}"
-        + (", per-rule extrapolated from a sample" if extrapolated else "") + ")",
-        "≥ 20x faster", r is not None and r >= 20)
+        + (", per-rule extrapolated from a sample" if extrapolated else "")
+        + ")",
+        "≥ 20x faster",
+        r is not None and r >= 20,
+    )
 
     driver = _f(figures, "cold.ray2", "driver_peak_rss")
     private = _f(figures, "cold.ray2", "driver_peak_private")
-    add("driver peak RSS (cold build, Ray 2 workers)", driver, _mb(driver)
-        + (f" (not shared with other processes: {_mb(private)})" if private else ""), "≤ 600 MB",
-        driver is not None and driver <= 600 * MB)
+    add(
+        "driver peak RSS (cold build, Ray 2 workers)",
+        driver,
+        _mb(driver) + (f" (not shared with other processes: {_mb(private)})" if private else ""),
+        "≤ 600 MB",
+        driver is not None and driver <= 600 * MB,
+    )
     return rows
 
 
@@ -90,16 +126,31 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
     f = lambda name, key="median": _f(figures, name, key)  # noqa: E731
 
     def add(label, value, ratio_value=None, against="", ratio_text=None):
-        rows.append((label, value if isinstance(value, str) else fmt_s(value),
-                     ratio_text if ratio_text is not None else
-                     ("" if ratio_value is None and not against else _x(ratio_value)), against))
+        rows.append(
+            (
+                label,
+                value if isinstance(value, str) else fmt_s(value),
+                ratio_text
+                if ratio_text is not None
+                else ("" if ratio_value is None and not against else _x(ratio_value)),
+                against,
+            )
+        )
 
     floor1, floor2 = f("floor.read_parse.p1"), f("floor.read_parse.p2")
     cold_local, cold_ray = f("cold.local"), f("cold.ray2")
-    add("cold build, local executor (engine seconds)", cold_local, _ratio(cold_local, floor1),
-        "read+parse floor, 1 process")
-    add("cold build, Ray 2 workers (startup excluded)", cold_ray, _ratio(cold_ray, floor2),
-        "read+parse floor, 2 processes")
+    add(
+        "cold build, local executor (engine seconds)",
+        cold_local,
+        _ratio(cold_local, floor1),
+        "read+parse floor, 1 process",
+    )
+    add(
+        "cold build, Ray 2 workers (startup excluded)",
+        cold_ray,
+        _ratio(cold_ray, floor2),
+        "read+parse floor, 2 processes",
+    )
     add("Ray startup (reported apart)", f("cold.ray2", "ray_startup_median"))
     add("cold build, Ray 2 workers, whole process", f("cold.ray2", "wall_median"))
     add("floor: walk + stat every file", f("floor.stat"))
@@ -107,41 +158,76 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
     add("floor: read every file + lxml-parse every XML, 2 processes", floor2)
     add("floor: read + lxml-parse every XML file, 1 process", f("floor.xml_parse.p1"))
     noop = f("noop")
-    add("no-op rerun (`orchestrate run`, whole process)", noop,
-        _ratio(noop, f("floor.ninja_noop")), "ninja no-op")
+    add(
+        "no-op rerun (`orchestrate run`, whole process)",
+        noop,
+        _ratio(noop, f("floor.ninja_noop")),
+        "ninja no-op",
+    )
     add("", "", _ratio(noop, f("floor.stat")), "stat floor")
     add("ninja no-op (same inputs, one edge per asset)", f("floor.ninja_noop"))
-    for name, label in (("edit.attribute", "one edited attribute file (texture Width)"),
-                        ("edit.repository", "one edited repository (an Item's Name)"),
-                        ("edit.cosmetic", "cosmetic XML edit (re-indent a texture.xml)")):
+    for name, label in (
+        ("edit.attribute", "one edited attribute file (texture Width)"),
+        ("edit.repository", "one edited repository (an Item's Name)"),
+        ("edit.cosmetic", "cosmetic XML edit (re-indent a texture.xml)"),
+    ):
         value = f(name)
-        rows.append((label + ", whole process", fmt_s(value), _pct(_ratio(value, cold_ray)),
-                     "cold build, Ray 2 workers"))
+        rows.append(
+            (
+                label + ", whole process",
+                fmt_s(value),
+                _pct(_ratio(value, cold_ray)),
+                "cold build, Ray 2 workers",
+            )
+        )
         built = f(name, "built") or {}
         engine = f(name, "engine_median")
-        rows.append(("  engine seconds; units rebuilt", fmt_s(engine),
-                     _pct(_ratio(engine, cold_ray)),
-                     ", ".join(f"{k} {v}" for k, v in built.items()) or "nothing"))
+        rows.append(
+            (
+                "  engine seconds; units rebuilt",
+                fmt_s(engine),
+                _pct(_ratio(engine, cold_ray)),
+                ", ".join(f"{k} {v}" for k, v in built.items()) or "nothing",
+            )
+        )
     xml1 = f("floor.xml_parse.p1")
     c1, c2 = f("collect.cold.ray1"), f("collect.cold.ray2")
-    add("collect+dependency cold, local", f("collect.cold.local"),
-        _ratio(f("collect.cold.local"), xml1), "XML parse floor, 1 process")
+    add(
+        "collect+dependency cold, local",
+        f("collect.cold.local"),
+        _ratio(f("collect.cold.local"), xml1),
+        "XML parse floor, 1 process",
+    )
     add("collect+dependency cold, Ray 1 worker", c1, _ratio(c1, xml1), "XML parse floor, 1 process")
     add("collect+dependency cold, Ray 2 workers", c2, _ratio(c1, c2), "speed-up over 1 worker")
     add("collect+dependency no-op, whole process", f("collect.noop"))
     ce = f("collect.edit_attribute")
-    rows.append(("collect+dependency, one edited attribute file, whole process", fmt_s(ce),
-                 _pct(_ratio(ce, c2)), "collect+dependency cold, Ray 2 workers"))
+    rows.append(
+        (
+            "collect+dependency, one edited attribute file, whole process",
+            fmt_s(ce),
+            _pct(_ratio(ce, c2)),
+            "collect+dependency cold, Ray 2 workers",
+        )
+    )
     v1, v2 = f("validate.ray1"), f("validate.ray2")
     add("validate stage, Ray 1 worker", v1, _ratio(v1, xml1), "XML parse floor, 1 process")
     add("validate stage, Ray 2 workers", v2, _ratio(v1, v2), "speed-up over 1 worker")
     eng = f("validate.engine_inprocess")
     per = f("validate.per_rule")
     extrap = " (extrapolated)" if f("validate.per_rule", "extrapolated") else ""
-    add("validate_project, in one process" + extrap, eng, _ratio(eng, xml1),
-        "XML parse floor, 1 process")
-    add("validate_per_rule (ArtEase 1.x), in one process" + extrap, per, _ratio(per, eng),
-        "slower than validate_project (same process, same files)")
+    add(
+        "validate_project, in one process" + extrap,
+        eng,
+        _ratio(eng, xml1),
+        "XML parse floor, 1 process",
+    )
+    add(
+        "validate_per_rule (ArtEase 1.x), in one process" + extrap,
+        per,
+        _ratio(per, eng),
+        "slower than validate_project (same process, same files)",
+    )
     add("", "", _ratio(per, v2), "slower than the validate stage, 2 workers")
     payload = f("output.payloads", "bytes")
     zstd = f("output.zstd")
@@ -149,20 +235,42 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
         seconds = output_seconds(figures, name)
         mbs = payload / MB / seconds if (payload and seconds) else None
         zmbs = payload / MB / zstd if (payload and zstd) else None
-        rows.append((f"write+archive+hash, {label}",
-                     "n/a" if mbs is None else f"{mbs:.0f} MB/s ({fmt_s(seconds)})",
-                     _x(_ratio(zmbs, mbs)), "zstd -3 -T1 is this much faster"))
+        rows.append(
+            (
+                f"write+archive+hash, {label}",
+                "n/a" if mbs is None else f"{mbs:.0f} MB/s ({fmt_s(seconds)})",
+                _x(_ratio(zmbs, mbs)),
+                "zstd -3 -T1 is this much faster",
+            )
+        )
     if zstd and payload:
-        rows.append(("zstd -3 -T1 on the same payloads", f"{payload / MB / zstd:.0f} MB/s "
-                     f"({fmt_s(zstd)}, {payload / MB:.0f} MB)", "", ""))
+        rows.append(
+            (
+                "zstd -3 -T1 on the same payloads",
+                f"{payload / MB / zstd:.0f} MB/s ({fmt_s(zstd)}, {payload / MB:.0f} MB)",
+                "",
+                "",
+            )
+        )
     for name, label in (("cold.ray2", "Ray 2 workers"), ("cold.local", "local")):
-        rows.append((f"peak RSS, cold build {label}: driver / workers / all",
-                     f"{_mb(f(name, 'driver_peak_rss'))} / {_mb(f(name, 'workers_peak_rss'))} / "
-                     f"{_mb(f(name, 'peak_rss_total'))}", "", "sampled every 0.25 s"))
+        rows.append(
+            (
+                f"peak RSS, cold build {label}: driver / workers / all",
+                f"{_mb(f(name, 'driver_peak_rss'))} / {_mb(f(name, 'workers_peak_rss'))} / "
+                f"{_mb(f(name, 'peak_rss_total'))}",
+                "",
+                "sampled every 0.25 s",
+            )
+        )
         if f(name, "driver_peak_private"):
-            rows.append((f"  driver peak RSS less shared pages, {label}",
-                         _mb(f(name, "driver_peak_private")), "",
-                         "Ray's object store pages mapped into the driver are shared"))
+            rows.append(
+                (
+                    f"  driver peak RSS less shared pages, {label}",
+                    _mb(f(name, "driver_peak_private")),
+                    "",
+                    "Ray's object store pages mapped into the driver are shared",
+                )
+            )
     return rows
 
 
@@ -176,8 +284,10 @@ def stage_table(figures: dict) -> list[str]:
     for name in names:
         a, b = local.get(name), ray.get(name)
         lines.append(f"| {name} | {fmt_s(a)} | {fmt_s(b)} | {_x(_ratio(a, b))} |")
-    lines.append(f"| **total** | {fmt_s(sum(local.values()) if local else None)} | "
-                 f"{fmt_s(sum(ray.values()) if ray else None)} | |")
+    lines.append(
+        f"| **total** | {fmt_s(sum(local.values()) if local else None)} | "
+        f"{fmt_s(sum(ray.values()) if ray else None)} | |"
+    )
     return lines
 
 
@@ -186,22 +296,29 @@ def size_markdown(size: str, entry: dict) -> list[str]:
     machine = meta.get("machine", {})
     project = figures.get("project", {})
     out = [f"## {int(size):,} resources", ""]
-    out.append(f"Measured {meta.get('finished', '?')} with `{meta.get('command', '?')}` "
-               f"(repeat {meta.get('repeat')}, cold builds {meta.get('repeat_cold')}; medians). "
-               f"Project: {project.get('files', '?')} files, "
-               f"{(project.get('bytes') or 0) / MB:.0f} MB of file content, seed {project.get('seed')}. "
-               f"Machine: {machine.get('cores')} cores, {machine.get('ram_gb')} GB, "
-               f"{machine.get('cpu', '')}; Python {machine.get('python')}, "
-               f"Ray {machine.get('ray')}, lxml {machine.get('lxml')}; "
-               f"commit {machine.get('git', {}).get('commit', '?')} "
-               f"(+{machine.get('git', {}).get('modified_files', '?')} modified files).")
+    out.append(
+        f"Measured {meta.get('finished', '?')} with `{meta.get('command', '?')}` "
+        f"(repeat {meta.get('repeat')}, cold builds {meta.get('repeat_cold')}; medians). "
+        f"Project: {project.get('files', '?')} files, "
+        f"{(project.get('bytes') or 0) / MB:.0f} MB of file content, seed {project.get('seed')}. "
+        f"Machine: {machine.get('cores')} cores, {machine.get('ram_gb')} GB, "
+        f"{machine.get('cpu', '')}; Python {machine.get('python')}, "
+        f"Ray {machine.get('ray')}, lxml {machine.get('lxml')}; "
+        f"commit {machine.get('git', {}).get('commit', '?')} "
+        f"(+{machine.get('git', {}).get('modified_files', '?')} modified files)."
+    )
     history = (meta.get("history_by_size") or {}).get(str(size))
     if history:
-        out.append(f"This invocation re-measured the sections {', '.join(meta.get('sections', []))};"
-                   " the other figures come from earlier invocations, merged (`--merge`):")
-        out += [""] + [f"- `{h.get('command')}` — sections {', '.join(h.get('sections') or [])}, "
-                       f"repeat {h.get('repeat')}, cold builds {h.get('repeat_cold')}, "
-                       f"finished {h.get('finished')}, commit {h.get('commit')}" for h in history]
+        out.append(
+            f"This invocation re-measured the sections {', '.join(meta.get('sections', []))};"
+            " the other figures come from earlier invocations, merged (`--merge`):"
+        )
+        out += [""] + [
+            f"- `{h.get('command')}` — sections {', '.join(h.get('sections') or [])}, "
+            f"repeat {h.get('repeat')}, cold builds {h.get('repeat_cold')}, "
+            f"finished {h.get('finished')}, commit {h.get('commit')}"
+            for h in history
+        ]
     if meta.get("partial"):
         out.append("**Partial: the run was still going or was interrupted.**")
     out += ["", "### Targets", "", "| target | measured | limit | |", "|---|---|---|---|"]
@@ -213,30 +330,52 @@ def size_markdown(size: str, entry: dict) -> list[str]:
         out.append(f"| {label} | {value} | {ratio} | {against} |")
     stages = stage_table(figures)
     if stages:
-        out += ["", "### Cold build per stage (medians; Ray's startup taken out of the stage that "
-                "started Ray)", "", *stages]
+        out += [
+            "",
+            "### Cold build per stage (medians; Ray's startup taken out of the stage that "
+            "started Ray)",
+            "",
+            *stages,
+        ]
     targets_info = figures.get("edit.targets")
     if targets_info:
-        out += ["", f"Edited files: `{targets_info['attribute']}` and the Item `{targets_info['guid']}` "
-                f"of `{targets_info['repository']}` (restored after each run)."]
+        out += [
+            "",
+            f"Edited files: `{targets_info['attribute']}` and the Item `{targets_info['guid']}` "
+            f"of `{targets_info['repository']}` (restored after each run).",
+        ]
     per = figures.get("validate.per_rule") or {}
     if per.get("extrapolated"):
         factor = per.get("small_factor") or 0
-        out += ["", f"The in-process validation figures ran on every repository, world and level "
-                f"file plus every {round(factor)}th other file "
-                f"({per.get('files_small', '?')} files); the other-files part is scaled up "
-                f"×{factor:.1f}. Measured: per-rule {fmt_s(per.get('measured_s'))}."]
-    versions = {run.get("code") for figure in figures.values() if isinstance(figure, dict)
-                for run in figure.get("runs", []) if run.get("code")}
+        out += [
+            "",
+            f"The in-process validation figures ran on every repository, world and level "
+            f"file plus every {round(factor)}th other file "
+            f"({per.get('files_small', '?')} files); the other-files part is scaled up "
+            f"×{factor:.1f}. Measured: per-rule {fmt_s(per.get('measured_s'))}.",
+        ]
+    versions = {
+        run.get("code")
+        for figure in figures.values()
+        if isinstance(figure, dict)
+        for run in figure.get("runs", [])
+        if run.get("code")
+    }
     if len(versions) > 1:
-        out += ["", f"**These figures span {len(versions)} versions of `orchestrator/` and "
-                "`stages/`** (commits landed while the suite ran; every run records the digest "
-                "of the sources it imported, `code` in the results file): a ratio between two "
-                "sections may compare different engines."]
+        out += [
+            "",
+            f"**These figures span {len(versions)} versions of `orchestrator/` and "
+            "`stages/`** (commits landed while the suite ran; every run records the digest "
+            "of the sources it imported, `code` in the results file): a ratio between two "
+            "sections may compare different engines.",
+        ]
     notes, errors = entry.get("notes", []), entry.get("errors", {})
     if notes or errors:
-        out += [""] + [f"- note: {n}" for n in notes] + \
-               [f"- **not measured** — {k}: {v}" for k, v in errors.items()]
+        out += (
+            [""]
+            + [f"- note: {n}" for n in notes]
+            + [f"- **not measured** — {k}: {v}" for k, v in errors.items()]
+        )
     return out + [""]
 
 
@@ -300,13 +439,18 @@ def write_doc(current: dict[str, dict] | None = None) -> None:
 def print_summary(figures: dict, only_measured: bool = True) -> None:
     """The figure rows (and the targets that could be judged) on standard output."""
     for label, value, ratio, against in figure_rows(figures):
-        if only_measured and not value.replace("n/a", "").strip(" /") \
-                and not ratio.replace("n/a", "").strip():
+        if (
+            only_measured
+            and not value.replace("n/a", "").strip(" /")
+            and not ratio.replace("n/a", "").strip()
+        ):
             continue
         print(f"{label:<66} {value:>18} {ratio:>8}  {against}")
     judged = [t for t in targets(figures) if t["met"] is not None]
     if judged:
         print()
     for row in judged:
-        print(f"{'MET   ' if row['met'] else 'MISSED'} {row['target']}: {row['shown']} "
-              f"(limit {row['limit']})")
+        print(
+            f"{'MET   ' if row['met'] else 'MISSED'} {row['target']}: {row['shown']} "
+            f"(limit {row['limit']})"
+        )

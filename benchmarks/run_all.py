@@ -24,36 +24,64 @@ import report
 
 SECTIONS = ("floors", "cold", "output", "noop", "edits", "collect", "validate")
 # The name each section records its failure under (figures.section).
-SECTION_ERRORS = {"floors": "floors", "cold": "cold builds", "output": "write+archive+hash",
-                  "noop": "no-op", "edits": "edits", "collect": "collect+dependency",
-                  "validate": "validation"}
+SECTION_ERRORS = {
+    "floors": "floors",
+    "cold": "cold builds",
+    "output": "write+archive+hash",
+    "noop": "no-op",
+    "edits": "edits",
+    "collect": "collect+dependency",
+    "validate": "validation",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000",
-                        help="comma-separated project sizes (resources); default 10000,100000")
+    parser.add_argument(
+        "--sizes",
+        default="10000,100000",
+        help="comma-separated project sizes (resources); default 10000,100000",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (medians)")
-    parser.add_argument("--repeat-cold", type=int, default=None,
-                        help="runs per cold-build figure (default: --repeat)")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
-                        help=f"comma-separated subset of: {', '.join(SECTIONS)}")
-    parser.add_argument("--per-rule-fraction", type=float, default=None,
-                        help="fraction of the small files the in-process validation baselines "
-                             "check (default: all up to 10,000 resources, else 0.02; the rest "
-                             "is extrapolated and labelled so)")
-    parser.add_argument("--timeout", type=float, default=4 * 3600.0,
-                        help="seconds any one orchestrate run may take")
-    parser.add_argument("--shared-paths", choices=("true", "false"), default="true",
-                        help="executor.shared_paths of the benchmark build files (default true: "
-                             "Ray workers read the project from disk; see docs/benchmarks.md)")
+    parser.add_argument(
+        "--repeat-cold",
+        type=int,
+        default=None,
+        help="runs per cold-build figure (default: --repeat)",
+    )
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated subset of: {', '.join(SECTIONS)}",
+    )
+    parser.add_argument(
+        "--per-rule-fraction",
+        type=float,
+        default=None,
+        help="fraction of the small files the in-process validation baselines "
+        "check (default: all up to 10,000 resources, else 0.02; the rest "
+        "is extrapolated and labelled so)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=4 * 3600.0, help="seconds any one orchestrate run may take"
+    )
+    parser.add_argument(
+        "--shared-paths",
+        choices=("true", "false"),
+        default="true",
+        help="executor.shared_paths of the benchmark build files (default true: "
+        "Ray workers read the project from disk; see docs/benchmarks.md)",
+    )
     parser.add_argument("--regenerate", action="store_true", help="regenerate the projects")
     parser.add_argument("--no-install", action="store_true", help="never run apt-get")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
-    parser.add_argument("--merge", action="store_true",
-                        help="start from today's stored figures of each size and replace only "
-                             "those the chosen --sections measure (e.g. rerun the floors)")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="start from today's stored figures of each size and replace only "
+        "those the chosen --sections measure (e.g. rerun the floors)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -62,15 +90,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
 
     tools = common.ensure_tools(install=not args.no_install)
-    options = F.Options(repeat=args.repeat, repeat_cold=args.repeat_cold or args.repeat,
-                        timeout=args.timeout, per_rule_fraction=args.per_rule_fraction,
-                        tools=tools, shared_paths=args.shared_paths == "true")
-    meta = {"command": "python benchmarks/run_all.py " + " ".join(map(shlex.quote, sys.argv[1:]
-                                                                     if argv is None else argv)),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "repeat": options.repeat,
-            "repeat_cold": options.repeat_cold, "sections": sections,
-            "shared_paths": options.shared_paths,
-            "machine": common.machine_info()}
+    options = F.Options(
+        repeat=args.repeat,
+        repeat_cold=args.repeat_cold or args.repeat,
+        timeout=args.timeout,
+        per_rule_fraction=args.per_rule_fraction,
+        tools=tools,
+        shared_paths=args.shared_paths == "true",
+    )
+    meta = {
+        "command": "python benchmarks/run_all.py "
+        + " ".join(map(shlex.quote, sys.argv[1:] if argv is None else argv)),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "repeat": options.repeat,
+        "repeat_cold": options.repeat_cold,
+        "sections": sections,
+        "shared_paths": options.shared_paths,
+        "machine": common.machine_info(),
+    }
     date = time.strftime("%Y-%m-%d")
     all_results: dict[int, common.SizeResults] = {}
 
@@ -79,8 +116,15 @@ def main(argv: list[str] | None = None) -> int:
         meta["partial"] = partial
         path = common.write_results(meta, all_results, date)
         if not args.no_doc:
-            current = {str(size): {"meta": meta, "figures": r.figures, "notes": r.notes,
-                                   "errors": r.errors} for size, r in all_results.items()}
+            current = {
+                str(size): {
+                    "meta": meta,
+                    "figures": r.figures,
+                    "notes": r.notes,
+                    "errors": r.errors,
+                }
+                for size, r in all_results.items()
+            }
             report.write_doc(current)
         return path
 
@@ -93,19 +137,22 @@ def main(argv: list[str] | None = None) -> int:
                 results.notes.extend(stored.get("notes", []))
                 results.errors.update(stored.get("errors", {}))
                 previous = stored.get("meta", {})
-                history = (previous.get("history_by_size", {}).get(str(size))
-                           or [common.invocation_summary(previous)])
+                history = previous.get("history_by_size", {}).get(str(size)) or [
+                    common.invocation_summary(previous)
+                ]
                 meta.setdefault("history_by_size", {})[str(size)] = list(history)
         all_results[size] = results
         project = common.ensure_project(size, args.seed, args.regenerate)
         results.put("project", project.info())
-        steps = {"floors": lambda: F.floors(project, results, options),
-                 "cold": lambda: F.cold_builds(project, results, options),
-                 "output": lambda: F.output(project, results, options),
-                 "noop": lambda: F.noop(project, results, options),
-                 "edits": lambda: F.edits(project, results, options),
-                 "collect": lambda: F.collect(project, results, options),
-                 "validate": lambda: F.validation(project, results, options)}
+        steps = {
+            "floors": lambda: F.floors(project, results, options),
+            "cold": lambda: F.cold_builds(project, results, options),
+            "output": lambda: F.output(project, results, options),
+            "noop": lambda: F.noop(project, results, options),
+            "edits": lambda: F.edits(project, results, options),
+            "collect": lambda: F.collect(project, results, options),
+            "validate": lambda: F.validation(project, results, options),
+        }
         for name in SECTIONS:
             if name in sections:
                 for stale in [k for k in results.errors if k.startswith(SECTION_ERRORS[name])]:
@@ -117,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         report.print_summary(results.figures)
         for name, error in results.errors.items():
             print(f"not measured: {name}: {error}")
-    print(f"\nresults: {path.relative_to(common.ROOT)}"
-          + ("" if args.no_doc else f"; table: {common.DOC.relative_to(common.ROOT)}"))
+    print(
+        f"\nresults: {path.relative_to(common.ROOT)}"
+        + ("" if args.no_doc else f"; table: {common.DOC.relative_to(common.ROOT)}")
+    )
     return 0
 
 

@@ -21,6 +21,7 @@ def code_digest(root) -> str:
     """A digest of the engine's and the stages' sources as this process imports them: figures
     taken while other people commit can then be told apart."""
     import hashlib
+
     digest = hashlib.blake2b(digest_size=8)
     for package in ("orchestrator", "stages"):
         for path in sorted((root / package).rglob("*.py")):
@@ -30,7 +31,7 @@ def code_digest(root) -> str:
 
 def main() -> None:
     out_path = sys.argv[1]
-    argv = sys.argv[sys.argv.index("--") + 1:]
+    argv = sys.argv[sys.argv.index("--") + 1 :]
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
     code = code_digest(root)
@@ -75,9 +76,18 @@ def main() -> None:
         record["driver_peak_rss"] = getattr(result, "driver_peak_rss", None)
         record["driver_peak_private"] = getattr(result, "driver_peak_private", None)
         record["workers_peak_rss"] = getattr(result, "workers_peak_rss", None)
-        record["stages"] = [{"name": r.name, "units": r.units, "cached": r.cached,
-                             "built": r.built, "seconds": r.seconds, "peak_rss": r.peak_rss,
-                             "cpu_percent": r.cpu_percent} for r in result.reports]
+        record["stages"] = [
+            {
+                "name": r.name,
+                "units": r.units,
+                "cached": r.cached,
+                "built": r.built,
+                "seconds": r.seconds,
+                "peak_rss": r.peak_rss,
+                "cpu_percent": r.cpu_percent,
+            }
+            for r in result.reports
+        ]
     with open(out_path, "w", encoding="utf-8") as handle:
         json.dump(record, handle)
     sys.stdout.flush()

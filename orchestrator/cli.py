@@ -40,8 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     except OrchestrateError as exc:
         _fail(exc)
     except KeyboardInterrupt:
-        click.echo("interrupted; the cache is consistent and the next run resumes from it",
-                   err=True)
+        click.echo(
+            "interrupted; the cache is consistent and the next run resumes from it", err=True
+        )
         sys.exit(130)
     except OSError as exc:
         if exc.errno == 28:  # ENOSPC
@@ -55,8 +56,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def _internal(exc: BaseException) -> NoReturn:
     traceback.print_exc()
-    click.echo(f"internal error (a bug in orchestrate {__version__}): {exc}\n"
-               f"please report it, with the trace above, at {ISSUES_URL}", err=True)
+    click.echo(
+        f"internal error (a bug in orchestrate {__version__}): {exc}\n"
+        f"please report it, with the trace above, at {ISSUES_URL}",
+        err=True,
+    )
     sys.exit(3)
 
 
@@ -66,12 +70,14 @@ class PluginGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         from .registry import registered_commands
+
         return sorted(set(super().list_commands(ctx)) | set(registered_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         command = super().get_command(ctx, name)
         if command is None:
             from .registry import registered_commands
+
             entry = registered_commands().get(name)
             command = entry.load() if entry is not None else None
         return command
@@ -86,27 +92,60 @@ def cli() -> None:
 # -- run -------------------------------------------------------------------------------------
 @cli.command()
 @click.argument("build_file", type=click.Path(dir_okay=False))
-@click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None,
-              help="Where units run (default: the build file's executor.kind, else auto).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Ray worker processes for a local Ray.")
+@click.option(
+    "--executor",
+    type=click.Choice(["auto", "local", "ray"]),
+    default=None,
+    help="Where units run (default: the build file's executor.kind, else auto).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Ray worker processes for a local Ray.",
+)
 @click.option("--stages", default=None, help="Comma-separated stages to run (and what they need).")
 @click.option("--explain", is_flag=True, help="Say why each unit ran.")
-@click.option("--profile", type=click.Path(dir_okay=False), default=None,
-              help="Write a Chrome trace-event JSON of the run (open in Perfetto).")
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a Chrome trace-event JSON of the run (open in Perfetto).",
+)
 @click.option("--log-format", type=click.Choice(["console", "json"]), default="console")
 @click.option("--no-cache", is_flag=True, help="Run every unit (results are still stored).")
 @click.option("--dry-run", is_flag=True, help="Say what would run, and why, without running it.")
 @click.option("--keep-going", is_flag=True, help="Other units go on after a unit fails.")
 @click.option("-v", "--verbose", is_flag=True)
-def run(build_file, executor, workers, stages, explain, profile, log_format, no_cache, dry_run,
-        keep_going, verbose) -> None:
+def run(
+    build_file,
+    executor,
+    workers,
+    stages,
+    explain,
+    profile,
+    log_format,
+    no_cache,
+    dry_run,
+    keep_going,
+    verbose,
+) -> None:
     """Build everything the build file describes."""
     from .runs import run_command
-    code = run_command(build_file, executor=executor, workers=workers,
-                       stages=stages.split(",") if stages else None, explain=explain,
-                       profile=profile, log_format=log_format, no_cache=no_cache,
-                       dry_run=dry_run, keep_going=keep_going, verbose=verbose)
+
+    code = run_command(
+        build_file,
+        executor=executor,
+        workers=workers,
+        stages=stages.split(",") if stages else None,
+        explain=explain,
+        profile=profile,
+        log_format=log_format,
+        no_cache=no_cache,
+        dry_run=dry_run,
+        keep_going=keep_going,
+        verbose=verbose,
+    )
     sys.exit(code)
 
 
@@ -121,6 +160,7 @@ def cache() -> None:
 def cache_stats(build_file) -> None:
     """Entries and bytes per area of the cache."""
     from .cache import Cache
+
     build = load(build_file)
     stats = Cache(build.cache_dir).stats()
     click.echo(f"cache: {build.cache_dir}")
@@ -135,10 +175,13 @@ def cache_stats(build_file) -> None:
 def cache_gc(build_file, max_size, max_age) -> None:
     """Drop old entries, then least recently used ones until the cache fits."""
     from .cache import Cache
+
     build = load(build_file)
     outcome = Cache(build.cache_dir).gc(_parse_size(max_size), max_age)
-    click.echo(f"removed {outcome['removed']} files ({outcome['freed_bytes'] / 2**20:.1f} MB); "
-               f"{outcome['remaining_bytes'] / 2**20:.1f} MB remain")
+    click.echo(
+        f"removed {outcome['removed']} files ({outcome['freed_bytes'] / 2**20:.1f} MB); "
+        f"{outcome['remaining_bytes'] / 2**20:.1f} MB remain"
+    )
 
 
 def _parse_size(text: str) -> int:
@@ -149,8 +192,9 @@ def _parse_size(text: str) -> int:
             return int(float(text[:-1]) * units[text[-1]])
         return int(text)
     except ValueError:
-        raise ConfigError(f"not a size: {text!r} (expected e.g. 500M or 10G)",
-                          key="--max-size") from None
+        raise ConfigError(
+            f"not a size: {text!r} (expected e.g. 500M or 10G)", key="--max-size"
+        ) from None
 
 
 @cache.command("clear")
@@ -158,6 +202,7 @@ def _parse_size(text: str) -> int:
 def cache_clear(build_file) -> None:
     """Delete the whole cache folder."""
     from .cache import Cache
+
     build = load(build_file)
     Cache(build.cache_dir).clear()
     click.echo(f"cleared {build.cache_dir}")
@@ -168,7 +213,9 @@ def cache_clear(build_file) -> None:
 def clean(build_file) -> None:
     """Delete the output folder (the cache is kept)."""
     import shutil
+
     from .lock import OutputLock
+
     build = load(build_file)
     if build.output_dir.exists():
         with OutputLock(build.output_dir):
@@ -187,13 +234,26 @@ def list_stages(fmt) -> None:
     """The registered stages in graph order: version, inputs, outputs, build-file keys."""
     from .graph import order
     from .registry import registered_stages
+
     stages = order(list(registered_stages()))
     if fmt == "json":
-        click.echo(json.dumps([{"name": s.spec.name, "version": s.spec.version,
-                                "inputs": list(s.spec.inputs), "outputs": list(s.spec.outputs),
-                                "config_keys": list(s.spec.config_keys),
-                                "module": getattr(s.module, "__name__", ""),
-                                "description": s.spec.description} for s in stages], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": s.spec.name,
+                        "version": s.spec.version,
+                        "inputs": list(s.spec.inputs),
+                        "outputs": list(s.spec.outputs),
+                        "config_keys": list(s.spec.config_keys),
+                        "module": getattr(s.module, "__name__", ""),
+                        "description": s.spec.description,
+                    }
+                    for s in stages
+                ],
+                indent=2,
+            )
+        )
         return
     for stage in stages:
         spec = stage.spec

@@ -51,8 +51,9 @@ def _schema(sections: tuple[tuple[str, Section], ...]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for name, section in sections:
         if name in ENGINE_KEYS:
-            raise ConfigError(f"a package registers the build-file key {name!r}, which the "
-                              f"engine owns")
+            raise ConfigError(
+                f"a package registers the build-file key {name!r}, which the engine owns"
+            )
         fields[name] = (section.annotation, section.default)
     return create_model("BuildConfig", __base__=EngineConfig, **fields)
 
@@ -60,8 +61,14 @@ def _schema(sections: tuple[tuple[str, Section], ...]) -> type[BaseModel]:
 class Build:
     """A loaded build file: the validated config, its raw mapping, and resolved absolute paths."""
 
-    def __init__(self, path: Path, config: BaseModel, raw: dict, node: Any = None,
-                 sections: dict[str, Section] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        config: BaseModel,
+        raw: dict,
+        node: Any = None,
+        sections: dict[str, Section] | None = None,
+    ) -> None:
         self.path = path
         self.config = config
         self.raw = raw
@@ -83,30 +90,36 @@ class Build:
 
     def error(self, message: str, key: tuple[str, ...]) -> ConfigError:
         """A ConfigError about `key` (a path of keys and list indices) naming this file's line."""
-        return ConfigError(message, file=str(self.path), line=line_of(self.node, key),
-                           key=".".join(key))
+        return ConfigError(
+            message, file=str(self.path), line=line_of(self.node, key), key=".".join(key)
+        )
 
 
 def _resolve(base: Path, value: str) -> Path:
     return Path(os.path.normpath(base / os.path.expanduser(value)))
 
 
-def load_build(path: str | os.PathLike, overrides: dict | None = None,
-               sections: dict[str, Section] | None = None) -> Build:
+def load_build(
+    path: str | os.PathLike,
+    overrides: dict | None = None,
+    sections: dict[str, Section] | None = None,
+) -> Build:
     """Read and validate a build file; raise ConfigError naming the file, line and key.
 
     `sections` defaults to the registered ones (registry.py).
     """
     if sections is None:
         from .registry import registered_sections
+
         sections = registered_sections()
     path = Path(path).resolve()
     node, raw = read_yaml(path, ConfigError, "build file")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError("expected a mapping of build settings at the top level",
-                          file=str(path), line=1)
+        raise ConfigError(
+            "expected a mapping of build settings at the top level", file=str(path), line=1
+        )
     for key, value in (overrides or {}).items():
         raw.setdefault(key, {})
         if isinstance(raw[key], dict) and isinstance(value, dict):
@@ -166,8 +179,9 @@ def _model_at(schema: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] 
         annotation = field.annotation
         inner = getattr(annotation, "__args__", None)
         candidates = [annotation, *(inner or ())]
-        found = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)),
-                     None)
+        found = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
         if found is None:
             return None
         model = found

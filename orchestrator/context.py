@@ -10,10 +10,10 @@ from .cache import StatCache, atomic_write
 from .config import Build
 from .errors import ProjectError
 from .hashing import digest_file
+from .outcomes import StageReport
 from .reads import to_posix
 from .tree import Tree, TreeStore, scan
 from .typing import FileEntry
-from .outcomes import StageReport
 
 
 class Context:
@@ -73,8 +73,9 @@ class Context:
         """
         self.stage_listing = True
         if self._walk is None:
-            entries = [FileEntry(path, sig[0], sig[1], sig[2])
-                       for path, sig in self.tree().files.items()]
+            entries = [
+                FileEntry(path, sig[0], sig[1], sig[2]) for path, sig in self.tree().files.items()
+            ]
             entries.sort()  # by path first: paths are unique
             self._walk = entries
         return self._walk
@@ -90,11 +91,15 @@ class Context:
         if relpath not in self._digests:
             sig = self.tree().files.get(relpath)
             try:
-                self._digests[relpath] = (self.stats.digest_signed(relpath, sig)
-                                          if sig is not None else self.stats.digest(relpath))
+                self._digests[relpath] = (
+                    self.stats.digest_signed(relpath, sig)
+                    if sig is not None
+                    else self.stats.digest(relpath)
+                )
             except OSError as exc:  # exists but cannot be read (permissions, I/O error)
-                raise ProjectError(f"cannot read: {exc.strerror}",
-                                   file=f"{self.root}/{relpath}") from None
+                raise ProjectError(
+                    f"cannot read: {exc.strerror}", file=f"{self.root}/{relpath}"
+                ) from None
         return self._digests[relpath]
 
     def files_unchanged(self, reads: dict[str, str | None]) -> bool:
@@ -125,8 +130,13 @@ class Context:
         """The absolute path of an output file; refuses anything that would land outside."""
         clean = relpath.replace("\\", "/")
         parts = clean.split("/")
-        if (not clean or clean.startswith("/") or ".." in parts or ":" in parts[0]
-                or any(p in ("", ".") for p in parts)):
+        if (
+            not clean
+            or clean.startswith("/")
+            or ".." in parts
+            or ":" in parts[0]
+            or any(p in ("", ".") for p in parts)
+        ):
             raise ProjectError(f"unsafe output path {relpath!r}", key="output")
         return self.output_dir / clean
 

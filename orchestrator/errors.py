@@ -8,8 +8,14 @@ class OrchestrateError(Exception):
 
     exit_code = 3
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 key: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+    ) -> None:
         self.message = message
         self.file = file
         self.line = line

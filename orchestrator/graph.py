@@ -33,8 +33,9 @@ def order(stages: list[Stage]) -> list[Stage]:
     for stage in stages:
         for value in stage.spec.outputs:
             if value in producer:
-                raise GraphError(f"value {value!r} is produced by both {producer[value]!r} "
-                                 f"and {stage.name!r}")
+                raise GraphError(
+                    f"value {value!r} is produced by both {producer[value]!r} and {stage.name!r}"
+                )
             producer[value] = stage.name
     by_name = {s.name: s for s in stages}
     if len(by_name) != len(stages):
@@ -66,8 +67,9 @@ def select(stages: list[Stage], wanted: list[str] | None) -> list[Stage]:
     by_name = {s.name: s for s in ordered}
     unknown = [w for w in wanted if w not in by_name]
     if unknown:
-        raise ConfigError(f"unknown stage(s) {unknown}; the stages are {list(by_name)}",
-                          key="--stages")
+        raise ConfigError(
+            f"unknown stage(s) {unknown}; the stages are {list(by_name)}", key="--stages"
+        )
     producer = {v: s.name for s in ordered for v in s.spec.outputs}
     keep: set[str] = set()
     todo = list(wanted)

@@ -6,6 +6,7 @@ there by a run that was killed between a write and its rename are removed on ent
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ class OutputLock:
         self._keep = {str(Path(p)) for p in keep}  # e.g. a cache folder inside the output
         self._fd: int | None = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -28,8 +29,10 @@ class OutputLock:
         except BlockingIOError:
             holder = os.read(fd, 64).decode("ascii", "replace").strip() or "another run"
             os.close(fd)
-            raise OutputLocked(f"the output folder is in use by {holder}; wait for it to finish",
-                               file=str(self.path.parent.parent)) from None
+            raise OutputLocked(
+                f"the output folder is in use by {holder}; wait for it to finish",
+                file=str(self.path.parent.parent),
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"process {os.getpid()}".encode("ascii"))
         self._fd = fd
@@ -42,10 +45,8 @@ class OutputLock:
             dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in self._keep]
             for name in names:
                 if name.startswith(TEMP_PREFIX):
-                    try:
+                    with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(dirpath, name))
-                    except FileNotFoundError:
-                        pass
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,12 +20,17 @@ from .outcomes import StageReport, UnitOutcome
 def setup_logging(log_format: str = "console", verbose: bool = False) -> structlog.BoundLogger:
     """structlog to stderr: a console renderer for people, JSON lines for machines."""
     level = logging.DEBUG if verbose else logging.INFO
-    renderer = (structlog.processors.JSONRenderer(sort_keys=True) if log_format == "json"
-                else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty() and not is_ci()))
+    renderer = (
+        structlog.processors.JSONRenderer(sort_keys=True)
+        if log_format == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty() and not is_ci())
+    )
     structlog.configure(
-        processors=[structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True),
-                    renderer],
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
@@ -55,11 +61,16 @@ class Progress:
     def start(self, stage: str, total: int) -> None:
         self._name, self._total, self._done = stage, total, 0
         if self.rich and total:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress,
-                                       TextColumn, TimeElapsedColumn)
-            self._progress = RichProgress(TextColumn("{task.description:<12}"), BarColumn(),
-                                          MofNCompleteColumn(), TimeElapsedColumn(),
-                                          transient=True)
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._progress = RichProgress(
+                TextColumn("{task.description:<12}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=True,
+            )
             self._progress.start()
             self._task = self._progress.add_task(stage, total=total)
         self._plain_next = time.monotonic() + 5.0
@@ -95,7 +106,7 @@ class ResourceSampler:
         self._cpu: list[float] = []
         self._me = psutil.Process()
 
-    def __enter__(self) -> "ResourceSampler":
+    def __enter__(self) -> ResourceSampler:
         self._me.cpu_percent(None)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="rss-sampler")
         self._thread.start()
@@ -117,10 +128,8 @@ class ResourceSampler:
             private = driver - getattr(info, "shared", 0)
             workers = 0
             for child in self._me.children(recursive=True):
-                try:
+                with contextlib.suppress(psutil.Error):
                     workers += child.memory_info().rss
-                except psutil.Error:
-                    pass
             cpu = self._me.cpu_percent(None)
         except psutil.Error:
             return
@@ -149,35 +158,71 @@ def write_profile(path: str | Path, reports: list[StageReport], t0: float) -> No
             if outcome.cached:
                 continue
             tid = tracks.setdefault(outcome.worker, len(tracks) + 1)
-            events.append({"name": outcome.unit, "cat": outcome.stage, "ph": "X",
-                           "ts": round((outcome.start - t0) * 1e6), "dur": round(outcome.seconds * 1e6),
-                           "pid": 1, "tid": tid, "args": {"reason": outcome.reason}})
+            events.append(
+                {
+                    "name": outcome.unit,
+                    "cat": outcome.stage,
+                    "ph": "X",
+                    "ts": round((outcome.start - t0) * 1e6),
+                    "dur": round(outcome.seconds * 1e6),
+                    "pid": 1,
+                    "tid": tid,
+                    "args": {"reason": outcome.reason},
+                }
+            )
     stage_track = len(tracks) + 1
     for report in reports:
-        events.append({"name": report.name, "cat": "stage", "ph": "X",
-                       "ts": round((report.start - t0) * 1e6), "dur": round(report.seconds * 1e6),
-                       "pid": 1, "tid": stage_track,
-                       "args": {"units": report.units, "cached": report.cached,
-                                "built": report.built, "peak_rss_mb": report.peak_rss >> 20}})
+        events.append(
+            {
+                "name": report.name,
+                "cat": "stage",
+                "ph": "X",
+                "ts": round((report.start - t0) * 1e6),
+                "dur": round(report.seconds * 1e6),
+                "pid": 1,
+                "tid": stage_track,
+                "args": {
+                    "units": report.units,
+                    "cached": report.cached,
+                    "built": report.built,
+                    "peak_rss_mb": report.peak_rss >> 20,
+                },
+            }
+        )
     tracks["stages"] = stage_track
     for worker, tid in tracks.items():
-        events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                       "args": {"name": worker}})
-    Path(path).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}),
-                          encoding="utf-8")
+        events.append(
+            {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": worker}}
+        )
+    Path(path).write_text(
+        json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}), encoding="utf-8"
+    )
 
 
 def summary_table(reports: list[StageReport]) -> str:
     """The end-of-run table as plain text (rich renders it on a terminal)."""
     header = ("stage", "units", "cached", "built", "seconds", "peak RSS MB")
-    rows = [(r.name, str(r.units), str(r.cached), str(r.built), f"{r.seconds:.2f}",
-             f"{r.peak_rss / 2**20:.0f}") for r in reports]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
+    rows = [
+        (
+            r.name,
+            str(r.units),
+            str(r.cached),
+            str(r.built),
+            f"{r.seconds:.2f}",
+            f"{r.peak_rss / 2**20:.0f}",
+        )
+        for r in reports
+    ]
+    widths = [
+        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+        for i, h in enumerate(header)
+    ]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                      enumerate(zip(row, widths))) for row in rows]
+    out += [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]
     return "\n".join(out)
 
 

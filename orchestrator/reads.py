@@ -25,9 +25,14 @@ def to_posix(path: str) -> str:
 class Reader:
     """Reads project files by project-relative path, recording (relpath → digest | None)."""
 
-    def __init__(self, root: str, preloaded: Mapping[str, bytes | None] | None = None,
-                 disk: bool = True, blobs: Mapping[str, object] | None = None,
-                 fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        preloaded: Mapping[str, bytes | None] | None = None,
+        disk: bool = True,
+        blobs: Mapping[str, object] | None = None,
+        fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None,
+    ) -> None:
         self.root = to_posix(os.path.abspath(root))
         self._preloaded = dict(preloaded or {})
         self._disk = disk
@@ -53,7 +58,7 @@ class Reader:
         if path == self.root:
             return ""
         prefix = self.root.rstrip("/") + "/"
-        return path[len(prefix):] if path.startswith(prefix) else None
+        return path[len(prefix) :] if path.startswith(prefix) else None
 
     # -- reads -------------------------------------------------------------------------------
     def read_bytes(self, relpath: str) -> bytes:
@@ -98,7 +103,9 @@ def read_project_file(abspath: str) -> bytes | None:
     """A project file's bytes; None when it is absent or not a regular file (a folder, a FIFO:
     opened without blocking); ProjectError naming it when it exists but cannot be read."""
     try:
-        fd = os.open(abspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        fd = os.open(
+            abspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+        )
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except OSError as exc:

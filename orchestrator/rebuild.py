@@ -71,16 +71,31 @@ def library_versions() -> dict[str, str]:
     import lxml.etree
     import lz4
     import zstandard
-    return {"python": "%d.%d" % sys.version_info[:2], "lxml": lxml.etree.__version__,
-            "zstandard": zstandard.__version__, "lz4": lz4.__version__,
-            "blake3": getattr(blake3, "__version__", "?"), "orchestrate": __version__}
+
+    return {
+        "python": "{}.{}".format(*sys.version_info[:2]),
+        "lxml": lxml.etree.__version__,
+        "zstandard": zstandard.__version__,
+        "lz4": lz4.__version__,
+        "blake3": getattr(blake3, "__version__", "?"),
+        "orchestrate": __version__,
+    }
 
 
 class Rebuilder:
     """Runs one stage's units through the cache for one run."""
 
-    def __init__(self, cache: Cache, executors: ExecutorPool, log, *, no_cache: bool = False,
-                 dry_run: bool = False, keep_going: bool = False, explain: bool = False) -> None:
+    def __init__(
+        self,
+        cache: Cache,
+        executors: ExecutorPool,
+        log,
+        *,
+        no_cache: bool = False,
+        dry_run: bool = False,
+        keep_going: bool = False,
+        explain: bool = False,
+    ) -> None:
         self.cache = cache
         self.executors = executors
         self.log = log
@@ -94,8 +109,15 @@ class Rebuilder:
         self.startup_unreported = 0.0  # Ray's startup inside the current stage, reported apart
         self._producers: dict[str, Producer] = {}  # result digest → what recomputes it
 
-    def results(self, stage: Stage, ctx: Context, plan: Plan, slice_value: Any,
-                report: StageReport, progress: Progress) -> tuple[Results, dict]:
+    def results(
+        self,
+        stage: Stage,
+        ctx: Context,
+        plan: Plan,
+        slice_value: Any,
+        report: StageReport,
+        progress: Progress,
+    ) -> tuple[Results, dict]:
         """Every unit's result (looked up or run) and the files the units read."""
         spec = stage.spec
         slice_digest = digest_value(slice_value)
@@ -104,25 +126,30 @@ class Rebuilder:
         misses: list[Miss] = []
         report.units = len(plan.units)
         # What every unit's key shares, serialized once: the per-unit part is its key and id.
-        prefix = canonical_json({"stage": spec.name, "version": spec.version, "libs": self.libs,
-                                 "slice": slice_digest})
+        prefix = canonical_json(
+            {"stage": spec.name, "version": spec.version, "libs": self.libs, "slice": slice_digest}
+        )
         for unit in plan.units:
             static = digest_bytes(prefix + canonical_json([unit.key, unit.id]))
-            entry, why = ((None, "--no-cache") if self.no_cache
-                          else self.lookup(ctx, spec.name, static))
+            entry, why = (
+                (None, "--no-cache") if self.no_cache else self.lookup(ctx, spec.name, static)
+            )
             if entry is not None:
                 traces.update(entry.reads)
                 results.add(unit.id, entry.result)
                 self._producers[entry.result] = Producer(stage, ctx, plan.shared, unit, static)
                 report.cached += 1
-                report.outcomes.append(UnitOutcome(spec.name, unit.id, True, "cached",
-                                                   result=entry.result))
+                report.outcomes.append(
+                    UnitOutcome(spec.name, unit.id, True, "cached", result=entry.result)
+                )
                 continue
             unit_digest = digest_value([spec.name, unit.id])
-            components = {"version": spec.version, "libs": self.libs_digest,
-                          "slice": slice_digest[:16],
-                          "key": {field: value[:16] for field, value in
-                                  key_parts(unit.key).items()}}
+            components = {
+                "version": spec.version,
+                "libs": self.libs_digest,
+                "slice": slice_digest[:16],
+                "key": {field: value[:16] for field, value in key_parts(unit.key).items()},
+            }
             if why is None:
                 why = self.explain_miss(spec.name, unit_digest, components)
             misses.append(Miss(unit, static, unit_digest, components, why))
@@ -139,16 +166,18 @@ class Rebuilder:
         return results, traces
 
     # -- cache lookups -------------------------------------------------------------------
-    def lookup(self, ctx: Context, stage_name: str,
-               static: str) -> tuple[ActionEntry | None, str | None]:
+    def lookup(
+        self, ctx: Context, stage_name: str, static: str
+    ) -> tuple[ActionEntry | None, str | None]:
         """(entry, None) on a hit; (None, reason) when the trace no longer matches."""
         entries = self.cache.actions(stage_name).get(static)
         if not entries:
             return None, None
         reason = None
         for entry in entries:
-            changed = next((path for path, digest in entry.reads
-                            if ctx.digest_of(path) != digest), None)
+            changed = next(
+                (path for path, digest in entry.reads if ctx.digest_of(path) != digest), None
+            )
             if changed is None:
                 if self.cache.has_blob(entry.result):
                     return entry, None
@@ -172,14 +201,30 @@ class Rebuilder:
         return f"declared input changed: {', '.join(changed)}" if changed else "no entry"
 
     # -- running misses ------------------------------------------------------------------
-    def execute(self, stage: Stage, shared: Any, misses: list[Miss], results: Results,
-                report: StageReport, progress: Progress, traces: dict) -> None:
+    def execute(
+        self,
+        stage: Stage,
+        shared: Any,
+        misses: list[Miss],
+        results: Results,
+        report: StageReport,
+        progress: Progress,
+        traces: dict,
+    ) -> None:
         spec = stage.spec
         executor, startup = self.executors.for_units(len(misses))
         self.startup_unreported += startup
         by_id = {miss.unit.id: miss for miss in misses}
-        items = [WorkItem(miss.unit.id, miss.unit.payload, self.blobs_for(miss.unit),
-                          want=miss.unit.files, cost=miss.unit.cost) for miss in misses]
+        items = [
+            WorkItem(
+                miss.unit.id,
+                miss.unit.payload,
+                self.blobs_for(miss.unit),
+                want=miss.unit.files,
+                cost=miss.unit.cost,
+            )
+            for miss in misses
+        ]
         progress.start(spec.name, len(items))
         failures: list[OrchestrateError] = []
         try:
@@ -191,23 +236,37 @@ class Rebuilder:
                     if not isinstance(error, OrchestrateError):
                         error = InternalError(
                             f"stage {spec.name!r} failed on unit {miss.unit.id!r}: "
-                            f"{type(error).__name__}: {error}\n{finished.error_text}")
+                            f"{type(error).__name__}: {error}\n{finished.error_text}"
+                        )
                     failures.append(error)
-                    self.log.error("unit.failed", stage=spec.name, unit=miss.unit.id,
-                                   error=error.describe().splitlines()[0])
+                    self.log.error(
+                        "unit.failed",
+                        stage=spec.name,
+                        unit=miss.unit.id,
+                        error=error.describe().splitlines()[0],
+                    )
                     if not self.keep_going:
                         raise error
                     continue
                 blob = dumps(finished.result)
                 digest = self.cache.put_blob(blob)
-                self.cache.actions(spec.name).append(miss.static, finished.reads, digest,
-                                                     miss.unit_digest, miss.components)
+                self.cache.actions(spec.name).append(
+                    miss.static, finished.reads, digest, miss.unit_digest, miss.components
+                )
                 traces.update(finished.reads)
-                results.add(miss.unit.id, digest, finished.result,
-                            keep=len(blob) <= KEEP_IN_MEMORY_BYTES)
-                outcome = UnitOutcome(spec.name, miss.unit.id, False, miss.why,
-                                      finished.seconds, finished.worker, finished.start,
-                                      result=digest)
+                results.add(
+                    miss.unit.id, digest, finished.result, keep=len(blob) <= KEEP_IN_MEMORY_BYTES
+                )
+                outcome = UnitOutcome(
+                    spec.name,
+                    miss.unit.id,
+                    False,
+                    miss.why,
+                    finished.seconds,
+                    finished.worker,
+                    finished.start,
+                    result=digest,
+                )
                 report.outcomes.append(outcome)
                 report.built += 1
                 if self.explain:
@@ -237,15 +296,17 @@ class Rebuilder:
         """Run a cached unit again in the driver (its stored result was damaged)."""
         unit = producer.unit
         item = WorkItem(unit.id, unit.payload, self.blobs_for(unit), want=unit.files)
-        finished = run_item(producer.stage.module.run, item, producer.shared, producer.ctx.root,
-                            True, "driver")
+        finished = run_item(
+            producer.stage.module.run, item, producer.shared, producer.ctx.root, True, "driver"
+        )
         if finished.error is not None:
             raise finished.error
         digest = self.cache.put_blob(dumps(finished.result))
         self.cache.actions(producer.stage.name).append(producer.static, finished.reads, digest)
         if digest != expected:  # not reproducible: restart so every key sees the new value
-            raise CacheCorrupt(f"unit {unit.id!r} of {producer.stage.name!r} recomputed "
-                               f"differently")
+            raise CacheCorrupt(
+                f"unit {unit.id!r} of {producer.stage.name!r} recomputed differently"
+            )
         return finished.result
 
 

@@ -34,8 +34,9 @@ def _entries(group: str) -> dict[str, EntryPoint]:
     for entry in entry_points(group=group):
         known = found.get(entry.name)
         if known is not None and known.value != entry.value:
-            raise GraphError(f"{group}: {entry.name!r} is registered twice "
-                             f"({known.value} and {entry.value})")
+            raise GraphError(
+                f"{group}: {entry.name!r} is registered twice ({known.value} and {entry.value})"
+            )
         found[entry.name] = entry
     return found
 
@@ -48,8 +49,9 @@ def stage_from_module(module: ModuleType | Any, registered_as: str | None = None
             raise GraphError(f"stage {label} lacks {attribute}")
     spec = module.SPEC
     if registered_as is not None and spec.name != registered_as:
-        raise GraphError(f"stage {label} is registered as {registered_as!r} but declares "
-                         f"{spec.name!r}")
+        raise GraphError(
+            f"stage {label} is registered as {registered_as!r} but declares {spec.name!r}"
+        )
     return Stage(spec, module)
 
 
@@ -61,11 +63,15 @@ def load_stage(target: str) -> Stage:
 @lru_cache(maxsize=1)
 def registered_stages() -> tuple[Stage, ...]:
     """Every registered stage, sorted by name (the graph orders them)."""
-    stages = [stage_from_module(entry.load(), name)
-              for name, entry in sorted(_entries(STAGES_GROUP).items())]
+    stages = [
+        stage_from_module(entry.load(), name)
+        for name, entry in sorted(_entries(STAGES_GROUP).items())
+    ]
     if not stages:
-        raise ConfigError("no stages are registered (entry-point group orchestrate.stages): "
-                          "is the package installed (pip install -e .)?")
+        raise ConfigError(
+            "no stages are registered (entry-point group orchestrate.stages): "
+            "is the package installed (pip install -e .)?"
+        )
     return tuple(stages)
 
 
@@ -92,9 +98,14 @@ def code_roots(stages: tuple[Stage, ...] | list[Stage]) -> list[str]:
     remote cluster must be sent."""
     import sys
     from pathlib import Path
+
     packages = {"orchestrator"}
-    packages.update(type(stage.module).__module__.split(".")[0] if not isinstance(
-        stage.module, ModuleType) else stage.module.__name__.split(".")[0] for stage in stages)
+    packages.update(
+        type(stage.module).__module__.split(".")[0]
+        if not isinstance(stage.module, ModuleType)
+        else stage.module.__name__.split(".")[0]
+        for stage in stages
+    )
     roots = []
     for package in sorted(packages):
         module = sys.modules.get(package) or importlib.import_module(package)

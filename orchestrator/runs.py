@@ -32,6 +32,7 @@ def load(build_file: str, executor: str | None = None) -> Build:
 
 def logger(log_format: str = "console", verbose: bool = False) -> Any:
     from .observe import setup_logging
+
     return setup_logging(log_format, verbose)
 
 
@@ -60,11 +61,21 @@ def summary_lines(build: Build, stages: list[Stage], outputs: Any) -> list[str]:
     return lines
 
 
-def run_command(build_file: str, *, executor: str | None = None, workers: int | None = None,
-                stages: list[str] | None = None, explain: bool = False,
-                profile: str | None = None, log_format: str = "console", no_cache: bool = False,
-                dry_run: bool = False, keep_going: bool = False, verbose: bool = False,
-                quiet: bool = False) -> int:
+def run_command(
+    build_file: str,
+    *,
+    executor: str | None = None,
+    workers: int | None = None,
+    stages: list[str] | None = None,
+    explain: bool = False,
+    profile: str | None = None,
+    log_format: str = "console",
+    no_cache: bool = False,
+    dry_run: bool = False,
+    keep_going: bool = False,
+    verbose: bool = False,
+    quiet: bool = False,
+) -> int:
     """Run a build and print its summary; returns the exit code (0 or 1)."""
     from .lock import OutputLock
     from .observe import interactive, summary_table, write_profile
@@ -72,10 +83,16 @@ def run_command(build_file: str, *, executor: str | None = None, workers: int | 
 
     log = logger(log_format, verbose)
     build = load(build_file, executor)
-    options = RunOptions(executor=build.config.executor.kind,  # type: ignore[attr-defined]
-                         workers=workers, stages=stages, explain=explain, no_cache=no_cache,
-                         dry_run=dry_run, keep_going=keep_going,
-                         progress=not quiet and log_format == "console")
+    options = RunOptions(
+        executor=build.config.executor.kind,  # type: ignore[attr-defined]
+        workers=workers,
+        stages=stages,
+        explain=explain,
+        no_cache=no_cache,
+        dry_run=dry_run,
+        keep_going=keep_going,
+        progress=not quiet and log_format == "console",
+    )
     t0 = time.time()
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
         result = run_build(build, options, log)
@@ -85,8 +102,10 @@ def run_command(build_file: str, *, executor: str | None = None, workers: int | 
         for outcome in result.explained:
             click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
         if result.dry_run_stopped_at:
-            click.echo(f"(stages after {result.dry_run_stopped_at} depend on its results and "
-                       f"cannot be planned before it runs)")
+            click.echo(
+                f"(stages after {result.dry_run_stopped_at} depend on its results and "
+                f"cannot be planned before it runs)"
+            )
         elif not result.explained:
             click.echo("nothing to do")
         return 0
@@ -97,8 +116,12 @@ def run_command(build_file: str, *, executor: str | None = None, workers: int | 
             click.echo(line)
         if result.ray_startup is not None:
             click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
-    log.info("build.done", exit_code=verdict.exit_code, reasons=verdict.reasons,
-             seconds=round(time.time() - t0, 3))
+    log.info(
+        "build.done",
+        exit_code=verdict.exit_code,
+        reasons=verdict.reasons,
+        seconds=round(time.time() - t0, 3),
+    )
     for reason in verdict.reasons:
         click.echo(f"build failed: {reason}", err=True)
     return verdict.exit_code
@@ -109,6 +132,7 @@ def print_summary(table: str, rich_output: bool) -> None:
     if rich_output:
         from rich.console import Console
         from rich.table import Table
+
         lines = table.splitlines()
         header = lines[0].split()
         header = [header[0], header[1], header[2], header[3], header[4], " ".join(header[5:])]
@@ -120,14 +144,19 @@ def print_summary(table: str, rich_output: bool) -> None:
         click.echo(table)
 
 
-def run_stages(build_file: str, stages: list[str], executor: str | None = None,
-               log_format: str = "console") -> tuple[Build, Any]:
+def run_stages(
+    build_file: str, stages: list[str], executor: str | None = None, log_format: str = "console"
+) -> tuple[Build, Any]:
     """Run just the named stages (and what they need) without the summary: (build, run)."""
     from .lock import OutputLock
     from .scheduler import RunOptions, run_build
+
     log = logger(log_format)
     build = load(build_file, executor)
-    options = RunOptions(executor=build.config.executor.kind,  # type: ignore[attr-defined]
-                         stages=stages, progress=False)
+    options = RunOptions(
+        executor=build.config.executor.kind,  # type: ignore[attr-defined]
+        stages=stages,
+        progress=False,
+    )
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
         return build, run_build(build, options, log)

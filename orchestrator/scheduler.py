@@ -11,9 +11,9 @@ from __future__ import annotations
 import gc
 import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .cache import Cache, StageRecord, StageRecords, StatCache, listing_digest, published_signature
 from .config import Build
@@ -60,8 +60,14 @@ class RunOptions:
 class Scheduler:
     """Runs the stage graph for one build file."""
 
-    def __init__(self, build: Build, options: RunOptions, log,
-                 stages: Sequence[Stage] | None = None, skip_stages: bool = True) -> None:
+    def __init__(
+        self,
+        build: Build,
+        options: RunOptions,
+        log,
+        stages: Sequence[Stage] | None = None,
+        skip_stages: bool = True,
+    ) -> None:
         self.build = build
         self.options = options
         self.log = log
@@ -74,13 +80,20 @@ class Scheduler:
         self.stat_cache = StatCache(build.cache_dir, root, log=log)
         if stages is None:
             from .registry import registered_stages
+
             stages = registered_stages()
         self.stages = select(list(stages), options.stages)
         settings = build.config.executor  # type: ignore[attr-defined]
         self.executors = ExecutorPool(options.executor, root, settings, options.workers, log)
-        self.rebuilder = Rebuilder(self.cache, self.executors, log, no_cache=options.no_cache,
-                                   dry_run=options.dry_run, keep_going=options.keep_going,
-                                   explain=options.explain)
+        self.rebuilder = Rebuilder(
+            self.cache,
+            self.executors,
+            log,
+            no_cache=options.no_cache,
+            dry_run=options.dry_run,
+            keep_going=options.keep_going,
+            explain=options.explain,
+        )
         self.dry_run_stopped_at: str | None = None
 
     # -- the loop ------------------------------------------------------------------------
@@ -109,8 +122,7 @@ class Scheduler:
                         ctx.begin_stage()
                         inputs = {name: values[name] for name in stage.spec.inputs}
                         try:
-                            outputs, traces = self._run_stage(stage, ctx, inputs, report,
-                                                              progress)
+                            outputs, traces = self._run_stage(stage, ctx, inputs, report, progress)
                         except DryRunStop:
                             ctx.reports.append(report)
                             self.dry_run_stopped_at = stage.name
@@ -126,8 +138,9 @@ class Scheduler:
                             records.put(stage.name, record)
                             value_digests.update(record.values)
                     # Ray's startup is reported on its own, not in the stage that needed it.
-                    report.seconds = (time.perf_counter() - started
-                                      - self.rebuilder.startup_unreported)
+                    report.seconds = (
+                        time.perf_counter() - started - self.rebuilder.startup_unreported
+                    )
                     self.rebuilder.startup_unreported = 0.0
                     report.peak_rss, report.cpu_percent = sampler.window()
                     ctx.reports.append(report)
@@ -135,9 +148,14 @@ class Scheduler:
                     # the cycle collector from rescanning it at every growth of the heap (it was
                     # half the time of assembling a 100,000-asset index).
                     gc.freeze()
-                    self.log.debug("stage.done", stage=stage.name, units=report.units,
-                                   cached=report.cached, built=report.built,
-                                   seconds=round(report.seconds, 3))
+                    self.log.debug(
+                        "stage.done",
+                        stage=stage.name,
+                        units=report.units,
+                        cached=report.cached,
+                        built=report.built,
+                        seconds=round(report.seconds, 3),
+                    )
         finally:
             gc.unfreeze()  # collectable again once the run's values are let go
             progress.stop()
@@ -145,27 +163,51 @@ class Scheduler:
             self.stat_cache.save()
             ctx.save_tree()
             self.executors.close()
-        return RunResult(values, ctx.reports, ctx, self.stages, self.executors.ray_startup,
-                         self.cache.corrupt_dropped, self.stat_cache.hashed,
-                         explained=self.rebuilder.explained,
-                         dry_run_stopped_at=self.dry_run_stopped_at,
-                         driver_peak_rss=sampler.driver_peak,
-                         driver_peak_private=sampler.driver_private_peak,
-                         workers_peak_rss=sampler.workers_peak)
+        return RunResult(
+            values,
+            ctx.reports,
+            ctx,
+            self.stages,
+            self.executors.ray_startup,
+            self.cache.corrupt_dropped,
+            self.stat_cache.hashed,
+            explained=self.rebuilder.explained,
+            dry_run_stopped_at=self.dry_run_stopped_at,
+            driver_peak_rss=sampler.driver_peak,
+            driver_peak_private=sampler.driver_private_peak,
+            workers_peak_rss=sampler.workers_peak,
+        )
 
     # -- whole-stage records (cache/records.py) ---------------------------------------------------
     def _fingerprint(self, stage: Stage, value_digests: dict[str, str]) -> str:
         spec = stage.spec
-        return digest_value({"stage": spec.name, "version": spec.version, "libs": self.rebuilder.libs,
-                             "slice": self.build.slice_for(spec.config_keys),
-                             "inputs": {name: value_digests.get(name) for name in spec.inputs}})
+        return digest_value(
+            {
+                "stage": spec.name,
+                "version": spec.version,
+                "libs": self.rebuilder.libs,
+                "slice": self.build.slice_for(spec.config_keys),
+                "inputs": {name: value_digests.get(name) for name in spec.inputs},
+            }
+        )
 
-    def _unchanged(self, stage: str, record: StageRecord | None, fingerprint: str,
-                   ctx: Context, records: StageRecords) -> bool:
+    def _unchanged(
+        self,
+        stage: str,
+        record: StageRecord | None,
+        fingerprint: str,
+        ctx: Context,
+        records: StageRecords,
+    ) -> bool:
         """Whether everything the stage depended on last time is as it was (so skip it)."""
-        if (record is None or not isinstance(record.outputs, dict) or self.options.no_cache
-                or not self.skip_stages or record.fingerprint != fingerprint
-                or not all(self.cache.has_blob(blob) for blob in record.outputs.values())):
+        if (
+            record is None
+            or not isinstance(record.outputs, dict)
+            or self.options.no_cache
+            or not self.skip_stages
+            or record.fingerprint != fingerprint
+            or not all(self.cache.has_blob(blob) for blob in record.outputs.values())
+        ):
             return False
         tree = ctx.tree()
         if record.tree != tree.version:  # the tree moved since: check what the stage saw
@@ -178,11 +220,20 @@ class Scheduler:
                 records.stamp(stage, record, tree.version)
         if any(ctx.track_file(path) != digest for path, digest in record.external.items()):
             return False
-        return all(published_signature(ctx.output_path(path)) == tuple(signature)
-                   for path, signature in record.published.items())
+        return all(
+            published_signature(ctx.output_path(path)) == tuple(signature)
+            for path, signature in record.published.items()
+        )
 
-    def _record(self, stage: Stage, ctx: Context, fingerprint: str, outputs: dict,
-                traces: dict[str, str | None], report: StageReport) -> StageRecord:
+    def _record(
+        self,
+        stage: Stage,
+        ctx: Context,
+        fingerprint: str,
+        outputs: dict,
+        traces: dict[str, str | None],
+        report: StageReport,
+    ) -> StageRecord:
         reads = {**traces, **ctx.stage_reads}
         listing = listing_digest(ctx.walk()) if ctx.stage_listing else None
         unit_results = {o.unit: o.result for o in report.outcomes if o.result}
@@ -198,36 +249,47 @@ class Scheduler:
             if signature is not None:
                 published[path] = signature
         tree = ctx.tree()
-        return StageRecord(fingerprint, listing, reads, dict(ctx.stage_external), published,
-                           {name: digest_value([derivation, name]) for name in outputs},
-                           stored, report.units,
-                           tree=tree.version if tree.covers(ctx.root, reads) else None)
+        return StageRecord(
+            fingerprint,
+            listing,
+            reads,
+            dict(ctx.stage_external),
+            published,
+            {name: digest_value([derivation, name]) for name in outputs},
+            stored,
+            report.units,
+            tree=tree.version if tree.covers(ctx.root, reads) else None,
+        )
 
-    def _run_stage(self, stage: Stage, ctx: Context, inputs: dict, report: StageReport,
-                   progress: Progress) -> tuple[dict[str, Any], dict[str, str | None]]:
+    def _run_stage(
+        self, stage: Stage, ctx: Context, inputs: dict, report: StageReport, progress: Progress
+    ) -> tuple[dict[str, Any], dict[str, str | None]]:
         """Plan, get every unit's result, finish: the stage's outputs and its units' reads."""
         spec = stage.spec
         plan = stage.module.plan(ctx, inputs)
-        results, traces = self.rebuilder.results(stage, ctx, plan,
-                                                 self.build.slice_for(spec.config_keys),
-                                                 report, progress)
+        results, traces = self.rebuilder.results(
+            stage, ctx, plan, self.build.slice_for(spec.config_keys), report, progress
+        )
         outputs = stage.module.finish(ctx, inputs, results)
         if set(outputs) != set(spec.outputs):
-            raise InternalError(f"stage {spec.name!r} returned {sorted(outputs)}, "
-                                f"declared {list(spec.outputs)}")
+            raise InternalError(
+                f"stage {spec.name!r} returned {sorted(outputs)}, declared {list(spec.outputs)}"
+            )
         return outputs, traces
 
 
-def run_build(build: Build, options: RunOptions, log,
-              stages: Sequence[Stage] | None = None) -> RunResult:
+def run_build(
+    build: Build, options: RunOptions, log, stages: Sequence[Stage] | None = None
+) -> RunResult:
     """Run a build; a corrupt cache entry found mid-run is dropped and the run restarted, then
     without skipping whole stages, so that every damaged unit result is recomputed in place."""
     for attempt in range(3):
         scheduler = Scheduler(build, options, log, stages, skip_stages=attempt == 0)
         try:
             result = scheduler.run()
-            result.outputs.repair = lambda name: run_build(build, options, log,
-                                                           stages).outputs[name]
+            result.outputs.repair = lambda name: run_build(build, options, log, stages).outputs[
+                name
+            ]
             return result
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")

@@ -107,10 +107,17 @@ class StageRun:
         return self.context.logs.calls
 
 
-def run_stage(stage: Any, *, inputs: Mapping[str, Any] | None = None,
-              files: Mapping[str, str | bytes] | None = None, project: Path | None = None,
-              settings: Mapping[str, Any] | None = None, blobs: Mapping[Digest, Any] | None = None,
-              workdir: Path | None = None, publish: bool = True) -> StageRun:
+def run_stage(
+    stage: Any,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    files: Mapping[str, str | bytes] | None = None,
+    project: Path | None = None,
+    settings: Mapping[str, Any] | None = None,
+    blobs: Mapping[Digest, Any] | None = None,
+    workdir: Path | None = None,
+    publish: bool = True,
+) -> StageRun:
     """Run `stage` (a stage module) once, in this process.
 
     The project is `project` (a folder) or `files` written to a temporary one; `settings` are
@@ -121,8 +128,12 @@ def run_stage(stage: Any, *, inputs: Mapping[str, Any] | None = None,
     if project is None:
         project = write_project(workdir / "project", files or {})
     build_file = workdir / "build.yaml"
-    document = {"project": str(Path(project).resolve()), "output": str(workdir / "out"),
-                "cache": str(workdir / "cache"), **(settings or {})}
+    document = {
+        "project": str(Path(project).resolve()),
+        "output": str(workdir / "out"),
+        "cache": str(workdir / "cache"),
+        **(settings or {}),
+    }
     build_file.write_text(yaml.safe_dump(document, allow_unicode=True), encoding="utf-8")
     build = load_build(build_file)
     stored: dict[Digest, Any] = dict(blobs or {})
@@ -132,8 +143,7 @@ def run_stage(stage: Any, *, inputs: Mapping[str, Any] | None = None,
     results: dict[str, Any] = {}
     reads: dict[str, dict[str, Digest | None]] = {}
     for unit in plan.units:
-        item = WorkItem(unit.id, unit.payload, {d: stored[d] for d in unit.blobs},
-                        want=unit.files)
+        item = WorkItem(unit.id, unit.payload, {d: stored[d] for d in unit.blobs}, want=unit.files)
         finished = run_item(stage.run, item, plan.shared, ctx.root, True, "test")
         if finished.error is not None:
             raise finished.error

@@ -37,8 +37,9 @@ Folder = tuple[int, int, tuple[str, ...], tuple[tuple[int, int, int], ...], tupl
 class Tree:
     """One scan of the project tree, made from the last one where folders did not move."""
 
-    def __init__(self, folders: dict[str, Folder], version: str, racy: set[str],
-                 relisted: int = 0) -> None:
+    def __init__(
+        self, folders: dict[str, Folder], version: str, racy: set[str], relisted: int = 0
+    ) -> None:
         self.folders = folders
         self.version = version
         self.racy = racy  # file paths and folder prefixes too fresh to be trusted next time
@@ -49,8 +50,11 @@ class Tree:
     def files(self) -> dict[str, tuple[int, int, int]]:
         """Project-relative path → signature, for every file (built on first use)."""
         if self._files is None:
-            self._files = {rel + name: sig for rel, entry in self.folders.items()
-                           for name, sig in zip(entry[2], entry[3])}
+            self._files = {
+                rel + name: sig
+                for rel, entry in self.folders.items()
+                for name, sig in zip(entry[2], entry[3])
+            }
         return self._files
 
     def covers(self, root: str, reads: dict[str, str | None]) -> bool:
@@ -81,8 +85,9 @@ class Tree:
             for rel, entry in self.folders.items():
                 racy_names = [rel + name in self.racy for name in entry[2]]
                 if rel in self.racy or any(racy_names):
-                    sigs = tuple(_UNKNOWN if racy else sig
-                                 for racy, sig in zip(racy_names, entry[3]))
+                    sigs = tuple(
+                        _UNKNOWN if racy else sig for racy, sig in zip(racy_names, entry[3])
+                    )
                     mtime = -1 if rel in self.racy else entry[0]
                     folders[rel] = (mtime, entry[1], entry[2], sigs, entry[4])
         return pickle.dumps((_FORMAT, self.version, folders), protocol=5)
@@ -134,8 +139,9 @@ def scan(root: str, skip: set[str], previous: Tree | None) -> Tree:
     return Tree(folders, version, racy, relisted)
 
 
-def _list(folder: str, rel: str, skip: set[str], st: os.stat_result, racy: set[str],
-          fresh_after: int) -> Folder:
+def _list(
+    folder: str, rel: str, skip: set[str], st: os.stat_result, racy: set[str], fresh_after: int
+) -> Folder:
     """List one folder: its regular files (links followed) with signatures, its sub-folders."""
     files: list[tuple[str, tuple[int, int, int]]] = []
     subfolders: list[str] = []
@@ -162,8 +168,13 @@ def _list(folder: str, rel: str, skip: set[str], st: os.stat_result, racy: set[s
         if fst.st_mtime_ns > fresh_after:
             racy.add(rel + item.name)
     files.sort()
-    return (st.st_mtime_ns, st.st_ino, tuple(name for name, _ in files),
-            tuple(sig for _, sig in files), tuple(sorted(subfolders)))
+    return (
+        st.st_mtime_ns,
+        st.st_ino,
+        tuple(name for name, _ in files),
+        tuple(sig for _, sig in files),
+        tuple(sorted(subfolders)),
+    )
 
 
 class TreeStore:
@@ -185,15 +196,20 @@ class TreeStore:
                 raise ValueError("format")
         except Exception:  # any damage at all: scan from scratch (a full listing)
             if self.log is not None:
-                self.log.warning("cache.dropped", file=str(self.path),
-                                 reason="tree snapshot unreadable")
+                self.log.warning(
+                    "cache.dropped", file=str(self.path), reason="tree snapshot unreadable"
+                )
             self.path.unlink(missing_ok=True)
             return None
         return Tree(folders, version, set())
 
     def save(self, tree: Tree, previous: Tree | None) -> None:
         """Write the snapshot unless the last one already says the same."""
-        if (previous is not None and tree.version == previous.version and not tree.racy
-                and not tree.relisted):
+        if (
+            previous is not None
+            and tree.version == previous.version
+            and not tree.racy
+            and not tree.relisted
+        ):
             return
         atomic_write(self.path, seal(tree.snapshot()))

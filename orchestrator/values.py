@@ -3,8 +3,8 @@ load from the store on first use."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from .cache import Cache, StageRecords
 from .errors import CacheCorrupt

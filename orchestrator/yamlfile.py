@@ -24,5 +24,8 @@ def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise error(f"not valid YAML: {problem}", file=str(path),
-                    line=mark.line + 1 if mark is not None else None) from None
+        raise error(
+            f"not valid YAML: {problem}",
+            file=str(path),
+            line=mark.line + 1 if mark is not None else None,
+        ) from None

@@ -10,11 +10,16 @@ from typing import NamedTuple
 
 from orchestrator.errors import ConfigError
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.bundlefile.format import CODECS, crc32, recompress
 
-SPEC = StageSpec(name="archive", version=1, inputs=("written",), outputs=("archived",),
-                 config_keys=("archive",), description="compressed bundles and their CRC32")
+SPEC = StageSpec(
+    name="archive",
+    version=1,
+    inputs=("written",),
+    outputs=("archived",),
+    config_keys=("archive",),
+    description="compressed bundles and their CRC32",
+)
 
 
 class ArchivedBundle(NamedTuple):
@@ -26,12 +31,18 @@ def plan(ctx, inputs: dict) -> Plan:
     options = ctx.section("archive")
     codec, level = options.get("compression", "zstd"), int(options.get("level", 3))
     if codec not in CODECS:
-        raise ConfigError(f"unknown compression {codec!r} (none | lz4 | zstd)",
-                          key="archive.compression")
-    units = [Unit(id=name, payload=(written["digest"], codec, level),
-                  key={"written": written["digest"], "compression": codec, "level": level},
-                  blobs=(written["digest"],))
-             for name, written in inputs["written"].items()]
+        raise ConfigError(
+            f"unknown compression {codec!r} (none | lz4 | zstd)", key="archive.compression"
+        )
+    units = [
+        Unit(
+            id=name,
+            payload=(written["digest"], codec, level),
+            key={"written": written["digest"], "compression": codec, "level": level},
+            blobs=(written["digest"],),
+        )
+        for name, written in inputs["written"].items()
+    ]
     return Plan(units=units)
 
 

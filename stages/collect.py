@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from orchestrator.hashing import digest_bytes
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, raise_on_fatal
 
-SPEC = StageSpec(name="collect", version=1, inputs=(), outputs=("files", "source"),
-                 config_keys=("project", "source", "collect"),
-                 description="walk the project; parse repositories, maps and attribute files")
+SPEC = StageSpec(
+    name="collect",
+    version=1,
+    inputs=(),
+    outputs=("files", "source"),
+    config_keys=("project", "source", "collect"),
+    description="walk the project; parse repositories, maps and attribute files",
+)
 
 
 def project_files(ctx) -> list:
@@ -33,12 +37,22 @@ def plan(ctx, inputs: dict) -> Plan:
     options = ctx.section("collect")
     units = []
     for unit in source.plan(project_files(ctx), options):
-        units.append(Unit(id=unit.id, payload=(name, unit, options),
-                          # The file list is key material: a file joining a batch must re-run it
-                          # even though the trace only records the files that were read.
-                          key={"source": name, "source_version": source.version,
-                               "kind": unit.kind, "files": list(unit.files)},
-                          files=unit.files, cost=max(1, len(unit.files))))
+        units.append(
+            Unit(
+                id=unit.id,
+                payload=(name, unit, options),
+                # The file list is key material: a file joining a batch must re-run it
+                # even though the trace only records the files that were read.
+                key={
+                    "source": name,
+                    "source_version": source.version,
+                    "kind": unit.kind,
+                    "files": list(unit.files),
+                },
+                files=unit.files,
+                cost=max(1, len(unit.files)),
+            )
+        )
     return Plan(units=units)
 
 
@@ -57,8 +71,13 @@ def finish(ctx, inputs: dict, results) -> dict:
     result = source.assemble(ctx.root, entries, parts, options)
     raise_on_fatal(result.problems, bool(options.get("skip_broken")))
     for problem in result.problems:
-        ctx.log.warning("collect.problem", kind=problem.kind, file=problem.file, line=problem.line,
-                        message=problem.message)
+        ctx.log.warning(
+            "collect.problem",
+            kind=problem.kind,
+            file=problem.file,
+            line=problem.line,
+            message=problem.message,
+        )
     result.digest = _content_digest(name, source.version, options, files, parts.digests)
     return {"files": files, "source": result}
 

@@ -11,13 +11,17 @@ from typing import NamedTuple
 from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.cooking.cookers import CookerSpec, cook_files, cooker_for
 
 # The cook section is not in config_keys on purpose: each unit keys on its own cooker, so editing
 # `cook.maps` (or one Type's cooker) does not re-cook every asset.
-SPEC = StageSpec(name="cook", version=1, inputs=("source", "cooklist"), outputs=("cooked",),
-                 description="each cooked asset's payload, by the cooker of its Type")
+SPEC = StageSpec(
+    name="cook",
+    version=1,
+    inputs=("source", "cooklist"),
+    outputs=("cooked",),
+    description="each cooked asset's payload, by the cooker of its Type",
+)
 
 
 class CookedAsset(NamedTuple):
@@ -57,8 +61,7 @@ def plan(ctx, inputs: dict) -> Plan:
         job = CookJob(asset_id, folder, files, spec, platform)
         # `files` as a tuple: the key's JSON is that of the list it was before.
         key = {"asset": asset_id, "folder": folder, "files": files, "cooker": cooker_key}
-        units.append(Unit(id=asset_id, payload=job, key=key, files=files,
-                          cost=max(1, len(files))))
+        units.append(Unit(id=asset_id, payload=job, key=key, files=files, cost=max(1, len(files))))
     return Plan(units=units)
 
 
@@ -69,8 +72,9 @@ def run(payload: CookJob, shared, reader) -> CookedAsset:
         try:
             data = reader.read_bytes(relpath)
         except FileNotFoundError:
-            raise ProjectError(f"file of asset {payload.asset_id} vanished during the build",
-                               file=relpath) from None
+            raise ProjectError(
+                f"file of asset {payload.asset_id} vanished during the build", file=relpath
+            ) from None
         files[_inner_name(relpath, payload.folder)] = data
     data = cook_files(payload.asset_id, files, payload.cooker, payload.platform)
     return CookedAsset(digest_bytes(data), len(data), data)
@@ -78,12 +82,15 @@ def run(payload: CookJob, shared, reader) -> CookedAsset:
 
 def _inner_name(relpath: str, folder: str) -> str:
     prefix = folder.rstrip("/") + "/" if folder else ""
-    return relpath[len(prefix):] if prefix and relpath.startswith(prefix) else relpath
+    return relpath[len(prefix) :] if prefix and relpath.startswith(prefix) else relpath
 
 
 def finish(ctx, inputs: dict, results) -> dict:
     """`cooked`: asset id → {digest of the stored CookedAsset, Type}, in cook-list order."""
     assets = inputs["source"].assets
-    return {"cooked": {asset_id: {"digest": results.digest(asset_id),
-                                  "type": assets[asset_id].type}
-                       for asset_id in inputs["cooklist"].cooked}}
+    return {
+        "cooked": {
+            asset_id: {"digest": results.digest(asset_id), "type": assets[asset_id].type}
+            for asset_id in inputs["cooklist"].cooked
+        }
+    }

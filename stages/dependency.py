@@ -12,14 +12,17 @@ import json
 import orjson
 
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.cooklist.closure import assets_digest, compute_cooklist
 from stages.layout.packing import source_bundles
 
-SPEC = StageSpec(name="dependency", version=1, inputs=("source",),
-                 outputs=("cooklist", "cook_summary"),
-                 config_keys=("cook", "bundles"),
-                 description="cook roots and the dependency closure")
+SPEC = StageSpec(
+    name="dependency",
+    version=1,
+    inputs=("source",),
+    outputs=("cooklist", "cook_summary"),
+    config_keys=("cook", "bundles"),
+    description="cook roots and the dependency closure",
+)
 
 REPORT = "reports/cooklist.json"
 
@@ -28,10 +31,12 @@ def plan(ctx, inputs: dict) -> Plan:
     source = inputs["source"]
     digest = source.digest or assets_digest(source.assets)
     cook, bundles = _closure_config(ctx, source)
-    unit = Unit(id="closure", payload=(cook, bundles),
-                key={"assets": digest, "external": sorted(source.external),
-                     "source_roots": source.roots},
-                cost=max(1, len(source.assets)))
+    unit = Unit(
+        id="closure",
+        payload=(cook, bundles),
+        key={"assets": digest, "external": sorted(source.external), "source_roots": source.roots},
+        cost=max(1, len(source.assets)),
+    )
     return Plan(units=[unit], shared=(source.assets, tuple(source.external), source.roots))
 
 
@@ -52,15 +57,20 @@ def run(payload, shared, reader):
 def finish(ctx, inputs: dict, results) -> dict:
     cooklist = results["closure"]
     if cooklist.missing:
-        ctx.log.warning("dependency.missing", count=len(cooklist.missing),
-                        fail=bool(cooklist.failure))
+        ctx.log.warning(
+            "dependency.missing", count=len(cooklist.missing), fail=bool(cooklist.failure)
+        )
     return {"cooklist": cooklist, "cook_summary": summarize(cooklist)}
 
 
 def summarize(cooklist) -> dict:
     """What the end of a run reports and gates on, small enough to load on a no-op rerun."""
-    return {"cooked": len(cooklist.cooked), "missing": dict(cooklist.missing),
-            "ambiguous": len(cooklist.ambiguous), "cycles": len(cooklist.cycles)}
+    return {
+        "cooked": len(cooklist.cooked),
+        "missing": dict(cooklist.missing),
+        "ambiguous": len(cooklist.ambiguous),
+        "cycles": len(cooklist.cycles),
+    }
 
 
 def publish(ctx, outputs: dict) -> None:
@@ -82,5 +92,7 @@ def verdict(build, outputs) -> list[str]:
 
 def summary(build, outputs) -> list[str]:
     cooked = outputs["cook_summary"]
-    return [f"cook list: {cooked['cooked']} assets, {len(cooked['missing'])} missing, "
-            f"{cooked['ambiguous']} ambiguous, {cooked['cycles']} cycles"]
+    return [
+        f"cook list: {cooked['cooked']} assets, {len(cooked['missing'])} missing, "
+        f"{cooked['ambiguous']} ambiguous, {cooked['cycles']} cycles"
+    ]

@@ -10,11 +10,16 @@ from typing import NamedTuple
 
 from orchestrator.hashing import digest_bytes
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.bundlefile.format import content_hash, read_toc
 
-SPEC = StageSpec(name="hash", version=1, inputs=("archived",), outputs=("bundle_files",),
-                 config_keys=("hash",), description="content and raw hashes; hashed file names")
+SPEC = StageSpec(
+    name="hash",
+    version=1,
+    inputs=("archived",),
+    outputs=("bundle_files",),
+    config_keys=("hash",),
+    description="content and raw hashes; hashed file names",
+)
 
 HASH_SUFFIX_LEN = 32
 
@@ -38,10 +43,15 @@ def bundle_file_name(bundle: str, content: str, append_hash: bool) -> str:
 
 def plan(ctx, inputs: dict) -> Plan:
     append = bool(ctx.section("hash").get("append_hash", False))
-    units = [Unit(id=name, payload=(name, archived["digest"], append),
-                  key={"bundle": name, "archived": archived["digest"], "append_hash": append},
-                  blobs=(archived["digest"],))
-             for name, archived in inputs["archived"].items()]
+    units = [
+        Unit(
+            id=name,
+            payload=(name, archived["digest"], append),
+            key={"bundle": name, "archived": archived["digest"], "append_hash": append},
+            blobs=(archived["digest"],),
+        )
+        for name, archived in inputs["archived"].items()
+    ]
     return Plan(units=units)
 
 
@@ -50,8 +60,16 @@ def run(payload, shared, reader) -> BundleFile:
     archived = reader.blob(digest)
     _, toc = read_toc(archived.data)
     content = content_hash(toc)
-    return BundleFile(name, bundle_file_name(name, content, append), len(archived.data),
-                      archived.crc32, content, digest_bytes(archived.data), len(toc), digest)
+    return BundleFile(
+        name,
+        bundle_file_name(name, content, append),
+        len(archived.data),
+        archived.crc32,
+        content,
+        digest_bytes(archived.data),
+        len(toc),
+        digest,
+    )
 
 
 def finish(ctx, inputs: dict, results) -> dict:

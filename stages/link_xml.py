@@ -13,9 +13,14 @@ from xml.sax.saxutils import quoteattr
 
 from orchestrator.typing import Plan, StageSpec, Unit
 
-SPEC = StageSpec(name="link_xml", version=2, inputs=("source", "bundles", "cooked"),
-                 outputs=("link_xml",), config_keys=("link_xml",),
-                 description="link.xml for Unity's code stripping")
+SPEC = StageSpec(
+    name="link_xml",
+    version=2,
+    inputs=("source", "bundles", "cooked"),
+    outputs=("link_xml",),
+    config_keys=("link_xml",),
+    description="link.xml for Unity's code stripping",
+)
 
 DEFAULT_ASSEMBLY = "Messiah.Runtime"  # the build file's default; kept for contexts without one
 
@@ -25,8 +30,12 @@ def qualified_type(asset_type: str, namespace: str) -> str:
     return asset_type if "." in asset_type else f"{namespace}.{asset_type}"
 
 
-def render_link_xml(types, assembly: str, namespace: str | None = None,
-                    type_assemblies: dict[str, str] | None = None) -> bytes:
+def render_link_xml(
+    types,
+    assembly: str,
+    namespace: str | None = None,
+    type_assemblies: dict[str, str] | None = None,
+) -> bytes:
     """The link.xml bytes (UTF-8, `\\n` line ends) for a collection of asset Types."""
     grouped: dict[str, set[str]] = {}
     for asset_type in types:
@@ -38,8 +47,10 @@ def render_link_xml(types, assembly: str, namespace: str | None = None,
     lines = ['<?xml version="1.0" encoding="utf-8"?>', "<linker>"]
     for owner in sorted(grouped or {assembly: set()}):
         lines.append(f"  <assembly fullname={quoteattr(owner)}>")
-        lines += [f'    <type fullname={quoteattr(name)} preserve="all"/>'
-                  for name in sorted(grouped.get(owner, ()))]
+        lines += [
+            f'    <type fullname={quoteattr(name)} preserve="all"/>'
+            for name in sorted(grouped.get(owner, ()))
+        ]
         lines.append("  </assembly>")
     lines += ["</linker>", ""]
     return "\n".join(lines).encode("utf-8")
@@ -52,10 +63,21 @@ def plan(ctx, inputs: dict) -> Plan:
     types = sorted({cooked[a]["type"] for a in packed if a in cooked})
     known = getattr(inputs["source"], "type_assemblies", None) or {}
     assemblies = {t: known[t] for t in types if t in known}
-    payload = (types, options.get("assembly") or DEFAULT_ASSEMBLY, options.get("namespace"),
-               assemblies)
-    return Plan(units=[Unit(id="link.xml", payload=payload,
-                            key={"types": types, "assemblies": sorted(assemblies.items())})])
+    payload = (
+        types,
+        options.get("assembly") or DEFAULT_ASSEMBLY,
+        options.get("namespace"),
+        assemblies,
+    )
+    return Plan(
+        units=[
+            Unit(
+                id="link.xml",
+                payload=payload,
+                key={"types": types, "assemblies": sorted(assemblies.items())},
+            )
+        ]
+    )
 
 
 def run(payload, shared, reader) -> bytes:

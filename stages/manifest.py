@@ -16,13 +16,16 @@ import orjson
 import orchestrator
 from orchestrator.hashing import digest_value
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.publishing.output import LINK_XML, MANIFEST, STAGING, publish_build
 
-SPEC = StageSpec(name="manifest", version=1,
-                 inputs=("cooklist", "cooked", "bundles", "archived", "bundle_files", "link_xml"),
-                 outputs=("manifest",), config_keys=("platform",),
-                 description="the build manifest and the staging manifest")
+SPEC = StageSpec(
+    name="manifest",
+    version=1,
+    inputs=("cooklist", "cooked", "bundles", "archived", "bundle_files", "link_xml"),
+    outputs=("manifest",),
+    config_keys=("platform",),
+    description="the build manifest and the staging manifest",
+)
 
 FORMAT = 1
 
@@ -38,30 +41,44 @@ class BuildOutput(NamedTuple):
 
 def stage_versions() -> dict[str, int]:
     from orchestrator.registry import registered_stages
+
     return {stage.name: stage.spec.version for stage in registered_stages()}
 
 
-def manifest_document(packing, bundle_files: dict, cooklist, cooked: dict, platform: str,
-                      versions: dict[str, int]) -> dict:
+def manifest_document(
+    packing, bundle_files: dict, cooklist, cooked: dict, platform: str, versions: dict[str, int]
+) -> dict:
     """The manifest as JSON-able data (deterministic: sorted keys, cook-list order)."""
     bundles = {}
     for name, bundle in packing.bundles.items():
         record = bundle_files[name]
-        bundles[name] = {"file": record.file, "size": record.size, "crc32": record.crc32,
-                         "content_hash": record.content_hash, "raw_hash": record.raw_hash,
-                         "kind": bundle.kind, "assets": list(bundle.assets),
-                         "explicit": list(bundle.explicit), "implicit": list(bundle.implicit),
-                         "dependencies": list(bundle.dependencies),
-                         "reverse_dependencies": list(bundle.reverse_dependencies),
-                         "used_by": list(bundle.used_by)}
+        bundles[name] = {
+            "file": record.file,
+            "size": record.size,
+            "crc32": record.crc32,
+            "content_hash": record.content_hash,
+            "raw_hash": record.raw_hash,
+            "kind": bundle.kind,
+            "assets": list(bundle.assets),
+            "explicit": list(bundle.explicit),
+            "implicit": list(bundle.implicit),
+            "dependencies": list(bundle.dependencies),
+            "reverse_dependencies": list(bundle.reverse_dependencies),
+            "used_by": list(bundle.used_by),
+        }
     return {
         "format": FORMAT,
-        "build": {"platform": platform, "tool_version": orchestrator.__version__,
-                  "stage_versions": dict(sorted(versions.items())),
-                  "shared_dependencies": packing.policy},
+        "build": {
+            "platform": platform,
+            "tool_version": orchestrator.__version__,
+            "stage_versions": dict(sorted(versions.items())),
+            "shared_dependencies": packing.policy,
+        },
         "bundles": bundles,
-        "assets": {a: {"type": cooked[a]["type"], "bundles": list(names)}
-                   for a, names in packing.asset_bundles.items()},
+        "assets": {
+            a: {"type": cooked[a]["type"], "bundles": list(names)}
+            for a, names in packing.asset_bundles.items()
+        },
         "cooklist": [a for a in cooklist.cooked if a in cooked],
         "missing": sorted(cooklist.missing),
         "bundle_cycles": [list(c) for c in packing.cycles],
@@ -71,10 +88,14 @@ def manifest_document(packing, bundle_files: dict, cooklist, cooked: dict, platf
 
 def staging_document(bundle_files: dict) -> dict:
     """UFS: the bundle files (and the bundle each is); NonUFS: loose files staged as they are."""
-    return {"format": FORMAT,
-            "ufs": [{"file": r.file, "bundle": r.name, "size": r.size, "raw_hash": r.raw_hash}
-                    for r in sorted(bundle_files.values(), key=lambda r: r.file)],
-            "non_ufs": sorted([LINK_XML, MANIFEST, STAGING])}
+    return {
+        "format": FORMAT,
+        "ufs": [
+            {"file": r.file, "bundle": r.name, "size": r.size, "raw_hash": r.raw_hash}
+            for r in sorted(bundle_files.values(), key=lambda r: r.file)
+        ],
+        "non_ufs": sorted([LINK_XML, MANIFEST, STAGING]),
+    }
 
 
 def to_json_bytes(document: dict) -> bytes:
@@ -87,16 +108,28 @@ def to_json_bytes(document: dict) -> bytes:
     try:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
     except orjson.JSONEncodeError:
-        return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
-                + "\n").encode()
+        return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def plan(ctx, inputs: dict) -> Plan:
-    document = manifest_document(inputs["bundles"], inputs["bundle_files"], inputs["cooklist"],
-                                 inputs["cooked"], ctx.section("platform"), stage_versions())
+    document = manifest_document(
+        inputs["bundles"],
+        inputs["bundle_files"],
+        inputs["cooklist"],
+        inputs["cooked"],
+        ctx.section("platform"),
+        stage_versions(),
+    )
     staging = staging_document(inputs["bundle_files"])
-    return Plan(units=[Unit(id="manifest", payload=(document, staging),
-                            key={"manifest": digest_value([document, staging])})])
+    return Plan(
+        units=[
+            Unit(
+                id="manifest",
+                payload=(document, staging),
+                key={"manifest": digest_value([document, staging])},
+            )
+        ]
+    )
 
 
 def run(payload, shared, reader) -> tuple[bytes, bytes]:
@@ -108,19 +141,27 @@ def finish(ctx, inputs: dict, results) -> dict:
     manifest, staging = results["manifest"]
     files = tuple(inputs["bundle_files"][name] for name in sorted(inputs["bundle_files"]))
     archived = {name: entry["digest"] for name, entry in inputs["archived"].items()}
-    return {"manifest": BuildOutput(files, archived, {LINK_XML: inputs["link_xml"], STAGING: staging},
-                                    manifest)}
+    return {
+        "manifest": BuildOutput(
+            files, archived, {LINK_XML: inputs["link_xml"], STAGING: staging}, manifest
+        )
+    }
 
 
 def publish(ctx, outputs: dict) -> None:
     """Bundles first, then link.xml and staging.json, the manifest last, then stale removal."""
     out: BuildOutput = outputs["manifest"]
-    done = publish_build(ctx, out.bundle_files,
-                         lambda name: ctx.load_result(out.archived[name]).data, out.loose,
-                         out.manifest)
+    done = publish_build(
+        ctx,
+        out.bundle_files,
+        lambda name: ctx.load_result(out.archived[name]).data,
+        out.loose,
+        out.manifest,
+    )
     if getattr(ctx, "log", None) is not None:
-        ctx.log.info("manifest.published", written=len(done["written"]),
-                     removed=len(done["removed"]))
+        ctx.log.info(
+            "manifest.published", written=len(done["written"]), removed=len(done["removed"])
+        )
 
 
 def summary(build, outputs) -> list[str]:

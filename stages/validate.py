@@ -12,20 +12,33 @@ project file is read; custom code runs there once and again, lazily, once per wo
 from __future__ import annotations
 
 from orchestrator.typing import Plan, StageSpec, Unit
-
 from stages.rules.engine import Shared, check_file, plan_files
-from stages.rules.parts import file_size, split_rules, unit_cost
 from stages.rules.loader import RuleSet, load_rules
-from stages.rules.report import (build_document, gate_fails, gate_reason, highest_severity,
-                                 render, summary_line)
+from stages.rules.parts import file_size, split_rules, unit_cost
+from stages.rules.report import (
+    build_document,
+    gate_fails,
+    gate_reason,
+    highest_severity,
+    render,
+    summary_line,
+)
 from stages.settings import rule_file_paths
 
-SPEC = StageSpec(name="validate", version=1, inputs=("files", "source", "cooklist"),
-                 outputs=("validation", "validation_summary"), config_keys=("rules",),
-                 description="check source files against the rule library")
+SPEC = StageSpec(
+    name="validate",
+    version=1,
+    inputs=("files", "source", "cooklist"),
+    outputs=("validation", "validation_summary"),
+    config_keys=("rules",),
+    description="check source files against the rule library",
+)
 
-REPORTS = {"json": "reports/validate.json", "junit": "reports/junit.xml",
-           "text": "reports/validate.txt"}
+REPORTS = {
+    "json": "reports/validate.json",
+    "junit": "reports/junit.xml",
+    "text": "reports/validate.txt",
+}
 
 
 def _cooked_files(source, cooklist, files: dict) -> set[str]:
@@ -53,9 +66,13 @@ def _load(ctx, index) -> RuleSet:
     paths = rule_file_paths(ctx.build)
     for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
         ctx.track_file(path)
-    return load_rules(paths, index=index, root=ctx.root,
-                      allow_custom_code=bool(section.get("allow_custom_code", True)),
-                      timeout=section.get("timeout"))
+    return load_rules(
+        paths,
+        index=index,
+        root=ctx.root,
+        allow_custom_code=bool(section.get("allow_custom_code", True)),
+        timeout=section.get("timeout"),
+    )
 
 
 def plan(ctx, inputs: dict) -> Plan:
@@ -69,8 +86,9 @@ def plan(ctx, inputs: dict) -> Plan:
         cooked = _cooked_files(source, inputs["cooklist"], files)
         candidates = [path for path in candidates if path in cooked]
     selected = plan_files(ruleset, ctx.root, candidates, index)
-    shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, ctx.root,
-                    section.get("timeout"))
+    shared = Shared(
+        tuple(ruleset.rules), index, ruleset.index_digest, ctx.root, section.get("timeout")
+    )
     units = []
     for relpath, positions in selected.items():
         size = file_size(ctx.root, relpath)
@@ -83,8 +101,15 @@ def plan(ctx, inputs: dict) -> Plan:
             if any(rule.func_str for rule in rules):
                 key["root"] = ctx.root  # custom code sees absolute paths
             unit_id = relpath if len(groups) == 1 else f"{relpath}#{part + 1}"
-            units.append(Unit(id=unit_id, payload=(relpath, tuple(group)), key=key,
-                              files=(relpath,), cost=unit_cost(size, rules)))
+            units.append(
+                Unit(
+                    id=unit_id,
+                    payload=(relpath, tuple(group)),
+                    key=key,
+                    files=(relpath,),
+                    cost=unit_cost(size, rules),
+                )
+            )
     # The heaviest first: executors hand units out in order, and a long unit started last
     # would leave the other workers idle at the end.
     units.sort(key=lambda unit: -unit.cost)
@@ -100,9 +125,15 @@ def finish(ctx, inputs: dict, results) -> dict:
     ruleset: RuleSet = results.plan.state
     document = build_document(ruleset, (results[unit_id] for unit_id in results))
     fail_on = ctx.section("rules").get("fail_on", "error")
-    ctx.log.info("validate.done", rules=document["rules"], checked=document["sources_checked"],
-                 failures=len(document["failures"]), rule_errors=len(document["rule_errors"]),
-                 worst=highest_severity(document), gate_fails=gate_fails(document, fail_on))
+    ctx.log.info(
+        "validate.done",
+        rules=document["rules"],
+        checked=document["sources_checked"],
+        failures=len(document["failures"]),
+        rule_errors=len(document["rule_errors"]),
+        worst=highest_severity(document),
+        gate_fails=gate_fails(document, fail_on),
+    )
     summary = {key: value for key, value in document.items() if not key.startswith("_")}
     return {"validation": document, "validation_summary": summary}
 
@@ -121,4 +152,3 @@ def verdict(build, outputs) -> list[str]:
 
 def summary(build, outputs) -> list[str]:
     return [summary_line(outputs["validation_summary"])]
-

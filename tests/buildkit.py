@@ -21,6 +21,7 @@ REPO = TESTS.parent
 def make_project(dest: Path, assets: int = 120, seed: int = 5, **settings) -> Path:
     """Generate a project under `dest`; apply build-file `settings`; return the build file."""
     from stages.sources.messiah.generator import generate_project
+
     project = generate_project(dest, assets, seed)
     build_file = Path(project.build_file)
     if settings:
@@ -36,8 +37,9 @@ def edit_build(build_file: Path, **settings) -> Path:
             data[key] = {**data[key], **value}
         else:
             data[key] = value
-    build_file.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
-                          encoding="utf-8")
+    build_file.write_text(
+        yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )
     return build_file
 
 
@@ -49,16 +51,25 @@ def cli_env(**extra: str) -> dict:
     return env
 
 
-def run_cli(*args: str, prelude: str = "", timeout: float = 300, **popen) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, prelude: str = "", timeout: float = 300, **popen
+) -> subprocess.CompletedProcess:
     """Run `orchestrate ARGS` in a fresh interpreter; `prelude` is Python run before it."""
     script = textwrap.dedent(prelude) + "\nfrom orchestrator.cli import main\nmain()\n"
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          env=popen.pop("env", None) or cli_env(), timeout=timeout, **popen)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env=popen.pop("env", None) or cli_env(),
+        timeout=timeout,
+        **popen,
+    )
 
 
 def run_inprocess(*args: str) -> int:
     """Run `orchestrate ARGS` in this process; returns the exit code."""
     from orchestrator.cli import main
+
     try:
         main(list(args))
     except SystemExit as exc:
@@ -78,8 +89,9 @@ def published(output_dir: Path) -> dict[str, bytes]:
     return found
 
 
-def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"),
-                   torn_ok: bool = False) -> list[str]:
+def cache_problems(
+    cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"), torn_ok: bool = False
+) -> list[str]:
     """Entries of a cache that fail verification (leftover temporary files are not entries).
 
     Loose blobs must match their names; every intact action-log line must name a blob the cache
@@ -89,6 +101,7 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"
     """
     from orchestrator.cache import Cache, line_checksum
     from orchestrator.errors import CacheCorrupt
+
     problems = []
     cache_dir = Path(cache_dir)
     cache = Cache(cache_dir)
@@ -117,9 +130,8 @@ def cache_problems(cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"
                     cache.get_blob(result)
                 except CacheCorrupt as exc:
                     problems.append(f"action log {path.name} line {number}: {exc}")
-        elif area in ("ac", "stat", "stages", "tree"):
-            if unseal(data) is None:
-                problems.append(f"{area} entry {path} fails its seal")
+        elif area in ("ac", "stat", "stages", "tree") and unseal(data) is None:
+            problems.append(f"{area} entry {path} fails its seal")
     return problems
 
 

@@ -28,6 +28,7 @@ HIDDEN_MARK = "/hidden-"
 
 def hide_project() -> None:
     """Worker setup hook: opening anything under a `hidden-*` folder fails like a missing mount."""
+
     def guard(path):
         text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else ""
         if HIDDEN_MARK in text and not _on_driver_node():
@@ -52,12 +53,15 @@ def hide_project() -> None:
 
 def _on_driver_node() -> bool:
     import ray
+
     return ray.get_runtime_context().get_node_id() == os.environ.get("ORCH_DRIVER_NODE")
 
 
 def _digests(output: Path) -> dict[str, str]:
     from buildkit import published
+
     from orchestrator.hashing import digest_bytes
+
     return {rel: digest_bytes(data) for rel, data in published(output).items()}
 
 
@@ -68,26 +72,34 @@ def _copy(src_build: Path, dest: Path) -> Path:
 
 def _build(build_file: Path, *extra: str) -> int:
     from buildkit import run_inprocess
+
     return run_inprocess("run", str(build_file), *extra)
 
 
 def _running_batches() -> list:
     import psutil
-    return [p for p in psutil.process_iter(["cmdline"])
-            if (p.info.get("cmdline") or [""])[0].startswith("ray::_run_batch")]
+
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if (p.info.get("cmdline") or [""])[0].startswith("ray::_run_batch")
+    ]
 
 
 def main(workdir: str) -> None:
     import ray
+    from buildkit import edit_build, make_project
     from ray.cluster_utils import Cluster
 
-    from buildkit import edit_build, make_project
-
     work = Path(workdir)
-    slow = {"command": "sh -c 'sleep 0.15; find \"$0\" -type f | sort | xargs cat > \"$1\"' "
-                       "{input} {output}", "version": "1"}
-    source = make_project(work / "source", 120, 11, cook={"cookers": {"Texture": slow}},
-                          executor={"kind": "local"})
+    slow = {
+        "command": 'sh -c \'sleep 0.15; find "$0" -type f | sort | xargs cat > "$1"\' '
+        "{input} {output}",
+        "version": "1",
+    }
+    source = make_project(
+        work / "source", 120, 11, cook={"cookers": {"Texture": slow}}, executor={"kind": "local"}
+    )
     results: dict = {"builds": {}, "codes": {}}
 
     reference = _copy(source, work / "reference")
@@ -95,8 +107,11 @@ def main(workdir: str) -> None:
     results["builds"]["reference"] = _digests(reference.parent / "build" / "out")
 
     started = time.perf_counter()
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args={"num_cpus": 0, "include_dashboard": False},
+    )
     worker_nodes = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
     results["cluster_start_seconds"] = round(time.perf_counter() - started, 2)
@@ -112,10 +127,15 @@ def main(workdir: str) -> None:
         # 2. Workers that cannot see the project: hidden from every worker process.
         tests_dir = str(Path(__file__).resolve().parent)
         path = os.pathsep.join([tests_dir, str(Path(tests_dir).parent)])
-        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": path,
-                                           "ORCH_DRIVER_NODE": cluster.head_node.node_id},
-                              "worker_process_setup_hook": "cluster_job.hide_project"})
+        ray.init(
+            address=cluster.address,
+            log_to_driver=False,
+            configure_logging=False,
+            runtime_env={
+                "env_vars": {"PYTHONPATH": path, "ORCH_DRIVER_NODE": cluster.head_node.node_id},
+                "worker_process_setup_hook": "cluster_job.hide_project",
+            },
+        )
         hidden = _copy(source, work / "hidden-shipped")
         results["codes"]["hidden_shipped"] = _build(hidden, "--executor", "ray")
         results["builds"]["hidden_shipped"] = _digests(hidden.parent / "build" / "out")
@@ -148,8 +168,9 @@ def main(workdir: str) -> None:
         results["codes"]["node_removed"] = _build(removed, "--executor", "ray")
         events["finished_at"] = time.time()
         thread.join(timeout=60)
-        results["node_removed_mid_build"] = ("removed_at" in events
-                                             and events["removed_at"] < events["finished_at"])
+        results["node_removed_mid_build"] = (
+            "removed_at" in events and events["removed_at"] < events["finished_at"]
+        )
         results["builds"]["node_removed"] = _digests(removed.parent / "build" / "out")
         results["nodes_alive_after"] = len([n for n in ray.nodes() if n["Alive"]])
     finally:

@@ -23,9 +23,17 @@ def shared_dir() -> Path:
 def ray_local():
     """A local Ray with two workers for the whole session (started once: it costs seconds)."""
     import os
+
     import ray
+
     if not ray.is_initialized():
         path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            runtime_env={"env_vars": {"PYTHONPATH": path}},
+        )
     yield ray

@@ -30,11 +30,14 @@ def repository_xml(items: list[Item], bom: bool = False) -> bytes:
     parts = ['<?xml version="1.0" encoding="utf-8"?>\n<Repository>\n  <Items>\n']
     for item in items:
         deps = "".join(f"<Deps>{d}</Deps>" for d in item.deps)
-        annos = "".join(f"<Anno><Key>{escape(k)}</Key><Value>{escape(v)}</Value></Anno>"
-                        for k, v in item.annos)
-        parts.append(f"    <Item><Type>{item.type}</Type><Flags>0</Flags><GUID>{item.guid}</GUID>"
-                     f"<Package>{escape(item.package)}</Package>{deps}<Name>{escape(item.name)}</Name>"
-                     f"<Annotation><SourcePath />{annos}</Annotation></Item>\n")
+        annos = "".join(
+            f"<Anno><Key>{escape(k)}</Key><Value>{escape(v)}</Value></Anno>" for k, v in item.annos
+        )
+        parts.append(
+            f"    <Item><Type>{item.type}</Type><Flags>0</Flags><GUID>{item.guid}</GUID>"
+            f"<Package>{escape(item.package)}</Package>{deps}<Name>{escape(item.name)}</Name>"
+            f"<Annotation><SourcePath />{annos}</Annotation></Item>\n"
+        )
     parts.append("  </Items>\n</Repository>\n")
     data = "".join(parts).encode("utf-8")
     return b"\xef\xbb\xbf" + data if bom else data
@@ -63,10 +66,19 @@ def write_repository(root: Path, repo: str, items: list[Item], bom: bool = False
 
 def write_world(root: Path, path: str, levels: list[str]) -> None:
     body = "".join(f"<Level><Path>{escape(level)}</Path></Level>" for level in levels)
-    write(root, path, f'<?xml version="1.0" encoding="utf-8"?>\n<World><Levels>{body}</Levels></World>\n')
+    write(
+        root,
+        path,
+        f'<?xml version="1.0" encoding="utf-8"?>\n<World><Levels>{body}</Levels></World>\n',
+    )
 
 
 def write_level(root: Path, path: str, guids: list[str]) -> None:
-    body = "".join(f"<Entity><Name>e{n}</Name><Resource>{g}</Resource></Entity>"
-                   for n, g in enumerate(guids))
-    write(root, path, f'<?xml version="1.0" encoding="utf-8"?>\n<Level><Entities>{body}</Entities></Level>\n')
+    body = "".join(
+        f"<Entity><Name>e{n}</Name><Resource>{g}</Resource></Entity>" for n, g in enumerate(guids)
+    )
+    write(
+        root,
+        path,
+        f'<?xml version="1.0" encoding="utf-8"?>\n<Level><Entities>{body}</Entities></Level>\n',
+    )

@@ -64,8 +64,9 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
     return root
 
 
-def make_index(root: Path, resources: dict[str, dict] | None = None,
-               ilevels: tuple[str, ...] = ()) -> MessiahIndex:
+def make_index(
+    root: Path, resources: dict[str, dict] | None = None, ilevels: tuple[str, ...] = ()
+) -> MessiahIndex:
     """An index by hand: `resources` maps GUID → {"type", "name", "package", "file", "deps",
     "in_repo" (default True), "source"}; file paths are project-relative."""
     base = root.as_posix()
@@ -74,22 +75,40 @@ def make_index(root: Path, resources: dict[str, dict] | None = None,
     for guid, info in (resources or {}).items():
         if info.get("in_repo", True):
             package, name = info.get("package", "Pkg"), info.get("name", guid[:8])
-            index.res_in_repo[guid] = (MessiahResource(
-                guid, package, name, info.get("type", "Material"), tuple(info.get("deps", ())),
-                "Repository", f"{package}/{name}", repo_path),)
+            index.res_in_repo[guid] = (
+                MessiahResource(
+                    guid,
+                    package,
+                    name,
+                    info.get("type", "Material"),
+                    tuple(info.get("deps", ())),
+                    "Repository",
+                    f"{package}/{name}",
+                    repo_path,
+                ),
+            )
             index.res_virt_info.setdefault(f"{package}/{name}", ())
             index.res_virt_info[f"{package}/{name}"] += index.res_in_repo[guid]
         if info.get("file"):
             source = info.get("source")
-            index.res_in_disk[guid] = (ResourceFile(
-                guid, "Repository", info.get("type", "Material"), f"{base}/{info['file']}", None,
-                None, f"{base}/{source}" if source else None),)
+            index.res_in_disk[guid] = (
+                ResourceFile(
+                    guid,
+                    "Repository",
+                    info.get("type", "Material"),
+                    f"{base}/{info['file']}",
+                    None,
+                    None,
+                    f"{base}/{source}" if source else None,
+                ),
+            )
     index.ilevels = frozenset(f"{base}/{rel}" for rel in ilevels)
     return index
 
 
-def run_rules(root: Path, rules: list[dict] | str, index: MessiahIndex | None = None,
-              **options) -> dict:
+def run_rules(
+    root: Path, rules: list[dict] | str, index: MessiahIndex | None = None, **options
+) -> dict:
     """Write `rules` (YAML text or rule dicts) next to the project and validate it."""
     rule_file = root.parent / f"{root.name}_rules.yaml"
     text = rules if isinstance(rules, str) else yaml.safe_dump(rules, allow_unicode=True)
@@ -101,5 +120,8 @@ def run_rules(root: Path, rules: list[dict] | str, index: MessiahIndex | None = 
 
 def failures_of(document: dict, rule: str | None = None) -> list[tuple]:
     """(rule, source, via, errors) of each failure, optionally of one rule."""
-    return [(f["rule"], f["source"], f["via"], f["errors"]) for f in document["failures"]
-            if rule is None or f["rule"] == rule]
+    return [
+        (f["rule"], f["source"], f["via"], f["errors"])
+        for f in document["failures"]
+        if rule is None or f["rule"] == rule
+    ]

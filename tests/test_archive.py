@@ -12,7 +12,8 @@ import zstandard
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes, dumps
 from orchestrator.reads import Reader
-from stages import archive, hash as hash_stage, write
+from stages import archive, write
+from stages import hash as hash_stage
 from stages.bundlefile.format import BundleReader, compress, read_toc
 from stages.cook import CookedAsset
 
@@ -27,13 +28,17 @@ def _blob_reader(*values):
 def _written():
     cooked = [CookedAsset(digest_bytes(p), len(p), p) for p in PAYLOADS.values()]
     reader, digests = _blob_reader(*cooked)
-    entries = tuple(sorted((asset_id, f"name of {asset_id}", digest)
-                           for asset_id, digest in zip(PAYLOADS, digests)))
+    entries = tuple(
+        sorted(
+            (asset_id, f"name of {asset_id}", digest) for asset_id, digest in zip(PAYLOADS, digests)
+        )
+    )
     return write.run(entries, None, reader)
 
 
-@pytest.mark.parametrize("codec,level", [("none", 0), ("lz4", 0), ("lz4", 9), ("zstd", 1),
-                                         ("zstd", 19)])
+@pytest.mark.parametrize(
+    "codec,level", [("none", 0), ("lz4", 0), ("lz4", 9), ("zstd", 1), ("zstd", 19)]
+)
 def test_archive_compresses_per_entry_and_takes_crc32(codec, level):
     """The archived bundle has the codec in its header, every entry readable, and its CRC32."""
     written = _written()
@@ -73,19 +78,32 @@ def test_hash_names_the_file_after_the_content_hash(append):
     assert record.size == len(archived.data) and record.crc32 == archived.crc32
     assert record.file == (f"maps/Town_{record.content_hash[:32]}" if append else "maps/Town")
     # The same entries compressed differently keep the content hash (and so the file name).
-    reader, (other,) = _blob_reader(archive.run((digest, "lz4", 1), None, _blob_reader(_written())[0]))
-    assert hash_stage.run(("maps/Town", other, append), None, reader).content_hash == \
-        record.content_hash
+    reader, (other,) = _blob_reader(
+        archive.run((digest, "lz4", 1), None, _blob_reader(_written())[0])
+    )
+    assert (
+        hash_stage.run(("maps/Town", other, append), None, reader).content_hash
+        == record.content_hash
+    )
 
 
 def test_write_keys_on_cooked_digests_only():
     """The write unit's key is the entries (id, name, cooked digest): same cook, same key."""
-    source = SimpleNamespace(assets={
-        "g": SimpleNamespace(kind="resource", virtual_paths=("UI/Icon",), name="Icon", id="g")})
+    source = SimpleNamespace(
+        assets={
+            "g": SimpleNamespace(kind="resource", virtual_paths=("UI/Icon",), name="Icon", id="g")
+        }
+    )
     bundles = SimpleNamespace(bundles={"ui": SimpleNamespace(assets=("g",))})
-    plan1 = write.plan(None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d1"}}})
-    plan2 = write.plan(None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d1"}}})
-    plan3 = write.plan(None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d2"}}})
+    plan1 = write.plan(
+        None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d1"}}}
+    )
+    plan2 = write.plan(
+        None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d1"}}}
+    )
+    plan3 = write.plan(
+        None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d2"}}}
+    )
     assert plan1.units[0].key == plan2.units[0].key != plan3.units[0].key
     assert plan1.units[0].blobs == ("d1",)
     assert plan1.units[0].payload == (("g", "UI/Icon", "d1"),)

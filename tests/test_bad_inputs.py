@@ -1,4 +1,5 @@
-"""Bad input: every case of tests/data/bad/cases.yaml gives its exit code and a message naming the file and the problem."""
+"""Bad input: every case of tests/data/bad/cases.yaml gives its exit code and a message naming
+the file and the problem."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from buildkit import run_cli, snapshot
 
 BAD = Path(__file__).resolve().parent / "data" / "bad"
@@ -37,12 +37,16 @@ def _make(case_dir: Path, spec: dict) -> None:
             for _ in range(int(spec.get("megabytes", 64))):
                 handle.write(block)
     elif kind == "huge_line":  # one enormous text node
-        path.write_bytes(b"<Resource><Name>" + b"x" * (int(spec.get("megabytes", 32)) << 20)
-                         + b"</Name></Resource>\n")
+        path.write_bytes(
+            b"<Resource><Name>"
+            + b"x" * (int(spec.get("megabytes", 32)) << 20)
+            + b"</Name></Resource>\n"
+        )
     elif kind == "deep_xml":
         depth = int(spec.get("depth", 100_000))
-        path.write_bytes(b"<Resource><Name>Deep</Name>" + b"<a>" * depth + b"</a>" * depth
-                         + b"</Resource>\n")
+        path.write_bytes(
+            b"<Resource><Name>Deep</Name>" + b"<a>" * depth + b"</a>" * depth + b"</Resource>\n"
+        )
     elif kind == "fifo":
         os.mkfifo(path)
     elif kind == "directory":
@@ -103,7 +107,8 @@ def test_bad_input(tmp_path, case):
         assert path.is_file(), f"{report} was not written\n{text[-3000:]}"
         text += "\n" + path.read_text(encoding="utf-8")
     assert proc.returncode == case["exit"], (
-        f"{case['id']}: exit {proc.returncode}, expected {case['exit']}\n{text[-4000:]}")
+        f"{case['id']}: exit {proc.returncode}, expected {case['exit']}\n{text[-4000:]}"
+    )
     for fragment in case.get("expect", []):
         fragment = fragment.replace("{case}", str(case_dir))
         assert fragment in text, f"{case['id']}: {fragment!r} not in the message\n{text[-4000:]}"

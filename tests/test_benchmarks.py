@@ -23,6 +23,7 @@ import report  # noqa: E402
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> common.Project:
     from stages.sources.messiah.generator import generate_project
+
     dest = tmp_path_factory.mktemp("bench") / "messiah-100-seed3"
     generate_project(dest, 100, 3)
     return common.Project(100, 3, dest)
@@ -33,10 +34,14 @@ def test_edits_change_what_they_say_and_are_undone(project):
     original = targets.texture_xml.read_bytes()
     mtime = targets.texture_xml.stat().st_mtime_ns
     width = common.change_width(1)(original)
-    assert width != original and b"<Width>" in width and len(width) in (len(original),
-                                                                          len(original) + 1)
-    assert common.reindent(2)(original).replace(b" ", b"").replace(b"\n", b"") == \
-        original.replace(b" ", b"").replace(b"\n", b"")
+    assert (
+        width != original
+        and b"<Width>" in width
+        and len(width) in (len(original), len(original) + 1)
+    )
+    assert common.reindent(2)(original).replace(b" ", b"").replace(b"\n", b"") == original.replace(
+        b" ", b""
+    ).replace(b"\n", b"")
     repo = targets.repository.read_bytes()
     renamed = common.change_item_name(targets.guid, 3)(repo)
     assert len(renamed) == len(repo) + 3 and b"_b3</Name>" in renamed
@@ -77,19 +82,21 @@ def test_ninja_file_has_an_edge_per_asset_and_reruns_as_a_noop(project):
     assert common.ninja_noop(ninja_dir) > 0
     targets = common.pick_edit_targets(project)
     with common.edited(project, targets.texture_xml, common.change_width(1)):
-        done = subprocess.run(["ninja", "-C", str(ninja_dir), "-n"], capture_output=True,
-                              text=True)
+        done = subprocess.run(["ninja", "-C", str(ninja_dir), "-n"], capture_output=True, text=True)
         assert "no work to do" not in done.stdout  # the edit makes its edge dirty
 
 
 def test_targets_are_judged_from_the_figures():
-    figures = {"noop": {"median": 0.3, "ray_imported": False},
-               "floor.ninja_noop": {"median": 0.2},
-               "cold.ray2": {"median": 100.0, "driver_peak_rss": 500 * 2**20},
-               "edit.attribute": {"median": 2.0},
-               "floor.read_parse.p2": {"median": 40.0},
-               "validate.ray1": {"median": 10.0}, "validate.ray2": {"median": 6.0},
-               "validate.per_rule": {"median": 300.0, "extrapolated": True}}
+    figures = {
+        "noop": {"median": 0.3, "ray_imported": False},
+        "floor.ninja_noop": {"median": 0.2},
+        "cold.ray2": {"median": 100.0, "driver_peak_rss": 500 * 2**20},
+        "edit.attribute": {"median": 2.0},
+        "floor.read_parse.p2": {"median": 40.0},
+        "validate.ray1": {"median": 10.0},
+        "validate.ray2": {"median": 6.0},
+        "validate.per_rule": {"median": 300.0, "extrapolated": True},
+    }
     verdicts = {row["target"]: row["met"] for row in report.targets(figures)}
     assert list(verdicts.values()) == [True, True, False, False, True, True]
     assert all(v is None for v in (row["met"] for row in report.targets({})))

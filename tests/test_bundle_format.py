@@ -9,14 +9,26 @@ import pytest
 
 from orchestrator.errors import ConfigError, ProjectError
 from orchestrator.hashing import digest_bytes
-from stages.bundlefile.format import (HEADER_SIZE, MAGIC, BundleFormatError, BundleReader, Entry,
-                                  build_bundle, content_hash, iter_entries, read_toc, recompress)
+from stages.bundlefile.format import (
+    HEADER_SIZE,
+    MAGIC,
+    BundleFormatError,
+    BundleReader,
+    Entry,
+    build_bundle,
+    content_hash,
+    iter_entries,
+    read_toc,
+    recompress,
+)
 from stages.bundlefile.inspect import extract_entry, format_listing, inspect_bundle
 
-ENTRIES = [Entry("e5ce0940-f689-404d-968f-775317804069", "Test/Wall", b"wall " * 200),
-           Entry("Worlds/Town.iworld", "Town.iworld", b"<World/>"),
-           Entry("14fa3a0-empty", "Test/Empty", b""),
-           Entry("9dc97d9a-64b5-49fb-acfa-c1704ebc2ef2", "Common/Hole_tex", bytes(range(256)) * 8)]
+ENTRIES = [
+    Entry("e5ce0940-f689-404d-968f-775317804069", "Test/Wall", b"wall " * 200),
+    Entry("Worlds/Town.iworld", "Town.iworld", b"<World/>"),
+    Entry("14fa3a0-empty", "Test/Empty", b""),
+    Entry("9dc97d9a-64b5-49fb-acfa-c1704ebc2ef2", "Common/Hole_tex", bytes(range(256)) * 8),
+]
 
 
 @pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
@@ -50,7 +62,7 @@ def test_random_access_reads_only_the_entry_asked_for():
     header, toc = read_toc(bytes(data))
     wall = next(row for row in toc if row.name == "Test/Wall")
     start = header.data_offset + wall.offset
-    data[start:start + wall.stored_size] = b"\xff" * wall.stored_size
+    data[start : start + wall.stored_size] = b"\xff" * wall.stored_size
     reader = BundleReader(io.BytesIO(bytes(data)))
     assert reader.read("Worlds/Town.iworld") == b"<World/>"
     assert reader.read("Common/Hole_tex") == bytes(range(256)) * 8  # found by name
@@ -61,7 +73,9 @@ def test_random_access_reads_only_the_entry_asked_for():
 def test_content_hash_ignores_codec_but_not_payloads():
     """Recompressing keeps the content hash; changing one payload changes it."""
     plain = build_bundle(ENTRIES)
-    hashes = {content_hash(read_toc(recompress(plain, codec, 3))[1]) for codec in ("none", "lz4", "zstd")}
+    hashes = {
+        content_hash(read_toc(recompress(plain, codec, 3))[1]) for codec in ("none", "lz4", "zstd")
+    }
     assert len(hashes) == 1
     changed = build_bundle(ENTRIES[:-1] + [Entry(ENTRIES[-1].id, ENTRIES[-1].name, b"other")])
     assert content_hash(read_toc(changed)[1]) not in hashes
@@ -81,7 +95,7 @@ def test_damaged_bundles_are_refused(damage):
     elif damage == "version":
         data[8:12] = struct.pack("<I", 99)
     else:
-        data = data[:HEADER_SIZE + 10]
+        data = data[: HEADER_SIZE + 10]
     with pytest.raises(BundleFormatError):
         read_toc(bytes(data))
 

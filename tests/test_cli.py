@@ -23,13 +23,19 @@ def write_build(tmp_path, text):
     return path
 
 
-@pytest.mark.parametrize("text, key, expected", [
-    ("project: project\ncook:\n  mpas: []\n", "cook.mpas", "did you mean 'maps'"),
-    ("project: project\nexecutor:\n  workers: many\n", "executor.workers", "'many'"),
-    ("project: missing-folder\n", "project", "does not exist"),
-    ("project: project\nbundles:\n  shared_dependencies: share\n", "bundles.shared_dependencies",
-     "'share'"),
-])
+@pytest.mark.parametrize(
+    "text, key, expected",
+    [
+        ("project: project\ncook:\n  mpas: []\n", "cook.mpas", "did you mean 'maps'"),
+        ("project: project\nexecutor:\n  workers: many\n", "executor.workers", "'many'"),
+        ("project: missing-folder\n", "project", "does not exist"),
+        (
+            "project: project\nbundles:\n  shared_dependencies: share\n",
+            "bundles.shared_dependencies",
+            "'share'",
+        ),
+    ],
+)
 def test_bad_build_file_exits_2_naming_file_and_key(tmp_path, capsys, text, key, expected):
     """A bad build file exits 2 with the file, the key and what was wrong, without a traceback."""
     path = write_build(tmp_path, text)
@@ -48,6 +54,7 @@ def test_missing_build_file_exits_2(tmp_path, capsys):
 def test_locked_output_exits_4(tmp_path, capsys):
     """A second run on an output folder in use exits 4 with a clear message."""
     from orchestrator.lock import OutputLock
+
     path = write_build(tmp_path, "project: project\n")
     with OutputLock(tmp_path / "build" / "out"):
         assert run_cli("run", str(path)) == 4
@@ -57,13 +64,19 @@ def test_locked_output_exits_4(tmp_path, capsys):
 def test_cache_commands_work_on_an_empty_cache(tmp_path, capsys):
     """cache stats, gc and clear succeed on a cache that does not exist yet."""
     path = write_build(tmp_path, "project: project\n")
-    for args in (("cache", "stats", str(path)), ("cache", "gc", str(path), "--max-size", "1M"),
-                 ("cache", "clear", str(path))):
+    for args in (
+        ("cache", "stats", str(path)),
+        ("cache", "gc", str(path), "--max-size", "1M"),
+        ("cache", "clear", str(path)),
+    ):
         assert run_cli(*args) == 0
 
 
 def test_help_does_not_import_ray():
     """Starting the CLI (help) never imports Ray."""
-    code = "import sys; from orchestrator.cli import main\ntry:\n main(['--help'])\nexcept SystemExit: pass\nprint('ray' in sys.modules)"
+    code = (
+        "import sys; from orchestrator.cli import main\ntry:\n main(['--help'])\n"
+        "except SystemExit: pass\nprint('ray' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("False")

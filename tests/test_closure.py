@@ -10,6 +10,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from messiah_projects import Item, guid, write_level, write_repository, write_world  # noqa: E402
+
 from stages import dependency  # noqa: E402
 from stages.algorithms.globs import glob_regex  # noqa: E402
 from stages.cooklist.closure import compute_cooklist  # noqa: E402
@@ -21,9 +22,12 @@ A, B, C, D, E, F = (guid(n) for n in range(1, 7))
 
 def town(tmp_path, extra_items=(), level_guids=(A,)):
     """World W → level L → A → B (hard) → C (soft, anno); plus extra items."""
-    items = [Item(A, "a", "Props", deps=(B,)),
-             Item(B, "b", "Props", annos=(("CollisionShape", C),)),
-             Item(C, "c", "Props"), *extra_items]
+    items = [
+        Item(A, "a", "Props", deps=(B,)),
+        Item(B, "b", "Props", annos=(("CollisionShape", C),)),
+        Item(C, "c", "Props"),
+        *extra_items,
+    ]
     write_repository(tmp_path, "Repo", items)
     write_world(tmp_path, "Worlds/W.iworld", ["Levels/L.ilevel"])
     write_level(tmp_path, "Levels/L.ilevel", list(level_guids))
@@ -42,8 +46,9 @@ def test_maps_root_follows_world_level_hard_and_soft_references(tmp_path):
 def test_follow_soft_references_false_stops_at_soft_edges(tmp_path):
     """Without soft references the Anno target is not cooked."""
     assets = town(tmp_path)
-    cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"],
-                                         "follow_soft_references": False})
+    cooklist = compute_cooklist(
+        assets, {"maps": ["Worlds/W.iworld"], "follow_soft_references": False}
+    )
     assert C not in cooklist.cooked and B in cooklist.cooked
 
 
@@ -67,8 +72,11 @@ def test_always_cook_prefix_matches_virtual_path_or_folder(tmp_path):
 
 def test_never_cook_wins_and_its_references_are_reported_with_chain(tmp_path):
     """A reference into never_cook is neither cooked nor traversed, and reported with its chain."""
-    assets = town(tmp_path, [Item(D, "dbg", "Dev/Debug", deps=(E,)), Item(E, "e", "Props")],
-                  level_guids=(A, D))
+    assets = town(
+        tmp_path,
+        [Item(D, "dbg", "Dev/Debug", deps=(E,)), Item(E, "e", "Props")],
+        level_guids=(A, D),
+    )
     cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"], "never_cook": ["Dev/"]})
     assert D not in cooklist.cooked and E not in cooklist.cooked
     reason = cooklist.never_cook_refs[D]
@@ -92,14 +100,16 @@ def test_cultures_root_only_listed_l10n_variants(tmp_path):
     assets = town(tmp_path, [Item(D, "t", "UI/L10N/zh-Hans/Text"), Item(E, "t", "UI/L10N/en/Text")])
     cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"], "cultures": ["zh-Hans"]})
     assert D in cooklist.cooked and E not in cooklist.cooked
-    answer, = why(assets, cooklist, E, {"cultures": ["zh-Hans"]})
+    (answer,) = why(assets, cooklist, E, {"cultures": ["zh-Hans"]})
     assert not answer.cooked and "culture en" in answer.reason
 
 
 def test_no_roots_falls_back_to_everything_but_editor_and_l10n(tmp_path):
     """With no roots, every asset is cooked except editor content and L10N/ variants."""
-    assets = town(tmp_path, [Item(D, "g", "Editor/Tools"), Item(E, "t", "L10N/en/Text"),
-                             Item(F, "lonely", "Misc")])
+    assets = town(
+        tmp_path,
+        [Item(D, "g", "Editor/Tools"), Item(E, "t", "L10N/en/Text"), Item(F, "lonely", "Misc")],
+    )
     cooklist = compute_cooklist(assets, {})
     assert set(cooklist.cooked) == {"Worlds/W.iworld", "Levels/L.ilevel", A, B, C, F}
     assert cooklist.roots["all"][:2] == ["Worlds/W.iworld", "Levels/L.ilevel"]
@@ -110,8 +120,12 @@ def test_no_roots_falls_back_to_everything_but_editor_and_l10n(tmp_path):
 def test_layout_named_assets_are_roots_after_the_cook_roots(tmp_path):
     """An asset named by a layout include glob is cooked; one already reached keeps its chain."""
     assets = town(tmp_path, [Item(D, "icon", "UI/Icons")])
-    bundles = {"layout": [{"name": "ui", "include": ["UI/**"]},
-                          {"name": "props", "include": ["Props/*"], "exclude": ["Props/c"]}]}
+    bundles = {
+        "layout": [
+            {"name": "ui", "include": ["UI/**"]},
+            {"name": "props", "include": ["Props/*"], "exclude": ["Props/c"]},
+        ]
+    }
     cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"]}, bundles)
     assert cooklist.roots["layout"] == [D, A, B]
     assert cooklist.cooked[-1] == D and cooklist.chains[D] == (D,)
@@ -121,8 +135,9 @@ def test_layout_named_assets_are_roots_after_the_cook_roots(tmp_path):
 def test_maps_all_layout_names_worlds_and_levels(tmp_path):
     """`maps: all` names each cook.maps world and its levels."""
     assets = town(tmp_path)
-    cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"]},
-                                {"layout": [{"name": "maps/{stem}", "maps": "all"}]})
+    cooklist = compute_cooklist(
+        assets, {"maps": ["Worlds/W.iworld"]}, {"layout": [{"name": "maps/{stem}", "maps": "all"}]}
+    )
     assert cooklist.roots["layout"] == ["Worlds/W.iworld", "Levels/L.ilevel"]
 
 
@@ -130,22 +145,26 @@ def test_missing_references_are_reported_once_with_chain_and_can_fail(tmp_path):
     """No item, or an item without folder, is missing once, with the referrer's chain;
     fail_on_missing sets the failure the CLI turns into exit 1."""
     ghost = guid(77)
-    assets = town(tmp_path, [Item(D, "nofolder", "Props", folder=False)],
-                  level_guids=(A, ghost, D, ghost))
+    assets = town(
+        tmp_path, [Item(D, "nofolder", "Props", folder=False)], level_guids=(A, ghost, D, ghost)
+    )
     cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"]})
     assert cooklist.missing[ghost] == "no repository item; chain Worlds/W.iworld > Levels/L.ilevel"
     assert cooklist.missing[D].startswith("repository item without a resource folder; chain")
     assert cooklist.failure == ""
     failing = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"], "fail_on_missing": True})
     assert failing.failure and failing.to_json()["failure"]
-    answer, = why(assets, cooklist, ghost)
+    (answer,) = why(assets, cooklist, ghost)
     assert answer.reason.startswith("missing: no repository item")
 
 
 def test_cycles_are_cooked_and_reported_once(tmp_path):
     """A → B → A is legal: both cooked, the cycle reported once starting at the first reached."""
-    write_repository(tmp_path, "Repo", [Item(A, "a", "P", deps=(B,)), Item(B, "b", "P", deps=(A,)),
-                                        Item(C, "c", "P", deps=(C,))])
+    write_repository(
+        tmp_path,
+        "Repo",
+        [Item(A, "a", "P", deps=(B,)), Item(B, "b", "P", deps=(A,)), Item(C, "c", "P", deps=(C,))],
+    )
     assets = collect_project(str(tmp_path)).assets
     cooklist = compute_cooklist(assets, {"startup": [A, C]})
     assert set(cooklist.cooked) == {A, B, C}
@@ -168,13 +187,13 @@ def test_why_by_virtual_path_and_folder_and_unreachable(tmp_path):
     write_level(tmp_path, "Levels/Spare.ilevel", [])
     assets = collect_project(str(tmp_path)).assets
     cooklist = compute_cooklist(assets, {"maps": ["Worlds/W.iworld"]})
-    answer, = why(assets, cooklist, "Props/b")
+    (answer,) = why(assets, cooklist, "Props/b")
     assert answer.cooked and answer.chain == ("Worlds/W.iworld", "Levels/L.ilevel", A, B)
-    answer, = why(assets, cooklist, f"Repo/Misc/{D}")
+    (answer,) = why(assets, cooklist, f"Repo/Misc/{D}")
     assert not answer.cooked and "unreachable" in answer.reason
-    answer, = why(assets, cooklist, "Levels/Spare.ilevel")
+    (answer,) = why(assets, cooklist, "Levels/Spare.ilevel")
     assert "no cooked world uses it" in answer.reason
-    answer, = why(assets, cooklist, "Dev/never")
+    (answer,) = why(assets, cooklist, "Dev/never")
     assert "not found" in answer.reason
 
 
@@ -187,13 +206,17 @@ def test_graph_exports_and_text(tmp_path):
     assert all(n["cooked"] for n in graph["nodes"])
     json.dumps(graph)
     dot = graph_dot(assets, cooklist)
-    assert dot.startswith("digraph") and f'"{B}" -> "{C}" [label="CollisionShape", style=dashed]' in dot
+    assert (
+        dot.startswith("digraph")
+        and f'"{B}" -> "{C}" [label="CollisionShape", style=dashed]' in dot
+    )
     assert f"{C}  <- Worlds/W.iworld > Levels/L.ilevel > {A} > {B} > {C}" in cooklist_text(cooklist)
 
 
 def test_glob_semantics():
     """`**` crosses folders, `*` stays within one name."""
     import re
+
     assert re.fullmatch(glob_regex("UI/**"), "UI/Icons/a")
     assert re.fullmatch(glob_regex("Props/*"), "Props/a")
     assert not re.fullmatch(glob_regex("Props/*"), "Props/x/a")
@@ -205,11 +228,15 @@ def test_dependency_stage_plans_one_unit_and_publishes_the_report(tmp_path):
     assets = town(tmp_path)
     source = collect_project(str(tmp_path))
     published = {}
-    sections = {"cook": {"maps": ["Worlds/W.iworld"], "cookers": {}, "fail_on_missing": True},
-                "bundles": {"layout": [], "shared_dependencies": "extract"}}
-    ctx = SimpleNamespace(section=sections.__getitem__,
-                          publish_bytes=lambda path, data: published.__setitem__(path, data),
-                          log=SimpleNamespace(warning=lambda *a, **k: None))
+    sections = {
+        "cook": {"maps": ["Worlds/W.iworld"], "cookers": {}, "fail_on_missing": True},
+        "bundles": {"layout": [], "shared_dependencies": "extract"},
+    }
+    ctx = SimpleNamespace(
+        section=sections.__getitem__,
+        publish_bytes=lambda path, data: published.__setitem__(path, data),
+        log=SimpleNamespace(warning=lambda *a, **k: None),
+    )
     plan = dependency.plan(ctx, {"source": source})
     (unit,) = plan.units
     result = dependency.run(unit.payload, plan.shared, None)

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from buildkit import TESTS, cli_env
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -23,11 +22,16 @@ def cluster_results(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster")
     env = cli_env()
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, str(TESTS / "cluster_job.py"), str(work)],
-                          capture_output=True, text=True, env=env, timeout=600)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")), None)
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "cluster_job.py"), str(work)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    line = next((out for out in proc.stdout.splitlines() if out.startswith("RESULTS ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return json.loads(line[len("RESULTS "):])
+    return json.loads(line[len("RESULTS ") :])
 
 
 def test_a_build_through_executor_address_equals_a_local_build(cluster_results):

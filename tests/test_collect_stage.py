@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from buildkit import make_project
+
 from orchestrator.config import load_build
 from orchestrator.observe import setup_logging
 from orchestrator.scheduler import RunOptions, run_build
@@ -27,8 +28,9 @@ def test_editing_one_attribute_file_reparses_only_its_unit(tmp_path):
     assert units > 3
     texture = sorted((tmp_path / "project").rglob("texture.xml"))[0]
     relpath = texture.relative_to(tmp_path / "project").as_posix()
-    texture.write_text(texture.read_text(encoding="utf-8").replace("<Width>", "<Width> "),
-                       encoding="utf-8")
+    texture.write_text(
+        texture.read_text(encoding="utf-8").replace("<Width>", "<Width> "), encoding="utf-8"
+    )
     second = build(build_file)
     collect = report(second, "collect")
     assert (collect.units, collect.built) == (units, 1)
@@ -52,10 +54,14 @@ def test_adding_a_level_changes_the_cook_list(tmp_path):
     world = sorted((tmp_path / "project" / "Worlds").glob("*.iworld"))[0]
     level = tmp_path / "project" / "Levels" / "Added.ilevel"
     guid = next(g for g in before.cooked if len(g) == 36)
-    level.write_text(f"<Level><Entities><Entity><Resource>{guid}</Resource></Entity>"
-                     f"</Entities></Level>", encoding="utf-8")
+    level.write_text(
+        f"<Level><Entities><Entity><Resource>{guid}</Resource></Entity></Entities></Level>",
+        encoding="utf-8",
+    )
     text = world.read_text(encoding="utf-8")
-    world.write_text(text.replace("</Levels>", "<Level><Path>Levels/Added.ilevel</Path></Level>"
-                                              "</Levels>"), encoding="utf-8")
+    world.write_text(
+        text.replace("</Levels>", "<Level><Path>Levels/Added.ilevel</Path></Level></Levels>"),
+        encoding="utf-8",
+    )
     after = build(build_file).outputs["cooklist"]
     assert "Levels/Added.ilevel" in after.cooked and "Levels/Added.ilevel" not in before.cooked

@@ -69,7 +69,9 @@ def test_invalid_yaml_names_the_line(tmp_path):
 
 def test_layout_entry_errors_point_into_the_list(tmp_path):
     """An unknown key inside a layout entry names its list position."""
-    path = write(tmp_path, "project: project\nbundles:\n  layout:\n    - name: ui\n      inclde: [a]\n")
+    path = write(
+        tmp_path, "project: project\nbundles:\n  layout:\n    - name: ui\n      inclde: [a]\n"
+    )
     with pytest.raises(ConfigError) as err:
         load_build(path)
     assert err.value.key == "bundles.layout.0.inclde"

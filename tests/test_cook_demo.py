@@ -16,8 +16,10 @@ from stages.sources.messiah.reader import build_index, collect_project
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 DEMO = SHARED / "examples" / "demo"
 
-pytestmark = [pytest.mark.shared,
-              pytest.mark.skipif(not DEMO.is_dir(), reason=f"shared demo not found at {DEMO}")]
+pytestmark = [
+    pytest.mark.shared,
+    pytest.mark.skipif(not DEMO.is_dir(), reason=f"shared demo not found at {DEMO}"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def test_why_chains(demo):
     """`why` prints the expected shortest BFS chains."""
     source, build, cooklist, expected = demo
     for asset_id, chain in expected["why"].items():
-        answer, = why(source.assets, cooklist, asset_id, build["cook"])
+        (answer,) = why(source.assets, cooklist, asset_id, build["cook"])
         assert answer.cooked and list(answer.chain) == chain
 
 
@@ -69,7 +71,7 @@ def test_not_cooked_explanations(demo):
     source, build, cooklist, expected = demo
     for asset_id, expected_reason in expected["not_cooked"].items():
         assert asset_id not in cooklist.cooked
-        answer, = why(source.assets, cooklist, asset_id, build["cook"])
+        (answer,) = why(source.assets, cooklist, asset_id, build["cook"])
         assert not answer.cooked
         if "never_cook" in expected_reason:
             assert "never_cook Dev/" in answer.reason
@@ -87,7 +89,9 @@ def test_demo_index_predefined_sets():
     assert [r.Repository for r in index.res_in_repo[guid]] == ["CommonRepository", "Repository"]
     assert [f.Resource for f in index.res_in_disk[guid]] == [
         f"{root}/CommonRepository/Common/{guid}/texture.xml",
-        f"{root}/Repository/Test/Test_Demo/{guid}/texture.xml"]
-    assert index.ilevels == {f"{root}/Levels/{n}.ilevel"
-                             for n in ("Dungeon_1", "Town_Main", "Town_Night")}
+        f"{root}/Repository/Test/Test_Demo/{guid}/texture.xml",
+    ]
+    assert index.ilevels == {
+        f"{root}/Levels/{n}.ilevel" for n in ("Dungeon_1", "Town_Main", "Town_Night")
+    }
     assert "e4ea79e4-3505-4e96-bbc0-bc567a1204e5" not in index.res_in_disk

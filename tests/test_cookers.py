@@ -10,16 +10,24 @@ import pytest
 from orchestrator.errors import ConfigError, StepFailed
 from orchestrator.reads import Reader
 from stages import cook
-from stages.cooking.cookers import (CookerSpec, canonical_xml, cook_files, cooker_for, pack_files,
-                            unpack_files)
+from stages.cooking.cookers import (
+    CookerSpec,
+    canonical_xml,
+    cook_files,
+    cooker_for,
+    pack_files,
+    unpack_files,
+)
 from stages.sources.base import RESOURCE, Asset
 
 PY = sys.executable
 
 
 def test_copy_keeps_a_single_file_as_it_is():
-    assert cook_files("g", {"resource.data": b"\x00\x01raw"}, CookerSpec("copy"), "pc") == \
-        b"\x00\x01raw"
+    assert (
+        cook_files("g", {"resource.data": b"\x00\x01raw"}, CookerSpec("copy"), "pc")
+        == b"\x00\x01raw"
+    )
 
 
 def test_container_is_deterministic_and_round_trips():
@@ -33,14 +41,19 @@ def test_container_is_deterministic_and_round_trips():
 
 def test_xml_cosmetic_edits_do_not_change_the_payload():
     """Attribute order, indentation, comments, declaration and BOM leave the payload as it was."""
-    before = b'<?xml version="1.0" encoding="utf-8"?>\n<Resource Type="Model" Name="hero">\n' \
-             b'  <NumFaces>6000</NumFaces>\n</Resource>\n'
-    after = b'\xef\xbb\xbf<Resource   Name="hero"\n Type="Model"><!-- tidy -->' \
-            b'<NumFaces> 6000 </NumFaces></Resource>'
+    before = (
+        b'<?xml version="1.0" encoding="utf-8"?>\n<Resource Type="Model" Name="hero">\n'
+        b"  <NumFaces>6000</NumFaces>\n</Resource>\n"
+    )
+    after = (
+        b'\xef\xbb\xbf<Resource   Name="hero"\n Type="Model"><!-- tidy -->'
+        b"<NumFaces> 6000 </NumFaces></Resource>"
+    )
     spec = CookerSpec("xml")
     files = {"resource.data": b"DATA"}
-    assert cook_files("g", {**files, "resource.xml": before}, spec, "pc") == \
-        cook_files("g", {**files, "resource.xml": after}, spec, "pc")
+    assert cook_files("g", {**files, "resource.xml": before}, spec, "pc") == cook_files(
+        "g", {**files, "resource.xml": after}, spec, "pc"
+    )
 
 
 def test_xml_real_edits_change_the_payload():
@@ -53,8 +66,9 @@ def test_xml_real_edits_change_the_payload():
 def test_xml_cooker_leaves_binary_and_broken_files_alone():
     """Non-XML names are copied; an unparseable attribute file is kept byte for byte."""
     broken = b"<Resource><unclosed></Resource>"
-    payload = cook_files("g", {"resource.xml": broken, "texture.data": b"  <x/>  "},
-                         CookerSpec("xml"), "pc")
+    payload = cook_files(
+        "g", {"resource.xml": broken, "texture.data": b"  <x/>  "}, CookerSpec("xml"), "pc"
+    )
     assert unpack_files(payload) == {"resource.xml": broken, "texture.data": b"  <x/>  "}
 
 
@@ -64,37 +78,45 @@ def test_cooker_choice_and_key():
     assert cooker_for("Texture", {"Texture": "copy"}).kind == "copy"
     v1 = cooker_for("Texture", {"Texture": {"command": "tool {input} {output}", "version": "1"}})
     v2 = cooker_for("Texture", {"Texture": {"command": "tool {input} {output}", "version": "2"}})
-    slow = cooker_for("Texture", {"Texture": {"command": "tool {input} {output}", "version": "1",
-                                              "timeout": 999}})
+    slow = cooker_for(
+        "Texture", {"Texture": {"command": "tool {input} {output}", "version": "1", "timeout": 999}}
+    )
     assert v1.key("pc") != v2.key("pc")
     assert v1.key("pc") == slow.key("pc")
     assert v1.key("pc") != v1.key("android")
     assert CookerSpec("xml").key("pc") == CookerSpec("xml").key("android")
 
 
-@pytest.mark.parametrize("cookers", [{"T": "zip"}, {"T": {"command": "tool {inptu}"}},
-                                     {"T": {"command": "   "}}])
+@pytest.mark.parametrize(
+    "cookers", [{"T": "zip"}, {"T": {"command": "tool {inptu}"}}, {"T": {"command": "   "}}]
+)
 def test_bad_cooker_declarations_are_config_errors(cookers):
     with pytest.raises(ConfigError, match="cook.cookers.T"):
         cooker_for("T", cookers)
 
 
 def _external(script: str, timeout: float = 30.0) -> CookerSpec:
-    return CookerSpec("external", f"{PY} -c {_quote(script)} {{input}} {{output}} {{platform}}",
-                      "1", timeout)
+    return CookerSpec(
+        "external", f"{PY} -c {_quote(script)} {{input}} {{output}} {{platform}}", "1", timeout
+    )
 
 
 def _quote(text: str) -> str:
     import shlex
+
     return shlex.quote(text)
 
 
 def test_external_cooker_gets_input_output_and_platform(tmp_path):
     """The tool reads {input}, writes {output}; its output is the payload."""
-    script = ("import sys; data = open(sys.argv[1], 'rb').read(); "
-              "open(sys.argv[2], 'wb').write(sys.argv[3].encode() + b':' + data.upper())")
-    assert cook_files("g", {"texture.data": b"pixels"}, _external(script), "android") == \
-        b"android:PIXELS"
+    script = (
+        "import sys; data = open(sys.argv[1], 'rb').read(); "
+        "open(sys.argv[2], 'wb').write(sys.argv[3].encode() + b':' + data.upper())"
+    )
+    assert (
+        cook_files("g", {"texture.data": b"pixels"}, _external(script), "android")
+        == b"android:PIXELS"
+    )
 
 
 def test_external_cooker_failure_names_the_asset_and_shows_stderr():
@@ -129,20 +151,34 @@ def test_cook_stage_reads_through_the_reader(tmp_path):
     (tmp_path / folder).mkdir(parents=True)
     (tmp_path / folder / "resource.xml").write_bytes(b'<R b="2" a="1" />')
     (tmp_path / folder / "resource.data").write_bytes(b"DATA")
-    asset = Asset("guid-1", RESOURCE, "Mesh", ("Env/Wall",), (folder,),
-                  (f"{folder}/resource.data", f"{folder}/resource.xml"), (), "Env", "Wall")
+    asset = Asset(
+        "guid-1",
+        RESOURCE,
+        "Mesh",
+        ("Env/Wall",),
+        (folder,),
+        (f"{folder}/resource.data", f"{folder}/resource.xml"),
+        (),
+        "Env",
+        "Wall",
+    )
     ctx = SimpleNamespace(section=lambda name: "pc" if name == "platform" else {"cookers": {}})
-    inputs = {"source": SimpleNamespace(assets={"guid-1": asset}),
-              "cooklist": SimpleNamespace(cooked=["guid-1"])}
+    inputs = {
+        "source": SimpleNamespace(assets={"guid-1": asset}),
+        "cooklist": SimpleNamespace(cooked=["guid-1"]),
+    }
     plan = cook.plan(ctx, inputs)
     (unit,) = plan.units
     assert unit.files == asset.files
     reader = Reader(str(tmp_path))
     result = cook.run(unit.payload, plan.shared, reader)
     assert set(reader.reads) == set(asset.files)
-    assert unpack_files(result.data) == {"resource.data": b"DATA",
-                                         "resource.xml": b'<R a="1" b="2"></R>'}
+    assert unpack_files(result.data) == {
+        "resource.data": b"DATA",
+        "resource.xml": b'<R a="1" b="2"></R>',
+    }
     assert result.size == len(result.data)
     results = SimpleNamespace(digest=lambda uid: "D-" + uid)
-    assert cook.finish(ctx, inputs, results) == {"cooked": {"guid-1": {"digest": "D-guid-1",
-                                                                       "type": "Mesh"}}}
+    assert cook.finish(ctx, inputs, results) == {
+        "cooked": {"guid-1": {"digest": "D-guid-1", "type": "Mesh"}}
+    }

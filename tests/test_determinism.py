@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from buildkit import make_project, published, run_cli, run_inprocess
 
 
@@ -113,10 +112,12 @@ os.scandir = _shuffled
 
 @pytest.mark.ray
 @pytest.mark.parametrize("batching", ["default", "one-unit-batches"])
-def test_ray_gives_the_local_outputs_whatever_the_batching(tmp_path, reference, ray_local,
-                                                           monkeypatch, batching):
+def test_ray_gives_the_local_outputs_whatever_the_batching(
+    tmp_path, reference, ray_local, monkeypatch, batching
+):
     """The Ray executor, with default or one-unit batches (other completion orders), gives the local outputs."""
     import orchestrator.executors.ray as ray_executor
+
     if batching == "one-unit-batches":
         monkeypatch.setattr(ray_executor, "MIN_BATCH_UNITS", 1)
         monkeypatch.setattr(ray_executor, "BATCHES_PER_WORKER", 1000)
@@ -140,8 +141,9 @@ def test_the_demo_is_identical_under_a_shuffled_walk(tmp_path, shared_dir, monke
     """The shared demo project: a shuffled walk gives the plain build's outputs."""
     plain, shuffled = tmp_path / "plain", tmp_path / "shuffled"
     for dest in (plain, shuffled):
-        shutil.copytree(shared_dir / "examples" / "demo", dest,
-                        ignore=shutil.ignore_patterns("build"))
+        shutil.copytree(
+            shared_dir / "examples" / "demo", dest, ignore=shutil.ignore_patterns("build")
+        )
     code = run_inprocess("run", str(plain / "build.yaml"), "--executor", "local")
     monkeypatch.setattr(os, "scandir", _ShuffledScandir(os.scandir, random.Random(5)))
     assert run_inprocess("run", str(shuffled / "build.yaml"), "--executor", "local") == code

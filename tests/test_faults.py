@@ -14,9 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from buildkit import (cache_problems, edit_build, make_project, published, run_cli,
-                      run_inprocess)
+from buildkit import cache_problems, edit_build, make_project, published, run_cli, run_inprocess
 
 COUNT_WRITES = """
 import atexit, os
@@ -51,6 +49,7 @@ def _killing_write(fd, data):
 os.replace, os.write = _killing_replace, _killing_write
 """
 
+
 @pytest.fixture(scope="module")
 def clean_build(tmp_path_factory):
     """A generated project built once on the local executor: (build file, outputs, exit code, writes)."""
@@ -71,10 +70,12 @@ def _fresh_copy(clean_build, dest: Path) -> Path:
 
 # -- the driver killed ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.0, 0.15, 0.5, 0.9, 0.97, 0.995])
 def test_driver_killed_after_n_writes_then_rerun_equals_clean(tmp_path, clean_build, fraction):
-    """kill -9 of the driver at its Nth write (mid-append or before a rename), then a rerun: same outputs, consistent cache."""
+    """kill -9 of the driver at its Nth write (mid-append or before a rename), then a rerun: same
+    outputs, consistent cache."""
     _, outputs, code, writes = clean_build
     build = _fresh_copy(clean_build, tmp_path)
     n = max(1, int(writes * fraction))
@@ -92,6 +93,7 @@ def test_driver_killed_after_n_writes_then_rerun_equals_clean(tmp_path, clean_bu
 
 # -- the cache damaged ---------------------------------------------------------------------------
 
+
 def _damage(path: Path, how: str) -> None:
     data = path.read_bytes()
     if how == "truncate":
@@ -100,7 +102,7 @@ def _damage(path: Path, how: str) -> None:
         path.write_bytes(b"")
     elif how == "flip":
         at = len(data) // 2
-        path.write_bytes(data[:at] + bytes([data[at] ^ 0x55]) + data[at + 1:] if data else b"x")
+        path.write_bytes(data[:at] + bytes([data[at] ^ 0x55]) + data[at + 1 :] if data else b"x")
     elif how == "garbage":
         path.write_bytes(b"\x00garbage" + data)
 
@@ -117,7 +119,11 @@ def test_corrupt_cache_files_are_dropped_and_recomputed(tmp_path, clean_build, a
     files = sorted(p for a in areas for p in (cache / a).rglob("*") if p.is_file())
     rng = random.Random(f"{area}-{how}")
     assert files, f"nothing to damage in {areas}"
-    chosen = files if area in ("stat", "stages", "tree", "all") else rng.sample(files, max(1, len(files) // 3))
+    chosen = (
+        files
+        if area in ("stat", "stages", "tree", "all")
+        else rng.sample(files, max(1, len(files) // 3))
+    )
     for path in chosen:
         _damage(path, how)
     shutil.rmtree(tmp_path / "build" / "out")
@@ -146,9 +152,11 @@ def test_corrupt_cache_under_ray_gives_the_clean_outputs(tmp_path, clean_build, 
 
 # -- a Ray worker killed -------------------------------------------------------------------------
 
+
 def _running_batches() -> list:
     """Ray workers of this test session (descendants of this process) running a batch now."""
     import psutil
+
     found = []
     for proc in psutil.Process().children(recursive=True):
         try:
@@ -166,8 +174,11 @@ def test_ray_worker_killed_mid_task_is_retried(tmp_path, clean_build, ray_local)
     """kill -9 of a Ray worker running a batch: the task is retried and the outputs are the clean ones."""
     _, outputs, code, _ = clean_build
     build = _fresh_copy(clean_build, tmp_path)
-    slow = {"command": "sh -c 'sleep 0.2; find \"$0\" -type f | sort | xargs cat > \"$1\"' "
-                       "{input} {output}", "version": "1"}
+    slow = {
+        "command": 'sh -c \'sleep 0.2; find "$0" -type f | sort | xargs cat > "$1"\' '
+        "{input} {output}",
+        "version": "1",
+    }
     # The slow cooker changes payloads' keys, not bytes: compare against a local build of it.
     edit_build(build, cook={"cookers": {"Texture": slow}})
     reference = tmp_path / "reference"
@@ -199,6 +210,7 @@ def test_ray_worker_killed_mid_task_is_retried(tmp_path, clean_build, ray_local)
 
 # -- a full disk ---------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def small_tmpfs():
     """Mount a tmpfs of a given size (root only); unmounted after the test."""
@@ -206,8 +218,11 @@ def small_tmpfs():
 
     def mount(size: str) -> Path:
         target = Path(tempfile.mkdtemp(prefix="orch-tmpfs-"))
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
         mounts.append(target)
@@ -220,8 +235,9 @@ def small_tmpfs():
 
 
 @pytest.mark.parametrize("where", ["output", "cache"])
-def test_full_disk_exits_4_and_publishes_nothing_half_written(tmp_path, clean_build, small_tmpfs,
-                                                              where):
+def test_full_disk_exits_4_and_publishes_nothing_half_written(
+    tmp_path, clean_build, small_tmpfs, where
+):
     """A disk that fills up while writing outputs or cache: exit 4, a clear message, no partial file."""
     _, outputs, code, _ = clean_build
     build = _fresh_copy(clean_build, tmp_path)
@@ -231,7 +247,7 @@ def test_full_disk_exits_4_and_publishes_nothing_half_written(tmp_path, clean_bu
     assert proc.returncode == 4, proc.stderr[-2000:]
     assert "disk is full" in proc.stderr and "Traceback" not in proc.stderr
     out = disk / "output" if where == "output" else tmp_path / "build" / "out"
-    leftovers = [p for p in out.rglob(".tmp-*")] if out.exists() else []
+    leftovers = list(out.rglob(".tmp-*")) if out.exists() else []
     assert leftovers == []
     for rel, data in (published(out) if out.exists() else {}).items():
         assert outputs.get(rel) == data, f"{rel} is half-published or wrong"
@@ -242,9 +258,11 @@ def test_full_disk_exits_4_and_publishes_nothing_half_written(tmp_path, clean_bu
 
 # -- an unreadable project file ------------------------------------------------------------------
 
+
 def _without_root_file_access():
     """In the child: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, so root obeys mode bits."""
     import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     for capability in (1, 2):
         if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
@@ -255,8 +273,11 @@ def _can_drop_capabilities() -> bool:
     probe = Path(tempfile.mkstemp(prefix="orch-probe-")[1])
     try:
         probe.chmod(0)
-        proc = subprocess.run([sys.executable, "-c", f"open({str(probe)!r}).read()"],
-                              preexec_fn=_without_root_file_access, capture_output=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", f"open({str(probe)!r}).read()"],
+            preexec_fn=_without_root_file_access,
+            capture_output=True,
+        )
         return proc.returncode != 0
     except OSError:
         return False
@@ -264,8 +285,10 @@ def _can_drop_capabilities() -> bool:
         probe.unlink()
 
 
-@pytest.mark.skipif(not _can_drop_capabilities(),
-                    reason="cannot make a file unreadable to this user (root without CAP_SETPCAP?)")
+@pytest.mark.skipif(
+    not _can_drop_capabilities(),
+    reason="cannot make a file unreadable to this user (root without CAP_SETPCAP?)",
+)
 @pytest.mark.parametrize("victim", ["resource.repository", "texture.xml", "Town.iworld", "Worlds"])
 def test_unreadable_project_file_exits_2_naming_it(tmp_path, clean_build, victim):
     """A project file or folder the build cannot read (mode 000, no root override): exit 2 naming it."""
@@ -284,13 +307,16 @@ def test_unreadable_project_file_exits_2_naming_it(tmp_path, clean_build, victim
 
 # -- runaway custom code on Ray workers ----------------------------------------------------------
 
+
 @pytest.mark.ray
 def test_a_looping_rule_function_on_ray_is_stopped_by_rules_timeout(tmp_path, ray_local):
     """A custom rule function that never returns, run on Ray workers, is stopped by `rules.timeout`."""
     from buildkit import TESTS
+
     shutil.copytree(TESTS / "data" / "bad" / "_base", tmp_path / "case")
-    shutil.copytree(TESTS / "data" / "bad" / "rules-func-loops", tmp_path / "case",
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        TESTS / "data" / "bad" / "rules-func-loops", tmp_path / "case", dirs_exist_ok=True
+    )
     build = edit_build(tmp_path / "case" / "build.yaml", rules={"timeout": 1})
     started = time.perf_counter()
     assert run_inprocess("run", str(build), "--executor", "ray") == 1
@@ -304,6 +330,7 @@ def test_a_torn_action_log_line_costs_one_recomputation_only(tmp_path, clean_bui
     from orchestrator.config import load_build
     from orchestrator.observe import setup_logging
     from orchestrator.scheduler import RunOptions, run_build
+
     _, outputs, code, _ = clean_build
     build = _fresh_copy(clean_build, tmp_path)
     cache = tmp_path / "build" / "cache"
@@ -314,8 +341,11 @@ def test_a_torn_action_log_line_costs_one_recomputation_only(tmp_path, clean_bui
 
     def cook_built() -> int:
         shutil.rmtree(cache / "stages", ignore_errors=True)  # per-unit lookups, not whole stages
-        result = run_build(load_build(build), RunOptions(executor="local", progress=False),
-                           setup_logging("console"))
+        result = run_build(
+            load_build(build),
+            RunOptions(executor="local", progress=False),
+            setup_logging("console"),
+        )
         return next(r.built for r in result.reports if r.name == "cook")
 
     assert cook_built() == 1
@@ -326,10 +356,12 @@ def test_a_torn_action_log_line_costs_one_recomputation_only(tmp_path, clean_bui
 def test_a_killed_runs_temp_files_never_block_a_later_run_with_its_pid(tmp_path):
     """Leftover temp files named after this host and pid (pid reuse) never make a write fail."""
     import socket
+
     from orchestrator.cache import atomic as cache_module
+
     folder = tmp_path / "cas" / "ab"
     folder.mkdir(parents=True)
-    upcoming = int(repr(cache_module._temp_counter)[len("count("):-1])  # the next call's number
+    upcoming = int(repr(cache_module._temp_counter)[len("count(") : -1])  # the next call's number
     for n in range(upcoming, upcoming + 50):  # what a dead process with our pid would have left
         (folder / f".tmp-{socket.gethostname()}-{os.getpid()}-{n}").write_bytes(b"partial")
     for i in range(20):

@@ -13,9 +13,14 @@ import yaml
 from lxml import etree
 
 from stages.sources.messiah.generator import generate_project
-from stages.sources.messiah.generator.catalog import (DETECTED_BY, FACE_BUDGET, KNOWN_TYPES,
-                                                      MIN_ASSETS, PLANT_COUNTS,
-                                                      TEXTURE_SIZE_BUDGET)
+from stages.sources.messiah.generator.catalog import (
+    DETECTED_BY,
+    FACE_BUDGET,
+    KNOWN_TYPES,
+    MIN_ASSETS,
+    PLANT_COUNTS,
+    TEXTURE_SIZE_BUDGET,
+)
 
 ASSETS = 400
 SEED = 11
@@ -42,13 +47,18 @@ class _Project:
         self.items: list[dict] = []  # one per Item: repo, GUID, Type, Name, Package, Deps, annos
         for repo_file in sorted(root.glob("*/resource.repository")):
             for item in etree.parse(str(repo_file)).getroot().iterfind("Items/Item"):
-                self.items.append({
-                    "repo": repo_file.parent.name,
-                    **{tag: item.findtext(tag) for tag in ("GUID", "Type", "Name", "Package")},
-                    "Deps": [d.text for d in item.iterfind("Deps")],
-                    "SourcePath": item.findtext("Annotation/SourcePath") or "",
-                    "annos": [(a.findtext("Key"), a.findtext("Value"))
-                              for a in item.iterfind("Annotation/Anno")]})
+                self.items.append(
+                    {
+                        "repo": repo_file.parent.name,
+                        **{tag: item.findtext(tag) for tag in ("GUID", "Type", "Name", "Package")},
+                        "Deps": [d.text for d in item.iterfind("Deps")],
+                        "SourcePath": item.findtext("Annotation/SourcePath") or "",
+                        "annos": [
+                            (a.findtext("Key"), a.findtext("Value"))
+                            for a in item.iterfind("Annotation/Anno")
+                        ],
+                    }
+                )
         self.by_guid: dict[str, list[dict]] = {}
         for item in self.items:
             self.by_guid.setdefault(item["GUID"], []).append(item)
@@ -57,9 +67,13 @@ class _Project:
             for folder in sorted(p for p in repo_dir.rglob("*") if p.is_dir()):
                 if GUID_NAME.match(folder.name):
                     self.folders.setdefault(folder.name, []).append(folder)
-        self.worlds = {p: [Path(lvl.text.replace("\\", "/"))
-                           for lvl in etree.parse(str(p)).getroot().iterfind("Levels/Level/Path")]
-                       for p in sorted(root.glob("Worlds/*.iworld"))}
+        self.worlds = {
+            p: [
+                Path(lvl.text.replace("\\", "/"))
+                for lvl in etree.parse(str(p)).getroot().iterfind("Levels/Level/Path")
+            ]
+            for p in sorted(root.glob("Worlds/*.iworld"))
+        }
 
     def attribute_file(self, guid: str) -> Path:
         folder = self.folders[guid][0]
@@ -69,17 +83,24 @@ class _Project:
         return etree.parse(str(self.attribute_file(guid))).getroot()
 
     def used_level_guids(self) -> set[str]:
-        return {e.text for levels in self.worlds.values() for level in levels
-                for e in etree.parse(str(self.root / level)).getroot().iter()
-                if e.text and GUID_NAME.match(e.text)}
+        return {
+            e.text
+            for levels in self.worlds.values()
+            for level in levels
+            for e in etree.parse(str(self.root / level)).getroot().iter()
+            if e.text and GUID_NAME.match(e.text)
+        }
 
     def of_type(self, rtype: str) -> list[str]:
         return list(dict.fromkeys(i["GUID"] for i in self.items if i["Type"] == rtype))
 
 
 def _tree_bytes(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # -- determinism and counts ----------------------------------------------------------------------
@@ -141,8 +162,11 @@ def test_repositories_parse_and_items_are_complete(project):
 def test_every_xml_file_parses(generated):
     """Attribute files, worlds and levels are all well-formed XML."""
     suffixes = {".xml", ".iworld", ".ilevel", ".repository"}
-    paths = [p for p in generated.project.rglob("*")
-             if p.is_file() and (p.suffix in suffixes or p.name == "resource")]
+    paths = [
+        p
+        for p in generated.project.rglob("*")
+        if p.is_file() and (p.suffix in suffixes or p.name == "resource")
+    ]
     assert len(paths) > ASSETS
     for path in paths:
         etree.parse(str(path))
@@ -172,8 +196,9 @@ def test_chinese_paths_exist(generated, project):
     cjk = re.compile(r"[\u4e00-\u9fff]")
     assert any(cjk.search(i["Package"]) for i in project.items)
     assert any(cjk.search(str(p)) for p in generated.project.rglob("*.ilevel"))
-    assert any(cjk.search(folder.as_posix())
-               for folders in project.folders.values() for folder in folders)
+    assert any(
+        cjk.search(folder.as_posix()) for folders in project.folders.values() for folder in folders
+    )
 
 
 def test_texture_attributes_and_tga_sources(project):
@@ -193,12 +218,22 @@ def test_texture_attributes_and_tga_sources(project):
 
 def test_payload_sizes_are_realistic(project):
     """Payloads average a few KB; textures are larger than materials."""
+
     def average(rtype: str) -> float:
-        sizes = [f.stat().st_size for g in project.of_type(rtype)
-                 for folder in project.folders.get(g, ()) for f in folder.glob("*.data")]
+        sizes = [
+            f.stat().st_size
+            for g in project.of_type(rtype)
+            for folder in project.folders.get(g, ())
+            for f in folder.glob("*.data")
+        ]
         return sum(sizes) / len(sizes)
-    everything = [f.stat().st_size for p in project.folders.values() for folder in p
-                  for f in folder.glob("*.data")]
+
+    everything = [
+        f.stat().st_size
+        for p in project.folders.values()
+        for folder in p
+        for f in folder.glob("*.data")
+    ]
     assert 1024 < sum(everything) / len(everything) < 16 * 1024
     assert average("Texture") > 2 * average("Material")
 
@@ -220,13 +255,22 @@ def test_build_file(generated):
     """build.yaml holds the keys docs/build-file.md defines, with the generated worlds as maps."""
     build = yaml.safe_load(generated.build_file.read_text(encoding="utf-8"))
     assert build["project"] == "project"
-    worlds = sorted(p.relative_to(generated.project).as_posix()
-                    for p in generated.project.glob("Worlds/*.iworld"))
+    worlds = sorted(
+        p.relative_to(generated.project).as_posix()
+        for p in generated.project.glob("Worlds/*.iworld")
+    )
     assert sorted(build["cook"]["maps"]) == worlds
     assert build["cook"]["always_cook"] == ["UI/"] and build["cook"]["never_cook"] == ["Dev/"]
-    assert build["rules"] == {"files": ["rules.yaml"], "fail_on": "error", "allow_custom_code": True}
-    assert [rule["name"] for rule in build["bundles"]["layout"]] == ["maps/{stem}", "ui",
-                                                                      "chars/{package}"]
+    assert build["rules"] == {
+        "files": ["rules.yaml"],
+        "fail_on": "error",
+        "allow_custom_code": True,
+    }
+    assert [rule["name"] for rule in build["bundles"]["layout"]] == [
+        "maps/{stem}",
+        "ui",
+        "chars/{package}",
+    ]
     assert build["bundles"]["shared_dependencies"] == "extract"
     assert build["archive"] == {"compression": "zstd", "level": 3}
     assert build["hash"] == {"append_hash": True}
@@ -257,17 +301,25 @@ def test_planted_reference_defects_are_on_disk(generated, project):
     """Duplicates, dangling references, missing folders, Dev references: exactly the planted ones."""
     planted = {k: set(v) for k, v in generated.planted.items()}
     referenced = {d for i in project.items for d in i["Deps"]}
-    assert {g for g, items in project.by_guid.items()
-            if len({i["repo"] for i in items}) > 1} == planted["duplicate_guid"]
+    assert {
+        g for g, items in project.by_guid.items() if len({i["repo"] for i in items}) > 1
+    } == planted["duplicate_guid"]
     assert referenced - set(project.by_guid) == planted["missing_dep"]
     assert set(project.by_guid) - set(project.folders) == planted["item_without_folder"]
     assert project.used_level_guids() - set(project.by_guid) == planted["level_unknown_guid"]
     dev = {g for g, items in project.by_guid.items() if items[0]["Package"].startswith("Dev/")}
-    assert {d for i in project.items if not i["Package"].startswith("Dev/")
-            for d in i["Deps"] if d in dev} == planted["never_cook_ref"]
+    assert {
+        d
+        for i in project.items
+        if not i["Package"].startswith("Dev/")
+        for d in i["Deps"]
+        if d in dev
+    } == planted["never_cook_ref"]
     shapes = {v for i in project.items for k, v in i["annos"] if k == "CollisionShape"}
     assert shapes - set(project.folders) == planted["missing_collision_shape"]
-    assert {i["GUID"] for i in project.items if i["Type"] not in KNOWN_TYPES} == planted["unknown_type"]
+    assert {i["GUID"] for i in project.items if i["Type"] not in KNOWN_TYPES} == planted[
+        "unknown_type"
+    ]
 
 
 def test_planted_cycle_is_a_cycle(generated, project):
@@ -281,22 +333,29 @@ def test_planted_attribute_defects_are_on_disk(generated, project):
     """Texture, model and material defects are exactly the planted ones."""
     planted = {k: set(v) for k, v in generated.planted.items()}
     textures = {g: project.attribute(g) for g in project.of_type("Texture") if g in project.folders}
-    assert {g for g, t in textures.items()
-            if int(t.findtext("Width")) > TEXTURE_SIZE_BUDGET} == planted["oversized_texture"]
-    assert {g for g, t in textures.items()
-            if t.findtext("Compressed") == "0"} == planted["uncompressed_texture"]
-    assert {g for g, t in textures.items()
-            if t.find("MipLevels") is None} == planted["texture_missing_mips"]
-    assert {g for g in project.of_type("Model") if g in project.folders
-            and any(int(n.text) > FACE_BUDGET for n in project.attribute(g).iter("NumFaces"))
-            } == planted["model_over_face_budget"]
+    assert {
+        g for g, t in textures.items() if int(t.findtext("Width")) > TEXTURE_SIZE_BUDGET
+    } == planted["oversized_texture"]
+    assert {g for g, t in textures.items() if t.findtext("Compressed") == "0"} == planted[
+        "uncompressed_texture"
+    ]
+    assert {g for g, t in textures.items() if t.find("MipLevels") is None} == planted[
+        "texture_missing_mips"
+    ]
+    assert {
+        g
+        for g in project.of_type("Model")
+        if g in project.folders
+        and any(int(n.text) > FACE_BUDGET for n in project.attribute(g).iter("NumFaces"))
+    } == planted["model_over_face_budget"]
     materials = [i for i in project.items if i["Type"] == "Material"]
     misnamed = {i["GUID"] for i in materials if not i["Name"].endswith("_mat")}
     assert misnamed == planted["misnamed_material"]
     assert {i["GUID"] for i in materials if i["SourcePath"]} == planted["material_source_path"]
     effect_deps = {d for i in project.items if i["Type"] == "Effect" for d in i["Deps"]}
-    assert {d for d in effect_deps if project.by_guid[d][0]["Type"] != "Texture"
-            } == planted["effect_non_texture_dep"]
+    assert {d for d in effect_deps if project.by_guid[d][0]["Type"] != "Texture"} == planted[
+        "effect_non_texture_dep"
+    ]
 
 
 def test_planted_name_and_source_defects_are_on_disk(generated, project):
@@ -305,7 +364,8 @@ def test_planted_name_and_source_defects_are_on_disk(generated, project):
     for item in project.items:
         seen.setdefault((item["repo"], item["Name"]), []).append(item["GUID"])
     assert {g for guids in seen.values() if len(guids) > 1 for g in guids} == set(
-        generated.planted["duplicate_name"])
+        generated.planted["duplicate_name"]
+    )
     conflicts = set()
     for guid in project.of_type("Texture"):
         for folder in project.folders.get(guid, ()):
@@ -340,8 +400,13 @@ def test_starter_library_parses_and_rules_are_complete():
 # -- end to end: every planted defect is reported ------------------------------------------------
 def _tokens(failure: dict, names: dict[str, set[str]]) -> set[str]:
     """The GUIDs a failure points at: in its source, via and errors (names mapped to GUIDs)."""
-    text = " ".join([failure["source"] or "", failure["via"] or "",
-                     json.dumps(failure["errors"], ensure_ascii=False)])
+    text = " ".join(
+        [
+            failure["source"] or "",
+            failure["via"] or "",
+            json.dumps(failure["errors"], ensure_ascii=False),
+        ]
+    )
     found = set(GUID_RE.findall(text))
     for error in failure["errors"]:
         found |= names.get(str(error), set())
@@ -350,11 +415,14 @@ def _tokens(failure: dict, names: dict[str, set[str]]) -> set[str]:
 
 def test_every_planted_defect_is_reported(generated, project):
     """The starter library reports every planted defect, and nothing else."""
-    messiah = pytest.importorskip("stages.sources.messiah.reader", reason="Messiah source not available")
+    messiah = pytest.importorskip(
+        "stages.sources.messiah.reader", reason="Messiah source not available"
+    )
     engine = pytest.importorskip("stages.rules.engine", reason="rule engine not available")
     collected = messiah.collect_project(str(generated.project))
-    document = engine.validate_project(str(generated.project), [str(generated.rules_file)],
-                                       collected.index)
+    document = engine.validate_project(
+        str(generated.project), [str(generated.rules_file)], collected.index
+    )
     assert document["rule_errors"] == []
     names: dict[str, set[str]] = {}
     for item in project.items:
@@ -372,15 +440,27 @@ def test_every_planted_defect_is_reported(generated, project):
 
 def test_planted_reference_defects_reach_the_cook_list(generated):
     """Duplicates, missing references, never-cook references and the cycle show in the cook list."""
-    messiah = pytest.importorskip("stages.sources.messiah.reader", reason="Messiah source not available")
-    closure = pytest.importorskip("stages.cooklist.closure", reason="dependency closure not available")
+    messiah = pytest.importorskip(
+        "stages.sources.messiah.reader", reason="Messiah source not available"
+    )
+    closure = pytest.importorskip(
+        "stages.cooklist.closure", reason="dependency closure not available"
+    )
     build = yaml.safe_load(generated.build_file.read_text(encoding="utf-8"))
     collected = messiah.collect_project(str(generated.project))
-    cooklist = closure.compute_cooklist(collected.assets, build["cook"], build["bundles"],
-                                        external=collected.external, source_roots=collected.roots)
-    reports = {"ambiguous": set(cooklist.ambiguous), "missing": set(cooklist.missing),
-               "never_cook_refs": set(cooklist.never_cook_refs),
-               "cycles": {g for cycle in cooklist.cycles for g in cycle}}
+    cooklist = closure.compute_cooklist(
+        collected.assets,
+        build["cook"],
+        build["bundles"],
+        external=collected.external,
+        source_roots=collected.roots,
+    )
+    reports = {
+        "ambiguous": set(cooklist.ambiguous),
+        "missing": set(cooklist.missing),
+        "never_cook_refs": set(cooklist.never_cook_refs),
+        "cycles": {g for cycle in cooklist.cycles for g in cycle},
+    }
     for kind, guids in generated.planted.items():
         for key in (d.removeprefix("cook:") for d in DETECTED_BY[kind] if d.startswith("cook:")):
             assert set(guids) <= reports[key], (kind, key)

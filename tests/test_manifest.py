@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from messiah_projects import Item, guid, write, write_level, write_repository, write_world
 
 import orchestrator
 from orchestrator.config import load_build
 from orchestrator.observe import setup_logging
 from orchestrator.scheduler import RunOptions, run_build
-from messiah_projects import Item, guid, write, write_level, write_repository, write_world
 from stages.bundlefile.inspect import extract_entry, inspect_bundle
 from stages.link_xml import qualified_type, render_link_xml
 from stages.manifest import staging_document
@@ -50,12 +50,16 @@ UI_RULE = """    - name: ui
 def make_project(base: Path, ui_rule: bool = True) -> Path:
     """Two worlds sharing a wall (and its texture), a prop for world A, a UI icon."""
     root = base / "p"
-    write_repository(root, "Repository", [
-        Item(guid(1), "Wall", "Env", type="Mesh", deps=(guid(2),)),
-        Item(guid(2), "WallTex", "Env", type="Texture"),
-        Item(guid(3), "PropA", "Props", type="Model"),
-        Item(guid(4), "Icon", "UI/Icons", type="Texture"),
-    ])
+    write_repository(
+        root,
+        "Repository",
+        [
+            Item(guid(1), "Wall", "Env", type="Mesh", deps=(guid(2),)),
+            Item(guid(2), "WallTex", "Env", type="Texture"),
+            Item(guid(3), "PropA", "Props", type="Model"),
+            Item(guid(4), "Icon", "UI/Icons", type="Texture"),
+        ],
+    )
     write_world(root, "Worlds/A.iworld", ["Levels/A1.ilevel"])
     write_world(root, "Worlds/B.iworld", ["Levels/B1.ilevel"])
     write_level(root, "Levels/A1.ilevel", [guid(1), guid(3)])
@@ -70,9 +74,11 @@ def set_layout(base: Path, ui_rule: bool) -> Path:
 
 
 def build(build_file: Path):
-    return run_build(load_build(build_file),
-                     RunOptions(executor="local", progress=False, stages=OUTPUT_STAGES),
-                     setup_logging("console"))
+    return run_build(
+        load_build(build_file),
+        RunOptions(executor="local", progress=False, stages=OUTPUT_STAGES),
+        setup_logging("console"),
+    )
 
 
 def built(result, stage: str) -> int:
@@ -81,8 +87,11 @@ def built(result, stage: str) -> int:
 
 def published(out: Path) -> dict[str, bytes]:
     """Every published file (reports excluded: they are not under the byte-identity rule)."""
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and not p.relative_to(out).as_posix().startswith("reports/")}
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and not p.relative_to(out).as_posix().startswith("reports/")
+    }
 
 
 def mtimes(out: Path) -> dict[str, int]:
@@ -94,7 +103,12 @@ def test_build_publishes_bundles_manifest_and_loose_files(tmp_path):
     build(make_project(tmp_path))
     out = tmp_path / "out"
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["bundles"]) == {"maps/A", "maps/B", "ui", manifest["assets"][guid(1)]["bundles"][0]}
+    assert set(manifest["bundles"]) == {
+        "maps/A",
+        "maps/B",
+        "ui",
+        manifest["assets"][guid(1)]["bundles"][0],
+    }
     for name, record in manifest["bundles"].items():
         path = out / record["file"]
         assert record["file"].startswith(name + "_") and len(record["file"]) == len(name) + 33
@@ -114,7 +128,9 @@ def test_build_publishes_bundles_manifest_and_loose_files(tmp_path):
     assert manifest["build"]["tool_version"] == orchestrator.__version__
     assert manifest["build"]["stage_versions"]["write"] >= 1
     staging = json.loads((out / "staging.json").read_text())
-    assert sorted(u["file"] for u in staging["ufs"]) == sorted(b["file"] for b in manifest["bundles"].values())
+    assert sorted(u["file"] for u in staging["ufs"]) == sorted(
+        b["file"] for b in manifest["bundles"].values()
+    )
     assert staging["non_ufs"] == ["link.xml", "manifest.json", "staging.json"]
     link = (out / "link.xml").read_text()
     assert '<assembly fullname="Game.Runtime">' in link
@@ -172,8 +188,11 @@ def test_cosmetic_xml_edit_stops_at_the_cook(tmp_path):
     build_file = make_project(tmp_path)
     build(build_file)
     before = mtimes(tmp_path / "out")
-    write(tmp_path / "p", f"Repository/Env/{guid(1)}/resource.xml",
-          "<?xml version='1.0'?>\n<Resource>\n\n   <!-- tidied -->\n</Resource>")
+    write(
+        tmp_path / "p",
+        f"Repository/Env/{guid(1)}/resource.xml",
+        "<?xml version='1.0'?>\n<Resource>\n\n   <!-- tidied -->\n</Resource>",
+    )
     result = build(build_file)
     assert built(result, "cook") == 1
     assert built(result, "write") == 0 and built(result, "manifest") == 0
@@ -192,9 +211,15 @@ def test_bundle_that_disappears_is_removed_after_the_manifest(tmp_path):
     assert "ui" not in manifest["bundles"]
     assert manifest["assets"][guid(4)]["bundles"] == ["default"]
     assert not (out / ui_file).exists()
-    assert {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
-            and not p.relative_to(out).as_posix().startswith("reports/")} == \
-        {b["file"] for b in manifest["bundles"].values()} | {"manifest.json", "staging.json", "link.xml"}
+    assert {
+        p.relative_to(out).as_posix()
+        for p in out.rglob("*")
+        if p.is_file() and not p.relative_to(out).as_posix().startswith("reports/")
+    } == {b["file"] for b in manifest["bundles"].values()} | {
+        "manifest.json",
+        "staging.json",
+        "link.xml",
+    }
 
 
 class RecordingCtx:
@@ -212,6 +237,7 @@ class RecordingCtx:
 def _record(name, file, data):
     from orchestrator.hashing import digest_bytes
     from stages.hash import BundleFile
+
     return BundleFile(name, file, len(data), 0, "c" * 64, digest_bytes(data), 1, "")
 
 
@@ -231,8 +257,13 @@ def test_publish_order_bundles_then_loose_then_manifest_then_removal(tmp_path):
         return data[name]
 
     publish_build(ctx, records, load, {"link.xml": b"<linker/>", "staging.json": b"{}"}, b"{}")
-    assert ctx.events == ["write a_f", "write sub/b_f", "write link.xml", "write staging.json",
-                          "write manifest.json"]
+    assert ctx.events == [
+        "write a_f",
+        "write sub/b_f",
+        "write link.xml",
+        "write staging.json",
+        "write manifest.json",
+    ]
     assert not (out / "old_bundle").exists()
     # Unchanged bundles are not even loaded from the store the second time.
     loads.clear()
@@ -246,8 +277,9 @@ def test_stale_removal_never_leaves_the_output_folder(tmp_path):
     out.mkdir()
     victim.write_text("keep me")
     (tmp_path / "abs.txt").write_text("keep me too")
-    removed = remove_stale(out, ["../victim.txt", str(tmp_path / "abs.txt"), "a/../../victim.txt"],
-                           keep=set())
+    removed = remove_stale(
+        out, ["../victim.txt", str(tmp_path / "abs.txt"), "a/../../victim.txt"], keep=set()
+    )
     assert removed == [] and victim.exists() and (tmp_path / "abs.txt").exists()
     write(out, "shared/x/old", b"1")
     assert remove_stale(out, ["shared/x/old"], keep=set()) == ["shared/x/old"]
@@ -256,6 +288,7 @@ def test_stale_removal_never_leaves_the_output_folder(tmp_path):
 
 def test_write_if_changed_refuses_escaping_paths(tmp_path):
     from orchestrator.errors import ProjectError
+
     for bad in ("../x", "/etc/x", "a\\..\\b", "C:/x", "a//b"):
         with pytest.raises(ProjectError):
             write_if_changed(tmp_path, bad, b"x")
@@ -264,12 +297,14 @@ def test_write_if_changed_refuses_escaping_paths(tmp_path):
 def test_link_xml_format_and_type_naming_hook():
     """Types are sorted, namespaced by default, and a dotted Type is already qualified."""
     xml = render_link_xml(["Texture", "Material", "UnityEngine.Sprite", "Material"], "Game.Runtime")
-    assert xml == (b'<?xml version="1.0" encoding="utf-8"?>\n<linker>\n'
-                   b'  <assembly fullname="Game.Runtime">\n'
-                   b'    <type fullname="Game.Runtime.Material" preserve="all"/>\n'
-                   b'    <type fullname="Game.Runtime.Texture" preserve="all"/>\n'
-                   b'    <type fullname="UnityEngine.Sprite" preserve="all"/>\n'
-                   b'  </assembly>\n</linker>\n')
+    assert xml == (
+        b'<?xml version="1.0" encoding="utf-8"?>\n<linker>\n'
+        b'  <assembly fullname="Game.Runtime">\n'
+        b'    <type fullname="Game.Runtime.Material" preserve="all"/>\n'
+        b'    <type fullname="Game.Runtime.Texture" preserve="all"/>\n'
+        b'    <type fullname="UnityEngine.Sprite" preserve="all"/>\n'
+        b"  </assembly>\n</linker>\n"
+    )
     assert qualified_type("Mesh", "My.Space") == "My.Space.Mesh"
     assert b'fullname="A&amp;B.X"' in render_link_xml(["X"], "A&B")
 
@@ -287,15 +322,18 @@ def test_manifest_json_bytes_are_those_of_json_dumps():
     from stages.manifest import to_json_bytes
 
     documents = [
-        {}, [], {"b": [], "a": {}, "c": [[], {}]},
-        {"é": 1, "Z": 2, "中文": 3, "\U0001F600": 4, "\uffff": 5, "a b": [None, True, False, -1]},
-        {"s": "quote \" backslash \\ slash / \n\r\t\b\f \x00\x1f\x7f \u2028\u2029 ü 🎮"},
+        {},
+        [],
+        {"b": [], "a": {}, "c": [[], {}]},
+        {"é": 1, "Z": 2, "中文": 3, "\U0001f600": 4, "\uffff": 5, "a b": [None, True, False, -1]},
+        {"s": 'quote " backslash \\ slash / \n\r\t\b\f \x00\x1f\x7f \u2028\u2029 ü 🎮'},
         {"nested": {"list": [1, {"k": "v"}], "tuple": ("x", 2)}},
-        {"big": 2 ** 70},  # past 64 bits: orjson refuses, json writes it
+        {"big": 2**70},  # past 64 bits: orjson refuses, json writes it
     ]
     for document in documents:
-        expected = (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
-                    + "\n").encode()
+        expected = (
+            json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        ).encode()
         assert to_json_bytes(document) == expected
 
 
@@ -304,6 +342,7 @@ class _CountingStats:
 
     def __init__(self, project_root: Path) -> None:
         from orchestrator.cache import StatCache
+
         self.project_root = str(project_root)
         self._cache = StatCache(project_root / ".statcache", self.project_root)
         self.hashed: list[str] = []
@@ -320,6 +359,7 @@ def test_unchanged_bundles_are_not_hashed_again_but_changed_ones_are_rewritten(t
     """With the engine's stat cache an output file whose stat signature is known is not read
     again; a file changed behind our back (same size) is noticed and rewritten."""
     import os
+
     out, project = tmp_path / "out", tmp_path / "project"
     project.mkdir()
     ctx = RecordingCtx(out)
@@ -346,6 +386,7 @@ def test_publishing_refuses_a_link_out_of_the_output_folder(tmp_path):
     """A folder inside the output that links elsewhere is refused, checked once per folder."""
     from orchestrator.errors import ProjectError
     from stages.publishing.output import OutputFolder
+
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     out.mkdir()
     elsewhere.mkdir()

@@ -11,13 +11,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from messiah_projects import Item, guid, write, write_level, write_repository, write_world  # noqa: E402
+
 from orchestrator.errors import ConfigError, ProjectError  # noqa: E402
 from orchestrator.reads import Reader  # noqa: E402
 from stages import collect  # noqa: E402
 from stages.sources import get_source  # noqa: E402
 from stages.sources.base import HARD, SOFT  # noqa: E402
-from stages.sources.messiah.reader import (SOURCE, build_index, collect_project,  # noqa: E402
-                                    walk_project)
+from stages.sources.messiah.reader import SOURCE, build_index, collect_project, walk_project  # noqa: E402
 
 
 def posix(path: Path) -> str:
@@ -34,10 +34,16 @@ def test_registry_returns_the_messiah_source_and_rejects_unknown_names():
 def test_index_orders_duplicates_by_repository_path_and_types_files(tmp_path):
     """A GUID in two repositories maps to both items (sorted repository order) and both folders."""
     shared = guid(1)
-    write_repository(tmp_path, "Repository", [Item(shared, "Tex", "Art", type="Texture",
-                                                   attribute="texture.xml")])
-    write_repository(tmp_path, "CommonRepository", [Item(shared, "Tex", "Common", type="Texture",
-                                                         attribute="texture.xml")])
+    write_repository(
+        tmp_path,
+        "Repository",
+        [Item(shared, "Tex", "Art", type="Texture", attribute="texture.xml")],
+    )
+    write_repository(
+        tmp_path,
+        "CommonRepository",
+        [Item(shared, "Tex", "Common", type="Texture", attribute="texture.xml")],
+    )
     index = build_index(str(tmp_path))
     root = posix(tmp_path)
     items = index.res_in_repo[shared]
@@ -47,10 +53,16 @@ def test_index_orders_duplicates_by_repository_path_and_types_files(tmp_path):
     files = index.res_in_disk[shared]
     assert [f.Resource for f in files] == [
         f"{root}/CommonRepository/Common/{shared}/texture.xml",
-        f"{root}/Repository/Art/{shared}/texture.xml"]
+        f"{root}/Repository/Art/{shared}/texture.xml",
+    ]
     assert files[0].Data == f"{root}/CommonRepository/Common/{shared}/resource.data"
-    assert index.all_res()[shared][0] == ("Common", "Tex", "Texture", [],
-                                          f"{root}/CommonRepository/resource.repository")
+    assert index.all_res()[shared][0] == (
+        "Common",
+        "Tex",
+        "Texture",
+        [],
+        f"{root}/CommonRepository/resource.repository",
+    )
     assert set(index.res_virt_info) == {"Common/Tex", "Art/Tex"}
     asset = collect_project(str(tmp_path)).assets[shared]
     assert asset.items == 2 and asset.folders[0].startswith("CommonRepository/")
@@ -60,14 +72,32 @@ def test_attribute_file_payload_hdr_and_source_follow_the_spec_preferences(tmp_p
     """resource.xml beats resource and texture.xml; resource.data beats texture.data; HDR and
     Source are the first matching names in sorted order."""
     g = guid(2)
-    write_repository(tmp_path, "Repo", [Item(g, "M", "P", type="Model", extra_files={
-        "resource": b"<R/>", "texture.xml": b"<T/>", "texture.data": b"t",
-        "b.hdr": b"h", "a.hdr": b"h", "source_z.tga": b"s", "source_a.psd": b"s"})])
+    write_repository(
+        tmp_path,
+        "Repo",
+        [
+            Item(
+                g,
+                "M",
+                "P",
+                type="Model",
+                extra_files={
+                    "resource": b"<R/>",
+                    "texture.xml": b"<T/>",
+                    "texture.data": b"t",
+                    "b.hdr": b"h",
+                    "a.hdr": b"h",
+                    "source_z.tga": b"s",
+                    "source_a.psd": b"s",
+                },
+            )
+        ],
+    )
     (resource_file,) = build_index(str(tmp_path)).res_in_disk[g]
     folder = f"{posix(tmp_path)}/Repo/P/{g}"
     assert resource_file.Resource == f"{folder}/resource.xml"
     assert resource_file.Data == f"{folder}/resource.data"
-    assert resource_file.HDR == f"{folder}/a.hdr"
+    assert f"{folder}/a.hdr" == resource_file.HDR
     assert resource_file.Source == f"{folder}/source_a.psd"
     assert resource_file.Type == "Model"
 
@@ -105,12 +135,26 @@ def test_references_hard_soft_and_attribute_guids_in_file_order(tmp_path):
     """Deps are hard; Anno values and GUIDs in the attribute file are soft; the own GUID is not
     a reference; a target named both ways stays hard."""
     a, b, c, d = guid(10), guid(11), guid(12), guid(13)
-    write_repository(tmp_path, "Repo", [
-        Item(a, "a", "P", deps=(b,), annos=(("CollisionShape", c),),
-             attribute_body=f"<Self>{a}</Self><Material>{d}</Material><Again>{b}</Again>")])
+    write_repository(
+        tmp_path,
+        "Repo",
+        [
+            Item(
+                a,
+                "a",
+                "P",
+                deps=(b,),
+                annos=(("CollisionShape", c),),
+                attribute_body=f"<Self>{a}</Self><Material>{d}</Material><Again>{b}</Again>",
+            )
+        ],
+    )
     asset = collect_project(str(tmp_path)).assets[a]
     assert [(r.target, r.strength, r.label) for r in asset.refs] == [
-        (b, HARD, "Deps"), (c, SOFT, "CollisionShape"), (d, SOFT, "attribute file")]
+        (b, HARD, "Deps"),
+        (c, SOFT, "CollisionShape"),
+        (d, SOFT, "attribute file"),
+    ]
 
 
 def test_worlds_and_levels_become_assets_and_ilevels(tmp_path):
@@ -133,8 +177,11 @@ def test_bom_and_chinese_paths_and_names(tmp_path):
     """UTF-8 with BOM parses, and Chinese packages, names and folders survive intact."""
     g = guid(15)
     write_repository(tmp_path, "资源库", [Item(g, "墙壁", "场景/城镇")], bom=True)
-    write(tmp_path, "世界/城镇.iworld",
-          "\ufeff<World><Levels><Level><Path>关卡/主.ilevel</Path></Level></Levels></World>")
+    write(
+        tmp_path,
+        "世界/城镇.iworld",
+        "\ufeff<World><Levels><Level><Path>关卡/主.ilevel</Path></Level></Levels></World>",
+    )
     write_level(tmp_path, "关卡/主.ilevel", [g])
     result = collect_project(str(tmp_path))
     resource = result.index.res_in_repo[g][0]
@@ -146,8 +193,11 @@ def test_bom_and_chinese_paths_and_names(tmp_path):
 
 def test_malformed_repository_names_file_and_line(tmp_path):
     """A broken resource.repository raises ProjectError with its path and lxml's line."""
-    write(tmp_path, "Repo/resource.repository",
-          "<Repository>\n<Items>\n<Item><GUID>x</GUID>\n</Items>\n</Repository>\n")
+    write(
+        tmp_path,
+        "Repo/resource.repository",
+        "<Repository>\n<Items>\n<Item><GUID>x</GUID>\n</Items>\n</Repository>\n",
+    )
     with pytest.raises(ProjectError) as caught:
         collect_project(str(tmp_path))
     assert caught.value.file == "Repo/resource.repository"
@@ -168,8 +218,11 @@ def test_skip_broken_reports_and_goes_on_without_the_items(tmp_path):
 
 def test_item_without_guid_is_ignored_and_reported(tmp_path):
     """An Item lacking a GUID contributes nothing and becomes a non-fatal problem."""
-    write(tmp_path, "Repo/resource.repository",
-          "<Repository><Items><Item><Name>orphan</Name></Item></Items></Repository>")
+    write(
+        tmp_path,
+        "Repo/resource.repository",
+        "<Repository><Items><Item><Name>orphan</Name></Item></Items></Repository>",
+    )
     result = collect_project(str(tmp_path))
     assert result.index.res_in_repo == {}
     assert [p.kind for p in result.problems] == ["item_without_guid"]
@@ -193,8 +246,9 @@ def test_parse_reads_only_through_the_reader(tmp_path):
     g = guid(17)
     write_level(tmp_path, "L.ilevel", [g])
     (unit,) = [u for u in SOURCE.plan(walk_project(str(tmp_path)), {}) if u.id == "map:L.ilevel"]
-    reader = Reader(str(tmp_path), preloaded={"L.ilevel": f"<Level><R>{g}</R></Level>".encode()},
-                    disk=False)
+    reader = Reader(
+        str(tmp_path), preloaded={"L.ilevel": f"<Level><R>{g}</R></Level>".encode()}, disk=False
+    )
     part = SOURCE.parse(unit, reader, {})
     assert part.refs == (g,) and list(reader.reads) == ["L.ilevel"]
 
@@ -204,8 +258,10 @@ class FakeCtx:
 
     def __init__(self, root: Path, collect_options: dict | None = None) -> None:
         self.root = posix(root)
-        self._sections = {"source": "messiah",
-                          "collect": {"skip_broken": False, "exclude": [], **(collect_options or {})}}
+        self._sections = {
+            "source": "messiah",
+            "collect": {"skip_broken": False, "exclude": [], **(collect_options or {})},
+        }
         self.log = SimpleNamespace(warning=lambda *a, **k: None)
 
     def section(self, name):
@@ -216,6 +272,7 @@ class FakeCtx:
 
     def file_digest(self, relpath):
         from orchestrator.hashing import digest_file
+
         return digest_file(f"{self.root}/{relpath}")
 
 
@@ -226,8 +283,9 @@ class FakeResults(dict):
 
 def run_collect_stage(ctx) -> dict:
     plan = collect.plan(ctx, {})
-    results = FakeResults({u.id: collect.run(u.payload, plan.shared, Reader(ctx.root))
-                           for u in plan.units})
+    results = FakeResults(
+        {u.id: collect.run(u.payload, plan.shared, Reader(ctx.root)) for u in plan.units}
+    )
     return collect.finish(ctx, {}, results)
 
 
@@ -278,9 +336,12 @@ def test_index_carries_a_digest_derived_from_repository_and_world_parts(tmp_path
     again = SOURCE.assemble(reader.root, files, parts, {}).index
     assert again.digest() == index.digest()
     attrs = next(u for u in parts if u.startswith("attrs:"))
-    for unit_id, changes in (("repo:Repo/resource.repository", True),
-                             ("map:Worlds/W.iworld", True), ("map:Levels/L.ilevel", False),
-                             (attrs, False)):
+    for unit_id, changes in (
+        ("repo:Repo/resource.repository", True),
+        ("map:Worlds/W.iworld", True),
+        ("map:Levels/L.ilevel", False),
+        (attrs, False),
+    ):
         _, _, other = _parts_with_digests(tmp_path, {unit_id: "changed"})
         digest = SOURCE.assemble(reader.root, files, other, {}).index.digest()
         assert (digest != index.digest()) == changes, unit_id
@@ -296,11 +357,17 @@ def test_duplicated_guid_keeps_hard_references_over_soft_ones_across_items(tmp_p
     """Two items of one GUID: a Deps of the second upgrades the first's soft Anno reference in
     place (hard, with its label); attribute-file GUIDs come after, once each."""
     g, t1, t2 = guid(30), guid(31), guid(32)
-    write_repository(tmp_path, "CommonRepository", [Item(g, "x", "Q", annos=(("Shape", t1),),
-                                                         folder=False)])
-    write_repository(tmp_path, "Repository", [Item(g, "x", "P", deps=(t1,),
-                                                   attribute_body=f"<M>{t2}</M><N>{t1}</N>")])
+    write_repository(
+        tmp_path, "CommonRepository", [Item(g, "x", "Q", annos=(("Shape", t1),), folder=False)]
+    )
+    write_repository(
+        tmp_path,
+        "Repository",
+        [Item(g, "x", "P", deps=(t1,), attribute_body=f"<M>{t2}</M><N>{t1}</N>")],
+    )
     asset = collect_project(str(tmp_path)).assets[g]
     assert asset.items == 2 and asset.virtual_paths == ("Q/x", "P/x")
     assert [(r.target, r.strength, r.label) for r in asset.refs] == [
-        (t1, HARD, "Deps"), (t2, SOFT, "attribute file")]
+        (t1, HARD, "Deps"),
+        (t2, SOFT, "attribute file"),
+    ]

@@ -11,8 +11,8 @@ import yaml
 
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
-from stages.layout.packing import bundle_cycles, check_bundle_name, pack, shared_bundle_name
 from stages.algorithms.globs import glob_match
+from stages.layout.packing import bundle_cycles, check_bundle_name, pack, shared_bundle_name
 from stages.sources.base import HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, Ref
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "examples" / "demo"
@@ -20,18 +20,45 @@ DEMO = Path(__file__).resolve().parents[2] / "shared" / "examples" / "demo"
 
 def res(guid: str, package: str, name: str, refs=(), type_="Material") -> Asset:
     folder = f"Repo/{package}/{guid}"
-    return Asset(guid, RESOURCE, type_, (f"{package}/{name}",), (folder,),
-                 (f"{folder}/resource.xml",), tuple(refs), package, name)
+    return Asset(
+        guid,
+        RESOURCE,
+        type_,
+        (f"{package}/{name}",),
+        (folder,),
+        (f"{folder}/resource.xml",),
+        tuple(refs),
+        package,
+        name,
+    )
 
 
 def world(path: str, levels) -> Asset:
-    return Asset(path, WORLD, "World", (path,), (path.rsplit("/", 1)[0],), (path,),
-                 tuple(Ref(lv, HARD, "level") for lv in levels), "", path.rsplit("/", 1)[1])
+    return Asset(
+        path,
+        WORLD,
+        "World",
+        (path,),
+        (path.rsplit("/", 1)[0],),
+        (path,),
+        tuple(Ref(lv, HARD, "level") for lv in levels),
+        "",
+        path.rsplit("/", 1)[1],
+    )
 
 
 def level(path: str, guids) -> Asset:
-    return Asset(path, LEVEL, "Level", (path,), (path.rsplit("/", 1)[0],), (path,),
-                 tuple(Ref(g, HARD, "placed") for g in guids), "", path.rsplit("/", 1)[1])
+    return Asset(
+        path,
+        LEVEL,
+        "Level",
+        (path,),
+        (path.rsplit("/", 1)[0],),
+        (path,),
+        tuple(Ref(g, HARD, "placed") for g in guids),
+        "",
+        path.rsplit("/", 1)[1],
+    )
 
 
 def hard(*targets):
@@ -109,11 +136,16 @@ def test_default_bundle_duplicate_copies_what_it_reaches():
 
 def test_soft_references_followed_only_when_asked():
     """A soft reference pulls its target in only with follow_soft_references."""
-    assets = [world("Worlds/A.iworld", ["Levels/A1.ilevel"]), level("Levels/A1.ilevel", ["m"]),
-              res("m", "Env", "M", [Ref("t", SOFT, "attribute file")]), res("t", "Env", "T")]
+    assets = [
+        world("Worlds/A.iworld", ["Levels/A1.ilevel"]),
+        level("Levels/A1.ilevel", ["m"]),
+        res("m", "Env", "M", [Ref("t", SOFT, "attribute file")]),
+        res("t", "Env", "T"),
+    ]
     layout = [{"name": "maps/{stem}", "maps": "all"}]
-    assert pack(assets, layout, ["Worlds/A.iworld"], follow_soft=True).bundles["maps/A"].implicit \
-        == ("m", "t")
+    assert pack(assets, layout, ["Worlds/A.iworld"], follow_soft=True).bundles[
+        "maps/A"
+    ].implicit == ("m", "t")
     unfollowed = pack(assets, layout, ["Worlds/A.iworld"], follow_soft=False)
     assert unfollowed.bundles["maps/A"].implicit == ("m",)
     assert unfollowed.bundles["default"].assets == ("t",)
@@ -121,10 +153,16 @@ def test_soft_references_followed_only_when_asked():
 
 def test_include_exclude_globs_and_package_template():
     """Globs match virtual or project-relative paths; {package} keeps slashes."""
-    assets = [res("h", "Characters/Hero", "Hero"), res("n", "Characters/Npc", "Npc"),
-              res("d", "Characters/Npc", "Npc_debug"), res("x", "Props", "Barrel")]
-    layout = [{"name": "chars/{package}", "include": ["Characters/**"], "exclude": ["**/*_debug"]},
-              {"name": "props", "include": ["Repo/Props/*"]}]  # a project-relative folder
+    assets = [
+        res("h", "Characters/Hero", "Hero"),
+        res("n", "Characters/Npc", "Npc"),
+        res("d", "Characters/Npc", "Npc_debug"),
+        res("x", "Props", "Barrel"),
+    ]
+    layout = [
+        {"name": "chars/{package}", "include": ["Characters/**"], "exclude": ["**/*_debug"]},
+        {"name": "props", "include": ["Repo/Props/*"]},
+    ]  # a project-relative folder
     packing = pack(assets, layout, [])
     assert packing.bundles["chars/Characters/Hero"].explicit == ("h",)
     assert packing.bundles["chars/Characters/Npc"].explicit == ("n",)
@@ -143,15 +181,32 @@ def test_asset_named_by_two_rules_is_an_error_naming_both():
 
 def test_level_shared_by_two_worlds_stays_with_the_first():
     """A level both worlds use is explicit in the first world's bundle; the other depends on it."""
-    assets = [world("Worlds/A.iworld", ["Levels/C.ilevel"]),
-              world("Worlds/B.iworld", ["Levels/C.ilevel"]), level("Levels/C.ilevel", [])]
+    assets = [
+        world("Worlds/A.iworld", ["Levels/C.ilevel"]),
+        world("Worlds/B.iworld", ["Levels/C.ilevel"]),
+        level("Levels/C.ilevel", []),
+    ]
     packing = pack(assets, [{"name": "maps/{stem}", "maps": "all"}], MAPS)
     assert packing.bundles["maps/A"].explicit == ("Worlds/A.iworld", "Levels/C.ilevel")
     assert packing.bundles["maps/B"].dependencies == ("maps/A",)
 
 
-@pytest.mark.parametrize("name", ["../evil", "a/../../b", "/abs", "a\\b", "C:/x", "c:evil",
-                                  "a//b", "./a", "", "manifest.json", "reports/x"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../evil",
+        "a/../../b",
+        "/abs",
+        "a\\b",
+        "C:/x",
+        "c:evil",
+        "a//b",
+        "./a",
+        "",
+        "manifest.json",
+        "reports/x",
+    ],
+)
 def test_unsafe_bundle_names_are_config_errors(name):
     """Names that could escape the output folder (or hit the loose files) are refused."""
     with pytest.raises(ConfigError):
@@ -179,8 +234,11 @@ def test_bundle_that_is_another_bundles_folder_is_refused():
 def test_bundle_cycles_are_reported():
     """Two bundles whose explicit assets reference each other form a reported cycle."""
     assets = [res("a", "A", "A", hard("b")), res("b", "B", "B", hard("a")), res("c", "C", "C")]
-    layout = [{"name": "one", "include": ["A/**"]}, {"name": "two", "include": ["B/**"]},
-              {"name": "three", "include": ["C/**"]}]
+    layout = [
+        {"name": "one", "include": ["A/**"]},
+        {"name": "two", "include": ["B/**"]},
+        {"name": "three", "include": ["C/**"]},
+    ]
     packing = pack(assets, layout, [])
     assert packing.cycles == [("one", "two")]
     assert packing.bundles["one"].dependencies == ("two",)
@@ -196,34 +254,60 @@ def test_packing_is_deterministic():
     assert list(first.bundles) == sorted(first.bundles)
 
 
-@pytest.mark.parametrize("pattern,path,matches", [
-    ("UI/**", "UI/Icons/Icon", True), ("UI/**", "UI", False), ("UI/**", "XUI/a", False),
-    ("**/Icon", "Icon", True), ("**/Icon", "UI/Icons/Icon", True), ("UI/*", "UI/Icons/Icon", False),
-    ("a/**/b", "a/b", True), ("a/**/b", "a/x/y/b", True), ("a?c", "abc", True), ("a?c", "a/c", False),
-    ("*.iworld", "Worlds/A.iworld", False), ("**/*.iworld", "Worlds/A.iworld", True),
-    ("[ab]x", "bx", True), ("[!ab]x", "cx", True), ("[!ab]x", "ax", False),
-])
+@pytest.mark.parametrize(
+    "pattern,path,matches",
+    [
+        ("UI/**", "UI/Icons/Icon", True),
+        ("UI/**", "UI", False),
+        ("UI/**", "XUI/a", False),
+        ("**/Icon", "Icon", True),
+        ("**/Icon", "UI/Icons/Icon", True),
+        ("UI/*", "UI/Icons/Icon", False),
+        ("a/**/b", "a/b", True),
+        ("a/**/b", "a/x/y/b", True),
+        ("a?c", "abc", True),
+        ("a?c", "a/c", False),
+        ("*.iworld", "Worlds/A.iworld", False),
+        ("**/*.iworld", "Worlds/A.iworld", True),
+        ("[ab]x", "bx", True),
+        ("[!ab]x", "cx", True),
+        ("[!ab]x", "ax", False),
+    ],
+)
 def test_glob_double_star_semantics(pattern, path, matches):
     assert glob_match(pattern, path) is matches
 
 
 # -- the demo: shared/examples/demo/expected/bundles.json -------------------------------------
 def _demo_packing(policy):
-    closure = pytest.importorskip("stages.cooklist.closure", reason="the dependency closure is not built")
-    messiah = pytest.importorskip("stages.sources.messiah.reader", reason="the Messiah source is not built")
+    closure = pytest.importorskip(
+        "stages.cooklist.closure", reason="the dependency closure is not built"
+    )
+    messiah = pytest.importorskip(
+        "stages.sources.messiah.reader", reason="the Messiah source is not built"
+    )
     build = yaml.safe_load((DEMO / "build.yaml").read_text(encoding="utf-8"))
     source = messiah.collect_project(str(DEMO / build["project"]))
     cooklist = closure.compute_cooklist(source.assets, build["cook"], build["bundles"])
-    return pack([source.assets[a] for a in cooklist.cooked], build["bundles"]["layout"],
-                build["cook"]["maps"], policy, build["cook"]["follow_soft_references"])
+    return pack(
+        [source.assets[a] for a in cooklist.cooked],
+        build["bundles"]["layout"],
+        build["cook"]["maps"],
+        policy,
+        build["cook"]["follow_soft_references"],
+    )
 
 
 def _normalized(bundles: dict) -> dict:
     """Bundle → (explicit, implicit, dependencies) as sets, shared/<hex> written `shared/*`."""
+
     def star(name):
         return "shared/*" if name.startswith("shared/") else name
-    return {star(name): (set(b["explicit"]), set(b["implicit"]), {star(d) for d in b["dependencies"]})
-            for name, b in bundles.items()}
+
+    return {
+        star(name): (set(b["explicit"]), set(b["implicit"]), {star(d) for d in b["dependencies"]})
+        for name, b in bundles.items()
+    }
 
 
 @pytest.mark.shared
@@ -233,8 +317,10 @@ def test_demo_bundles_match_expected(policy):
     """The demo packs exactly as the hand-derived bundles.json says, for both policies."""
     expected = json.loads((DEMO / "expected" / "bundles.json").read_text(encoding="utf-8"))[policy]
     packing = _demo_packing(policy)
-    got = {name: {"explicit": b.explicit, "implicit": b.implicit, "dependencies": b.dependencies}
-           for name, b in packing.bundles.items()}
+    got = {
+        name: {"explicit": b.explicit, "implicit": b.implicit, "dependencies": b.dependencies}
+        for name, b in packing.bundles.items()
+    }
     assert _normalized(got) == _normalized(expected)
     if policy == "extract":
         (shared,) = [b for b in packing.bundles.values() if b.kind == "shared"]
@@ -251,9 +337,12 @@ def test_demo_packing_ignores_cook_order_for_membership():
     messiah = pytest.importorskip("stages.sources.messiah.reader")
     build = yaml.safe_load((DEMO / "build.yaml").read_text(encoding="utf-8"))
     source = messiah.collect_project(str(DEMO / build["project"]))
-    cooked = [source.assets[a] for a in
-              closure.compute_cooklist(source.assets, build["cook"], build["bundles"]).cooked]
+    cooked = [
+        source.assets[a]
+        for a in closure.compute_cooklist(source.assets, build["cook"], build["bundles"]).cooked
+    ]
     random.Random(7).shuffle(cooked)
     shuffled = pack(cooked, build["bundles"]["layout"], build["cook"]["maps"], "extract")
-    assert {n: (set(b.assets), b.dependencies) for n, b in shuffled.bundles.items()} == \
-        {n: (set(b.assets), b.dependencies) for n, b in packing.bundles.items()}
+    assert {n: (set(b.assets), b.dependencies) for n, b in shuffled.bundles.items()} == {
+        n: (set(b.assets), b.dependencies) for n, b in packing.bundles.items()
+    }

@@ -5,10 +5,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from rules_helpers import parse
-from stages.rules.conditions import (ConditionError, check, compile_condition, interpret_return,
-                                     lines_of)
+
+from stages.rules.conditions import (
+    ConditionError,
+    check,
+    compile_condition,
+    interpret_return,
+    lines_of,
+)
 from stages.rules.sandbox import expression_globals
 
 RES_IN_REPO = {"g1": ("r1",), "g2": ("r2a", "r2b")}
@@ -21,8 +26,11 @@ class Env:
     timeout = 5.0
 
     def container(self, name):
-        return {"res_store.res_in_repo": RES_IN_REPO, "res_filter.ALL_RES": RES_IN_REPO,
-                "res_store.ilevels": frozenset({"/p/a.ilevel"})}[name]
+        return {
+            "res_store.res_in_repo": RES_IN_REPO,
+            "res_filter.ALL_RES": RES_IN_REPO,
+            "res_store.ilevels": frozenset({"/p/a.ilevel"}),
+        }[name]
 
     def expression_globals(self):
         res_store = SimpleNamespace(res_in_repo=RES_IN_REPO)
@@ -118,14 +126,17 @@ def test_empty_source_passes_per_value_conditions():
         assert run(condition, []).failed is False
 
 
-@pytest.mark.parametrize("op,passing,failing", [
-    ("<=", ["5000", "4999.5", " 12 "], ["5001"]),
-    ("<", ["2999"], ["3000"]),
-    (">", ["2"], ["1"]),
-    (">=", ["1"], ["0.5"]),
-    ("==", ["1", "1.0"], ["0"]),
-    ("!=", ["0"], ["1"]),
-])
+@pytest.mark.parametrize(
+    "op,passing,failing",
+    [
+        ("<=", ["5000", "4999.5", " 12 "], ["5001"]),
+        ("<", ["2999"], ["3000"]),
+        (">", ["2"], ["1"]),
+        (">=", ["1"], ["0.5"]),
+        ("==", ["1", "1.0"], ["0"]),
+        ("!=", ["0"], ["1"]),
+    ],
+)
 def test_numeric_comparisons(op, passing, failing):
     """When the operand converts to float, values are compared as floats."""
     verdict = run([op, 5000 if op == "<=" else 3000 if op == "<" else 1], passing + failing)
@@ -147,8 +158,9 @@ def test_string_comparison_when_operand_is_not_a_number():
 @pytest.mark.parametrize("method", ["满足表达式", "expr"])
 def test_expression_with_predefined_modules(method):
     """满足表达式/expr sees d, res_filter/res_store and the allowed builtins."""
-    verdict = run([method, "d in res_filter.ALL_RES and len(res_filter.ALL_RES[d]) == 1"],
-                  ["g1", "g2", "g3"])
+    verdict = run(
+        [method, "d in res_filter.ALL_RES and len(res_filter.ALL_RES[d]) == 1"], ["g1", "g2", "g3"]
+    )
     assert verdict.errors == ["g2", "g3"]
     assert run([method, 'd.endswith("_mat")'], ["a_mat", "b"]).errors == ["b"]
 
@@ -166,15 +178,25 @@ def test_expression_raising_fails_that_value_with_message():
     assert verdict.errors == ["missing"] and "KeyError" in verdict.message
 
 
-@pytest.mark.parametrize("condition,reason", [
-    ("exists", "non-empty list"), ([], "non-empty list"), (["bogus"], "unknown method"),
-    (["存在于"], "needs"), (["<="], "needs"), (["满足表达式"], "needs"),
-    (["in", "artfunc_res_store.nothing"], "unknown predefined set"),
-    (["in", "[Material, Mesh]"], "neither"), (["in", "'abc'"], "not a list"),
-    (["in", {"a": 1}], "not a set"), (["expr", "d +"], "does not compile"),
-    (["func_nothing"], "no function"), (["messiah_condfunc.nothing"], "unknown check"),
-    ([5], "must be a string"),
-])
+@pytest.mark.parametrize(
+    "condition,reason",
+    [
+        ("exists", "non-empty list"),
+        ([], "non-empty list"),
+        (["bogus"], "unknown method"),
+        (["存在于"], "needs"),
+        (["<="], "needs"),
+        (["满足表达式"], "needs"),
+        (["in", "artfunc_res_store.nothing"], "unknown predefined set"),
+        (["in", "[Material, Mesh]"], "neither"),
+        (["in", "'abc'"], "not a list"),
+        (["in", {"a": 1}], "not a set"),
+        (["expr", "d +"], "does not compile"),
+        (["func_nothing"], "no function"),
+        (["messiah_condfunc.nothing"], "unknown check"),
+        ([5], "must be a string"),
+    ],
+)
 def test_broken_conditions_are_rule_errors(condition, reason):
     """Each malformed condition raises ConditionError naming the reason."""
     with pytest.raises(ConditionError, match=reason):
@@ -190,26 +212,42 @@ def test_extra_arguments_are_ignored():
 def test_predefined_sets_need_an_index():
     """Without a Messiah index, conditions naming predefined sets are rule errors."""
     with pytest.raises(ConditionError, match="index"):
-        compile_condition(["in", "artfunc_res_store.res_in_disk"], custom_names=frozenset(),
-                          index_available=False)
+        compile_condition(
+            ["in", "artfunc_res_store.res_in_disk"], custom_names=frozenset(), index_available=False
+        )
     with pytest.raises(ConditionError, match="index"):
-        compile_condition(["expr", "d in res_store.res_in_repo"], custom_names=frozenset(),
-                          index_available=False)
+        compile_condition(
+            ["expr", "d in res_store.res_in_repo"], custom_names=frozenset(), index_available=False
+        )
 
 
 def test_builtin_check_aliases_resolve():
     """messiah_condfunc., condfunc. and g83_runner. name the same registered check."""
-    refs = {compile_condition([prefix + "srcTexConflict"], custom_names=frozenset(),
-                              index_available=True).check.target
-            for prefix in ("messiah_condfunc.", "condfunc.", "g83_runner.")}
+    refs = {
+        compile_condition(
+            [prefix + "srcTexConflict"], custom_names=frozenset(), index_available=True
+        ).check.target
+        for prefix in ("messiah_condfunc.", "condfunc.", "g83_runner.")
+    }
     assert refs == {"stages.rules.builtins:src_tex_conflict"}
 
 
-@pytest.mark.parametrize("returned,failed,errors", [
-    (["a"], True, ["a"]), (("a", "b"), True, ["a", "b"]), ([], False, []), (None, False, []),
-    (True, False, []), (False, True, []), ("a", True, ["a"]), ((False, ["b"]), True, ["b"]),
-    ((True, ["b"]), True, ["b"]), ((False, []), False, []), ((True, None), False, []),
-])
+@pytest.mark.parametrize(
+    "returned,failed,errors",
+    [
+        (["a"], True, ["a"]),
+        (("a", "b"), True, ["a", "b"]),
+        ([], False, []),
+        (None, False, []),
+        (True, False, []),
+        (False, True, []),
+        ("a", True, ["a"]),
+        ((False, ["b"]), True, ["b"]),
+        ((True, ["b"]), True, ["b"]),
+        ((False, []), False, []),
+        ((True, None), False, []),
+    ],
+)
 def test_custom_condition_return_forms(returned, failed, errors):
     """2.0 lists, 1.x (ok, list) pairs (ok ignored), None/True, False and a string are read."""
     verdict = interpret_return(returned, ["a", "b"], [1, 2], "func_x")

@@ -6,9 +6,9 @@ import pickle
 from pathlib import Path
 
 import pytest
+from rules_helpers import make_index
 
 from orchestrator.errors import RuleFileError
-from rules_helpers import make_index
 from stages.rules.loader import load_rules
 
 GOOD = {"rpath": "resource.repository$", "xpath": "*/Items/Item,GUID", "condition": ["exists"]}
@@ -23,6 +23,7 @@ def load(tmp_path: Path, text: str, **options):
 
 def rule_yaml(**fields) -> str:
     import yaml
+
     return yaml.safe_dump([{**GOOD, **fields}], allow_unicode=True)
 
 
@@ -48,16 +49,22 @@ def test_scalar_rule_file_raises(tmp_path):
 
 def test_mapping_form_uses_keys_as_ids(tmp_path):
     """In the mapping form the key is the id, as a string."""
-    ruleset = load(tmp_path, "12:\n  rpath: x\n  xpath: 'R/I'\n  condition: [exists]\n"
-                             "named:\n  name: shown\n  rpath: x\n  xpath: 'R/I'\n"
-                             "  condition: [exists]\n")
+    ruleset = load(
+        tmp_path,
+        "12:\n  rpath: x\n  xpath: 'R/I'\n  condition: [exists]\n"
+        "named:\n  name: shown\n  rpath: x\n  xpath: 'R/I'\n"
+        "  condition: [exists]\n",
+    )
     assert [r.label for r in ruleset.rules] == ["12", "named"]
 
 
 def test_label_is_id_else_name(tmp_path):
     """A rule is labelled by its id, else its name."""
-    ruleset = load(tmp_path, "- {id: the-id, name: n, rpath: x, xpath: R, condition: [exists]}\n"
-                             "- {name: only-name, rpath: x, xpath: R, condition: [exists]}\n")
+    ruleset = load(
+        tmp_path,
+        "- {id: the-id, name: n, rpath: x, xpath: R, condition: [exists]}\n"
+        "- {name: only-name, rpath: x, xpath: R, condition: [exists]}\n",
+    )
     assert [r.label for r in ruleset.rules] == ["the-id", "only-name"]
 
 
@@ -78,14 +85,24 @@ def test_missing_or_null_required_field(tmp_path, field):
     rule = {**GOOD, "id": "a"}
     del rule[field]
     import yaml
+
     ruleset = load(tmp_path, yaml.safe_dump([rule]))
     assert f"'{field}' is missing" in ruleset.rule_errors[0]["message"]
     assert f"'{field}' is null" in error_of(tmp_path, id="a", **{field: None})
 
 
-@pytest.mark.parametrize("given,expected", [
-    ("error", "error"), ("WARNING", "warning"), ("Info", "info"), ("严重", "error"),
-    ("一般", "warning"), ("提示", "info"), (None, "error")])
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        ("error", "error"),
+        ("WARNING", "warning"),
+        ("Info", "info"),
+        ("严重", "error"),
+        ("一般", "warning"),
+        ("提示", "info"),
+        (None, "error"),
+    ],
+)
 def test_severity_names(tmp_path, given, expected):
     """Severities are read in any case and in Chinese; the default is error."""
     fields = {"id": "a"} if given is None else {"id": "a", "severity": given}
@@ -112,15 +129,17 @@ def test_bad_path_expressions(tmp_path):
 def test_unresolved_artfunc_names(tmp_path):
     """artfunc_ names that do not resolve are rule errors."""
     assert "does not resolve" in error_of(tmp_path, id="a", filter="artfunc_nothing")
-    assert "is a set, not a function" in error_of(tmp_path, id="a",
-                                                  filter="artfunc_res_filter.ALL_RES")
+    assert "is a set, not a function" in error_of(
+        tmp_path, id="a", filter="artfunc_res_filter.ALL_RES"
+    )
     assert "unknown predefined set" in error_of(tmp_path, id="a", rpath="artfunc_res_store.x")
 
 
 def test_rpath_set_must_hold_file_paths(tmp_path):
     """rpath: artfunc_ naming a set that is not of file paths is a rule error."""
-    assert "not a set of file paths" in error_of(tmp_path, id="a",
-                                                 rpath="artfunc_res_store.res_in_disk")
+    assert "not a set of file paths" in error_of(
+        tmp_path, id="a", rpath="artfunc_res_store.res_in_disk"
+    )
     ruleset = load(tmp_path, rule_yaml(id="a", rpath="artfunc_res_filter.ALL_USED_ILEVEL"))
     assert ruleset.rules[0].rpath_set == "res_filter.ALL_USED_ILEVEL"
 
@@ -144,8 +163,10 @@ def test_func_str_that_does_not_compile_or_raises(tmp_path):
 def test_func_str_runs_once_at_load_with_predefined_modules(tmp_path):
     """func_str runs at load, where `import res_store` already works."""
     marker = tmp_path / "ran.txt"
-    code = (f"import res_store\nopen({str(marker)!r}, 'a').write('x')\n"
-            "def check(**kw):\n    return []\n")
+    code = (
+        f"import res_store\nopen({str(marker)!r}, 'a').write('x')\n"
+        "def check(**kw):\n    return []\n"
+    )
     ruleset = load(tmp_path, rule_yaml(id="a", condition=["func_check"], func_str=code))
     assert ruleset.rules and marker.read_text() == "x"
 
@@ -159,8 +180,9 @@ def test_disabled_rules_are_skipped_and_their_code_never_runs(tmp_path):
 
 def test_custom_code_forbidden_skips_rules_with_func_str(tmp_path):
     """allow_custom_code false lists rules with func_str in skipped, without running them."""
-    ruleset = load(tmp_path, rule_yaml(id="a", func_str="raise SystemExit(3)\n"),
-                   allow_custom_code=False)
+    ruleset = load(
+        tmp_path, rule_yaml(id="a", func_str="raise SystemExit(3)\n"), allow_custom_code=False
+    )
     assert ruleset.skipped == [{"rule": "a", "reason": "rules.allow_custom_code is false"}]
 
 
@@ -181,8 +203,9 @@ def test_other_rules_still_load_beside_broken_ones(tmp_path):
 def test_compiled_rules_pickle(tmp_path):
     """Compiled rules pickle (custom code travels as source)."""
     code = "def keep(**kw):\n    return kw['data']\n"
-    ruleset = load(tmp_path, rule_yaml(id="a", filter="artfunc_keep", func_str=code,
-                                       condition=["in", "['x']"]))
+    ruleset = load(
+        tmp_path, rule_yaml(id="a", filter="artfunc_keep", func_str=code, condition=["in", "['x']"])
+    )
     again = pickle.loads(pickle.dumps(ruleset.rules))
     assert again[0].digest == ruleset.rules[0].digest and again[0].func_str == code
 
@@ -197,9 +220,13 @@ def test_digest_ignores_display_fields(tmp_path):
 
 def test_predefined_sets_without_an_index_are_rule_errors(tmp_path):
     """On a project whose source has no Messiah index, rules using predefined sets are errors."""
-    ruleset = load(tmp_path, rule_yaml(id="a", rpath="artfunc_res_store.ilevels")
-                   + rule_yaml(id="b", filter="artfunc_res_filter.guidToResourcePath")
-                   + rule_yaml(id="c", func_str="import res_filter\n")
-                   + rule_yaml(id="d", filter="artfunc_res_filter.validGUID"), index=None)
+    ruleset = load(
+        tmp_path,
+        rule_yaml(id="a", rpath="artfunc_res_store.ilevels")
+        + rule_yaml(id="b", filter="artfunc_res_filter.guidToResourcePath")
+        + rule_yaml(id="c", func_str="import res_filter\n")
+        + rule_yaml(id="d", filter="artfunc_res_filter.validGUID"),
+        index=None,
+    )
     assert [e["rule"] for e in ruleset.rule_errors] == ["a", "b", "c"]
     assert [r.label for r in ruleset.rules] == ["d"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
 from rules_helpers import REPOSITORY, parse
+
 from stages.rules.paths import DocumentError, PathSyntaxError, compile_xml_path, parse_xml
 from stages.rules.xmleval import evaluate
 
@@ -20,13 +20,16 @@ def values(expr: str, root=REPO) -> list:
 def test_child_check_and_extract():
     """`*/Items/Item.Type==Material,GUID` gives the GUIDs of the materials."""
     assert values("*/Items/Item.Type==Material,GUID") == [
-        "914fa3a0-62cd-4b5a-83df-92fdf494534a", "e081bf41-a561-4750-83af-78c80468bc6c"]
+        "914fa3a0-62cd-4b5a-83df-92fdf494534a",
+        "e081bf41-a561-4750-83af-78c80468bc6c",
+    ]
 
 
 def test_regex_value_in_backticks_with_and():
     """A backticked regex is searched, and & requires both checks."""
     assert values("*/Items/Item.Type==Model&Name==`^char_`,Deps") == [
-        "e081bf41-a561-4750-83af-78c80468bc6c"]
+        "e081bf41-a561-4750-83af-78c80468bc6c"
+    ]
     assert values("*/Items/Item.Type==Material&Name==`^char_`,Deps") == []
 
 
@@ -38,24 +41,29 @@ def test_regex_not_equal_means_no_match():
 def test_bare_node_path_returns_texts():
     """A 1.x bare NodePath returns the text of each matched node (repeats in document order)."""
     assert values("*/Items/Item/Deps") == [
-        "9dc97d9a-64b5-49fb-acfa-c1704ebc2ef2", "12345678-9876-1234-abcd-1234567890ab",
-        "e081bf41-a561-4750-83af-78c80468bc6c"]
+        "9dc97d9a-64b5-49fb-acfa-c1704ebc2ef2",
+        "12345678-9876-1234-abcd-1234567890ab",
+        "e081bf41-a561-4750-83af-78c80468bc6c",
+    ]
     assert values("*/Items/Item/GUID") == values("*/Items/Item,GUID")
 
 
 def test_dotted_check_and_dotted_extract():
     """Dotted child paths work in checks and in extracts."""
-    assert values("*/Items/Item.Type==Mesh&Annotation.Anno.Key==CollisionShape,"
-                  "Annotation.Anno.Value") == ["e4ea79e4-3505-4e96-bbc0-bc567a1204e5"]
+    assert values(
+        "*/Items/Item.Type==Mesh&Annotation.Anno.Key==CollisionShape,Annotation.Anno.Value"
+    ) == ["e4ea79e4-3505-4e96-bbc0-bc567a1204e5"]
 
 
 def test_several_names_give_records():
     """Several extract names give one dict of lists per matched node (lists may be empty)."""
     assert values("*/Items/Item.Type==Material,Package,Name") == [
         {"Package": ["Test/Test_Demo"], "Name": ["Hole_mat"]},
-        {"Package": ["Test/Test_Demo"], "Name": ["Trim_mat"]}]
+        {"Package": ["Test/Test_Demo"], "Name": ["Trim_mat"]},
+    ]
     assert values("*/Items/Item.Type==Model,Deps,Missing") == [
-        {"Deps": ["e081bf41-a561-4750-83af-78c80468bc6c"], "Missing": []}]
+        {"Deps": ["e081bf41-a561-4750-83af-78c80468bc6c"], "Missing": []}
+    ]
 
 
 def test_dom_extract_returns_elements_with_lines():
@@ -91,13 +99,16 @@ def test_plain_word_accepts_chinese_and_rejects_dots():
 def test_white_space_is_ignored():
     """White space around names, operators and values is ignored."""
     assert values(" * / Items / Item . Type == Material , GUID ") == values(
-        "*/Items/Item.Type==Material,GUID")
+        "*/Items/Item.Type==Material,GUID"
+    )
 
 
 def test_attribute_checks_and_missing_attribute():
     """`[@a==v]` filters on attributes; a missing attribute makes == false and != true."""
-    root = parse('<M><Root><Entity kind="static"><F>1</F></Entity><Entity kind="dyn"><F>2</F>'
-                 '</Entity><Entity><F>3</F></Entity></Root></M>')
+    root = parse(
+        '<M><Root><Entity kind="static"><F>1</F></Entity><Entity kind="dyn"><F>2</F>'
+        "</Entity><Entity><F>3</F></Entity></Root></M>"
+    )
     assert values("*/Root/Entity[@kind==static],F", root) == ["1"]
     assert values("*/Root/Entity[kind!=static],F", root) == ["2", "3"]
     assert values("*/Root/Entity[@kind==`^d`|@kind==static],F", root) == ["1", "2"]
@@ -108,7 +119,9 @@ def test_attribute_extraction_one_and_several():
     root = parse('<Texture><Format quality=" high " x="1">A</Format><Format>B</Format></Texture>')
     assert values("Texture/Format:quality", root) == ["high"]
     assert values("Texture/Format:quality,x", root) == [
-        {"quality": ["high"], "x": ["1"]}, {"quality": [], "x": []}]
+        {"quality": ["high"], "x": ["1"]},
+        {"quality": [], "x": []},
+    ]
 
 
 def test_wildcards_prefix_and_suffix():
@@ -138,13 +151,28 @@ def test_lines_follow_values():
     assert evaluate(compile_xml_path("R/I,G"), root) == (["a", "b"], [3, 5])
 
 
-@pytest.mark.parametrize("expr", [
-    "", "*/Items/Item.Type", "*/Items/It*em", "*/Items/**", "*/Items/Item,GUID:attr",
-    "*/Items/Item,", "*/Items/Item,GUID,,Name", "*/Items/Item,{dom},GUID",
-    "*/Items/Item.Type==`[`,GUID", "*/Items/Item.Type==`abc", '*/Items/Item.Type=="a', "*//Item",
-    "*/Items/Item.Type==Material GUID", "*/Items/Item[@kind==a", "*/Items/Item.*==a,GUID",
-    '*/Items/Item.Type=="a`b",GUID', "*/Items/Item.Type==a,Annotation..Anno",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "",
+        "*/Items/Item.Type",
+        "*/Items/It*em",
+        "*/Items/**",
+        "*/Items/Item,GUID:attr",
+        "*/Items/Item,",
+        "*/Items/Item,GUID,,Name",
+        "*/Items/Item,{dom},GUID",
+        "*/Items/Item.Type==`[`,GUID",
+        "*/Items/Item.Type==`abc",
+        '*/Items/Item.Type=="a',
+        "*//Item",
+        "*/Items/Item.Type==Material GUID",
+        "*/Items/Item[@kind==a",
+        "*/Items/Item.*==a,GUID",
+        '*/Items/Item.Type=="a`b",GUID',
+        "*/Items/Item.Type==a,Annotation..Anno",
+    ],
+)
 def test_malformed_expressions_are_rejected(expr):
     """Expressions outside the grammar raise PathSyntaxError (which makes a rule error)."""
     with pytest.raises(PathSyntaxError):
@@ -176,11 +204,18 @@ def test_parser_does_not_expand_entities():
 def test_shared_memo_matches_fresh_evaluation_on_tricky_nesting():
     """Columns shared through a memo give what each expression gives alone: namespaced children
     count, deeper or misplaced namesakes do not."""
-    root = parse('<R xmlns:a="urn:a"><I><G>1</G><a:G>2</a:G><X><G>nested</G></X></I>'
-                 '<I><X><G>n2</G></X></I><Other><I><G>deep</G></I></Other></R>')
-    cases = {"R/I,G": ["1", "2"], "R/I,X.G": ["nested", "n2"], "R/I.X.G==n2,X.G": ["n2"],
-             "R/I.G==2|X.G==n2,G": ["1", "2"], "R/I.G!=1,X.G": ["n2"], "R/I,G,X.G": [
-                 {"G": ["1", "2"], "X.G": ["nested"]}, {"G": [], "X.G": ["n2"]}]}
+    root = parse(
+        '<R xmlns:a="urn:a"><I><G>1</G><a:G>2</a:G><X><G>nested</G></X></I>'
+        "<I><X><G>n2</G></X></I><Other><I><G>deep</G></I></Other></R>"
+    )
+    cases = {
+        "R/I,G": ["1", "2"],
+        "R/I,X.G": ["nested", "n2"],
+        "R/I.X.G==n2,X.G": ["n2"],
+        "R/I.G==2|X.G==n2,G": ["1", "2"],
+        "R/I.G!=1,X.G": ["n2"],
+        "R/I,G,X.G": [{"G": ["1", "2"], "X.G": ["nested"]}, {"G": [], "X.G": ["n2"]}],
+    }
     memo: dict = {}
     for expr, expected in cases.items():
         assert evaluate(compile_xml_path(expr), root, memo)[0] == expected, expr

@@ -6,8 +6,8 @@ import json
 
 import pytest
 from lxml import etree
-
 from rules_helpers import REPOSITORY, make_index, write_files
+
 from stages.rules.engine import validate_project
 from stages.rules.report import gate_fails, highest_severity, public, render
 
@@ -34,11 +34,20 @@ def document(tmp_path):
 def test_document_shape(document):
     """The document has the spec's keys, counts and entries."""
     doc = public(document)
-    assert list(doc) == ["schema_version", "rules", "sources_checked", "failures", "rule_errors",
-                         "skipped", "warnings"]
+    assert list(doc) == [
+        "schema_version",
+        "rules",
+        "sources_checked",
+        "failures",
+        "rule_errors",
+        "skipped",
+        "warnings",
+    ]
     assert doc["schema_version"] == 1 and doc["rules"] == 5 and doc["sources_checked"] == 3
-    assert [(f["rule"], f["severity"]) for f in doc["failures"]] == [("warn-names", "warning"),
-                                                                     ("guids-known", "error")]
+    assert [(f["rule"], f["severity"]) for f in doc["failures"]] == [
+        ("warn-names", "warning"),
+        ("guids-known", "error"),
+    ]
     assert doc["failures"][0]["errors"] == ["Test/Test_Demo"]
     assert doc["rule_errors"][0]["rule"] == "broken"
     assert doc["rule_errors"][0]["message"].startswith("rpath:")
@@ -47,8 +56,9 @@ def test_document_shape(document):
     assert all(len(f["lines"]) == len(f["errors"]) for f in doc["failures"])
 
 
-@pytest.mark.parametrize("fail_on,fails", [("error", True), ("warning", True), ("info", True),
-                                           ("never", False)])
+@pytest.mark.parametrize(
+    "fail_on,fails", [("error", True), ("warning", True), ("info", True), ("never", False)]
+)
 def test_gate(document, fail_on, fails):
     """fail_on gates on the highest failing severity; rule errors count as errors."""
     assert highest_severity(document) == "error"

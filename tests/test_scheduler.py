@@ -9,9 +9,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from enginekit import build_toy, write_toy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TESTS = Path(__file__).resolve().parent
 
@@ -100,19 +100,24 @@ def test_explain_names_a_build_file_change(tmp_path):
     build_toy(build)
     build.write_text(build.read_text() + "platform: ios\n", encoding="utf-8")
     result = build_toy(build, explain=True)
-    assert [o.reason for o in result.explained if o.stage == "lines"] == ["build-file slice changed"]
+    assert [o.reason for o in result.explained if o.stage == "lines"] == [
+        "build-file slice changed"
+    ]
 
 
 def test_explain_names_a_stage_version_change(tmp_path, monkeypatch):
     """Bumping a stage's version is the stated reason for its reruns."""
     import dataclasses
+
     import toy_stages.lines as lines
+
     build = write_toy(tmp_path, {"a.txt": "1\n"})
     build_toy(build)
     monkeypatch.setattr(lines, "SPEC", dataclasses.replace(lines.SPEC, version=2))
     result = build_toy(build, explain=True)
     assert [o.reason for o in result.explained if o.stage == "lines"] == [
-        "stage version changed (1 → 2)"]
+        "stage version changed (1 → 2)"
+    ]
 
 
 def _corrupt_all(folder: Path, how: str) -> int:
@@ -164,8 +169,9 @@ def test_interrupted_run_then_rerun_equals_clean(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script])
     deadline = time.time() + 60
     actions = tmp_path / "killed" / "cache" / "ac" / "lines.log"
-    while time.time() < deadline and not (actions.exists()
-                                          and actions.read_bytes().count(b"\n") > 40):
+    while time.time() < deadline and not (
+        actions.exists() and actions.read_bytes().count(b"\n") > 40
+    ):
         time.sleep(0.05)
     proc.kill()
     proc.wait()
@@ -173,17 +179,29 @@ def test_interrupted_run_then_rerun_equals_clean(tmp_path):
     assert built(resumed, "lines") < len(files)  # the killed run's work was kept
     clean = build_toy(write_toy(tmp_path / "clean", files))
     assert resumed.outputs == clean.outputs
-    assert (tmp_path / "killed/out/total.txt").read_bytes() == (tmp_path / "clean/out/total.txt").read_bytes()
+    assert (tmp_path / "killed/out/total.txt").read_bytes() == (
+        tmp_path / "clean/out/total.txt"
+    ).read_bytes()
 
 
-EDITS = st.lists(st.tuples(st.sampled_from(["a.txt", "b.txt", "c.txt", "inc/i.dat", "inc/j.dat"]),
-                           st.one_of(st.none(), st.lists(st.sampled_from(
-                               ["x", "y", "include inc/i.dat", "include inc/j.dat"]),
-                               max_size=4))),
-                 min_size=1, max_size=6)
+EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["a.txt", "b.txt", "c.txt", "inc/i.dat", "inc/j.dat"]),
+        st.one_of(
+            st.none(),
+            st.lists(
+                st.sampled_from(["x", "y", "include inc/i.dat", "include inc/j.dat"]), max_size=4
+            ),
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(edits=st.lists(EDITS, min_size=1, max_size=3))
 def test_incremental_build_equals_clean_build(tmp_path_factory, edits):
     """After any sequence of edits, an incremental build equals a clean build of the same files."""

@@ -11,15 +11,22 @@ import time
 from pathlib import Path
 
 import pytest
-
-from buildkit import (cache_problems, cli_env, edit_build, make_project, published, run_cli,
-                      run_inprocess)
+from buildkit import (
+    cache_problems,
+    cli_env,
+    edit_build,
+    make_project,
+    published,
+    run_cli,
+    run_inprocess,
+)
 
 
 def _checkout(source_build: Path, dest: Path, cache: Path) -> Path:
     """Another checkout of the same content, pointed at the shared cache."""
-    shutil.copytree(source_build.parent, dest, ignore=shutil.ignore_patterns("build"),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        source_build.parent, dest, ignore=shutil.ignore_patterns("build"), dirs_exist_ok=True
+    )
     return edit_build(dest / source_build.name, cache=str(cache), executor={"kind": "local"})
 
 
@@ -34,8 +41,13 @@ def source(tmp_path_factory):
 
 def _start(build: Path) -> subprocess.Popen:
     script = "from orchestrator.cli import main\nmain()\n"
-    return subprocess.Popen([sys.executable, "-c", script, "run", str(build)], env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, "run", str(build)],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -58,8 +70,12 @@ def test_two_checkouts_built_at_once_into_one_cache(tmp_path, source):
     from orchestrator.config import load_build
     from orchestrator.observe import setup_logging
     from orchestrator.scheduler import RunOptions, run_build
-    result = run_build(load_build(checkouts[2]), RunOptions(executor="local", progress=False),
-                       setup_logging("console"))
+
+    result = run_build(
+        load_build(checkouts[2]),
+        RunOptions(executor="local", progress=False),
+        setup_logging("console"),
+    )
     built = {r.name: r.built for r in result.reports}
     # Only rule units that run custom code key on the checkout's absolute path (spec).
     assert {name: n for name, n in built.items() if n and name != "validate"} == {}
@@ -71,6 +87,7 @@ def _hammer(cache_root: str, seed: int, rounds: int, queue) -> None:
     """Write the same blobs and action keys as the other processes while reading them back."""
     from orchestrator.cache import Cache
     from orchestrator.errors import CacheCorrupt
+
     cache = Cache(Path(cache_root))
     blobs = [bytes([i]) * (3 << 20) + b"tail" for i in range(3)]  # big: a torn write would show
     problems = []
@@ -93,7 +110,9 @@ def test_concurrent_writers_of_one_key_never_corrupt_it(tmp_path):
     """Processes writing and reading the same blobs and action keys never see a partial entry."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_hammer, args=(str(tmp_path), seed, 12, queue)) for seed in range(4)]
+    procs = [
+        ctx.Process(target=_hammer, args=(str(tmp_path), seed, 12, queue)) for seed in range(4)
+    ]
     for proc in procs:
         proc.start()
     outcomes = [queue.get(timeout=240) for _ in procs]
@@ -116,8 +135,15 @@ def test_gc_bounds_the_cache_by_size_and_keeps_it_usable(tmp_path, source):
     checkout = _checkout(build, tmp_path / "c", tmp_path / "cache")
     assert run_inprocess("run", str(checkout)) == code
     areas = ("cas", "ac", "last")
-    size = lambda: sum(p.stat().st_size for a in areas for p in (tmp_path / "cache" / a).rglob("*")
-                       if p.is_file())
+
+    def size() -> int:
+        return sum(
+            p.stat().st_size
+            for a in areas
+            for p in (tmp_path / "cache" / a).rglob("*")
+            if p.is_file()
+        )
+
     before = size()
     limit = before // 3
     proc = run_cli("cache", "gc", str(checkout), "--max-size", str(limit), "--max-age", "365")

@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from enginekit import build_toy, write_toy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from orchestrator.tree import Tree, TreeStore, scan
 
 PAST = time.time_ns() - 3600 * 10**9
@@ -18,7 +19,7 @@ PAST = time.time_ns() - 3600 * 10**9
 def age(root: Path, offset_s: int = 0) -> None:
     """Give every file and folder under `root` an mtime an hour ago (not racy), plus an offset."""
     stamp = PAST + offset_s * 10**9
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             os.utime(os.path.join(dirpath, name), ns=(stamp, stamp), follow_symlinks=False)
     for dirpath, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
@@ -29,14 +30,20 @@ def plain_walk(root: Path, skip=()) -> dict:
     """Every regular file under root (links to files followed, to folders not), with signatures."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skip
-                       and not os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if os.path.join(dirpath, d) not in skip and not os.path.islink(os.path.join(dirpath, d))
+        ]
         for name in filenames:
             full = os.path.join(dirpath, name)
             if os.path.isfile(full):
                 s = os.stat(full)
-                out[os.path.relpath(full, root).replace(os.sep, "/")] = (s.st_size, s.st_mtime_ns,
-                                                                         s.st_ino)
+                out[os.path.relpath(full, root).replace(os.sep, "/")] = (
+                    s.st_size,
+                    s.st_mtime_ns,
+                    s.st_ino,
+                )
     return out
 
 
@@ -118,8 +125,15 @@ def test_covers_reads_the_tree_would_notice(tmp_path):
     assert not tree.covers(str(root), {"link/absent.txt": None})
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["write", "append", "remove", "mkdir", "rmdir"]),
-                         st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=8)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["write", "append", "remove", "mkdir", "rmdir"]),
+        st.integers(0, 3),
+        st.integers(0, 3),
+    ),
+    min_size=1,
+    max_size=8,
+)
 
 
 def _set_mtime(path: Path, offset_s: int) -> None:
@@ -127,7 +141,9 @@ def _set_mtime(path: Path, offset_s: int) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(steps=st.lists(OPS, min_size=1, max_size=4))
 def test_incremental_scan_equals_a_fresh_scan(tmp_path_factory, steps):
     """After any edits, a scan from the last snapshot lists what a scan from nothing lists, and its
@@ -167,9 +183,11 @@ def test_incremental_scan_equals_a_fresh_scan(tmp_path_factory, steps):
 
 # -- the scheduler's use of it ------------------------------------------------------------------
 
+
 def test_noop_on_an_old_tree_does_not_load_the_reads(tmp_path, monkeypatch):
     """A rerun whose tree did not move skips stages without loading their recorded reads."""
     from orchestrator.cache import StageRecords
+
     build = write_toy(tmp_path, {"a.txt": "1\n", "d/b.txt": "2\n"})
     age(tmp_path / "p")
     build_toy(build)

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from buildkit import edit_build, make_project
+from unity_projects import build_settings, guid, material, prefab, write, write_folder_meta
 
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError
-from stages.layout.packing import pack
 from stages.algorithms.globs import escape_glob, glob_match
+from stages.layout.packing import pack
 from stages.sources.unity.reader import collect_unity
-
-from buildkit import edit_build, make_project
-from unity_projects import build_settings, guid, material, prefab, write, write_folder_meta
 
 REALDATA = "realdata/unity-slg-warriors"
 STREAMING = "Assets/StreamingAssets"
@@ -35,8 +34,14 @@ def run_cli(*args: str) -> int:
 
 def write_build(folder: Path, **sections) -> Path:
     """A build file for the Unity project in `folder/project`, local executor."""
-    data = {"project": "project", "source": "unity", "output": "out", "cache": "cache",
-            "executor": {"kind": "local"}, **sections}
+    data = {
+        "project": "project",
+        "source": "unity",
+        "output": "out",
+        "cache": "cache",
+        "executor": {"kind": "local"},
+        **sections,
+    }
     build = folder / "build.yaml"
     build.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return build
@@ -57,7 +62,7 @@ def unity_manifests(project: Path) -> tuple[dict[str, list[str]], dict[str, list
     explicit, dependencies = {}, {}
     streaming = project / STREAMING
     for manifest in sorted(streaming.rglob("*.unity3d.manifest")):
-        name = manifest.relative_to(streaming).as_posix()[:-len(".manifest")]
+        name = manifest.relative_to(streaming).as_posix()[: -len(".manifest")]
         sections: dict[str, list[str]] = {"Assets:": [], "Dependencies:": []}
         current = None
         for line in manifest.read_text(encoding="utf-8").splitlines():
@@ -67,10 +72,11 @@ def unity_manifests(project: Path) -> tuple[dict[str, list[str]], dict[str, list
                 current.append(line[2:].strip().replace("\\", "/"))
             elif not line.startswith(" "):
                 current = None
-        explicit[name] = [a[a.index("Assets/"):] for a in sections["Assets:"]]
+        explicit[name] = [a[a.index("Assets/") :] for a in sections["Assets:"]]
         # Absolute paths of the build machine: E:/games/…/StreamingAssets/<name>.
-        dependencies[name] = sorted(d.split("/StreamingAssets/", 1)[1]
-                                    for d in sections["Dependencies:"])
+        dependencies[name] = sorted(
+            d.split("/StreamingAssets/", 1)[1] for d in sections["Dependencies:"]
+        )
     return explicit, dependencies
 
 
@@ -86,8 +92,10 @@ def test_pipeline_bundles_reproduce_unitys_manifests(unity_copy: Path):
     """23 of Unity's 24 bundles get Unity's dependencies; uiview_skillchoose lacks only font.unity3d."""
     explicit, expected = unity_manifests(unity_copy / "project")
     assert len(explicit) == 24
-    layout = [{"name": name, "include": [escape_glob(path) for path in paths]}
-              for name, paths in explicit.items()]
+    layout = [
+        {"name": name, "include": [escape_glob(path) for path in paths]}
+        for name, paths in explicit.items()
+    ]
     build = write_build(unity_copy, bundles={"layout": layout, "shared_dependencies": "duplicate"})
     assert run_cli("run", str(build)) == 0
 
@@ -143,18 +151,24 @@ def test_cook_list_and_problems_through_the_pipeline(unity_copy: Path, capsys):
         "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF-Mobile.shader",
         "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF.shader",
         "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_Sprite.shader",
-        "Assets/HalfSLG/Font/TTF/simhei.ttf", CHINESE_FONT]
+        "Assets/HalfSLG/Font/TTF/simhei.ttf",
+        CHINESE_FONT,
+    ]
     assert cooklist["missing"][CHINESE_FONT] == (
         "not found in the project; chain "
-        "Assets/HalfSLG/Resources/Prefabs/UIView/UIView_BattleFieldPlayerActOption.prefab")
+        "Assets/HalfSLG/Resources/Prefabs/UIView/UIView_BattleFieldPlayerActOption.prefab"
+    )
     assert cooklist["missing"]["Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF.shader"].endswith(
-        "chain Assets/3rd/TextMesh Pro/Resources/TMP Settings.asset > Assets/HalfSLG/Font/TMP/fontSLG.asset")
-    assert sorted(cooklist["external"]) == ["0000000000000000e000000000000000",
-                                            "0000000000000000f000000000000000"]
+        "chain Assets/3rd/TextMesh Pro/Resources/TMP Settings.asset > Assets/HalfSLG/Font/TMP/fontSLG.asset"
+    )
+    assert sorted(cooklist["external"]) == [
+        "0000000000000000e000000000000000",
+        "0000000000000000f000000000000000",
+    ]
     source = collect_unity(str(unity_copy / "project"))
     orphans = [p.file for p in source.problems if p.kind == "orphan_meta"]
     assert len(orphans) == 151 and CHINESE_FONT + ".meta" in orphans
-    assert source.index.orphans == tuple(sorted(o[:-len(".meta")] for o in orphans))
+    assert source.index.orphans == tuple(sorted(o[: -len(".meta")] for o in orphans))
 
 
 def test_why_prints_the_chain_of_a_unity_asset(unity_copy: Path, capsys):
@@ -165,12 +179,14 @@ def test_why_prints_the_chain_of_a_unity_asset(unity_copy: Path, capsys):
     assert capsys.readouterr().out == (
         f"{rage}: cooked: Assets/HalfSLG/Scenes/SceneBattle.unity > "
         "Assets/HalfSLG/ScriptableObjects/BattleTeam/Hero.asset > "
-        f"Assets/HalfSLG/ScriptableObjects/BBSystem/System/Dps.asset > {rage} (root from source:scenes)\n")
+        f"Assets/HalfSLG/ScriptableObjects/BBSystem/System/Dps.asset > {rage} (root from source:scenes)\n"
+    )
     frame = "Assets/HalfSLG/Textures/Common_0/hexWhiteFrame.png"
     assert run_cli("why", str(build), frame) == 0
     assert capsys.readouterr().out == (
         f"{frame}: cooked: Assets/HalfSLG/Resources/Prefabs/BattleMapUnits/BattleUnit.prefab > "
-        f"{frame} (root from source:resources)\n")
+        f"{frame} (root from source:resources)\n"
+    )
     assert run_cli("why", str(build), "Assets/HalfSLG/Scenes/SceneLobby.unity") == 0
     assert "not cooked: unreachable" in capsys.readouterr().out
     assert run_cli("why", str(build), CHINESE_FONT) == 0
@@ -185,8 +201,9 @@ def meta_bundles_project(folder: Path) -> Path:
     write_folder_meta(root, "Assets/UI", guid(1), bundle="UI")  # Unity builds names lower-case
     write(root, "Assets/UI/Button.prefab", prefab([("m_Sprite", 10), ("m_Material", 20)]), guid(2))
     write(root, "Assets/UI/Icon.png", b"\x89PNG icon", guid(3))
-    write(root, "Assets/Shared/Atlas.png", b"\x89PNG atlas", guid(10), bundle="shared",
-          variant="hd")
+    write(
+        root, "Assets/Shared/Atlas.png", b"\x89PNG atlas", guid(10), bundle="shared", variant="hd"
+    )
     write(root, "Assets/Shared/Rock.mat", material(10), guid(20))
     write(root, "Assets/Levels/Level.prefab", prefab([("m_Ground", 20)]), guid(30), bundle="levels")
     write(root, "Assets/Other/Unused.png", b"\x89PNG unused", guid(40))
@@ -220,9 +237,16 @@ def test_from_meta_with_extract_and_a_conflicting_layout_rule(tmp_path: Path):
     assert bundles["ui"]["dependencies"] == ["shared.hd", shared[0]]
     source = collect_unity(str(tmp_path / "project"))
     assets = list(source.assets.values())
-    with pytest.raises(ConfigError, match=r"assigned to bundle 'ui' by the project.*bundles.layout\[0\]"):
-        pack(assets, [{"name": "icons", "include": ["Assets/UI/*.png"]}], [], "duplicate",
-             assigned=source.bundles)
+    with pytest.raises(
+        ConfigError, match=r"assigned to bundle 'ui' by the project.*bundles.layout\[0\]"
+    ):
+        pack(
+            assets,
+            [{"name": "icons", "include": ["Assets/UI/*.png"]}],
+            [],
+            "duplicate",
+            assigned=source.bundles,
+        )
 
 
 def test_from_meta_on_a_messiah_project_is_a_config_error(tmp_path: Path, capsys):

@@ -10,9 +10,13 @@ import pytest
 from stages.cooklist.closure import compute_cooklist
 from stages.layout.packing import pack
 from stages.sources.base import Asset
+from stages.sources.unity.documents import (
+    is_text_serialized,
+    load_documents,
+    references_in_documents,
+    scan_references,
+)
 from stages.sources.unity.reader import collect_unity, walk_project
-from stages.sources.unity.documents import (is_text_serialized, load_documents, references_in_documents,
-                                       scan_references)
 
 pytestmark = pytest.mark.shared
 
@@ -47,20 +51,24 @@ def unity_bundles() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Per bundle (name relative to StreamingAssets): its explicit assets and Unity's dependencies."""
     explicit, dependencies = {}, {}
     for manifest in sorted(STREAMING.rglob("*.unity3d.manifest")):
-        name = manifest.relative_to(STREAMING).as_posix()[:-len(".manifest")]
+        name = manifest.relative_to(STREAMING).as_posix()[: -len(".manifest")]
         assets, deps = read_manifest(manifest)
         explicit[name] = [_project_relative(a) for a in assets]
         # Dependencies are absolute paths of the build machine: E:/games/…/StreamingAssets/<name>.
-        dependencies[name] = sorted(d.replace("\\", "/").split("/StreamingAssets/", 1)[1] for d in deps)
+        dependencies[name] = sorted(
+            d.replace("\\", "/").split("/StreamingAssets/", 1)[1] for d in deps
+        )
     return explicit, dependencies
 
 
 def _project_relative(path: str) -> str:
     path = path.replace("\\", "/")
-    return path[path.index("Assets/"):] if not path.startswith("Assets/") else path
+    return path[path.index("Assets/") :] if not path.startswith("Assets/") else path
 
 
-def bundle_dependencies(assets: dict[str, Asset], explicit: dict[str, list[str]]) -> dict[str, list[str]]:
+def bundle_dependencies(
+    assets: dict[str, Asset], explicit: dict[str, list[str]]
+) -> dict[str, list[str]]:
     """pipeline.md "Pack" (duplicate policy, as Unity's built-in pipeline): a bundle holds its explicit
     assets and what they reach that no bundle names; it depends on the bundles whose explicit assets
     its own assets reference. Only assets the project has can be packed."""
@@ -97,15 +105,19 @@ def test_bundle_dependencies_reproduce_unity_manifests(result):
     assert set(expected[SKILL_CHOOSE]) - set(computed[SKILL_CHOOSE]) == {"font.unity3d"}
     assert set(computed[SKILL_CHOOSE]) <= set(expected[SKILL_CHOOSE])
     assert CHINESE_FONT in explicit["font.unity3d"] and CHINESE_FONT not in result.assets
-    skill_choose = result.assets["Assets/HalfSLG/Resources/Prefabs/UIView/UIView_SkillChoose.prefab"]
+    skill_choose = result.assets[
+        "Assets/HalfSLG/Resources/Prefabs/UIView/UIView_SkillChoose.prefab"
+    ]
     assert CHINESE_FONT in {r.target for r in skill_choose.refs}
 
 
 def test_the_packer_gives_the_same_bundle_dependencies(result):
     """stages.layout.packing with one layout rule per Unity bundle (duplicate policy) agrees with the helper."""
     explicit, expected = unity_bundles()
-    layout = [{"name": name, "include": [a for a in ids if a in result.assets]}
-              for name, ids in explicit.items()]
+    layout = [
+        {"name": name, "include": [a for a in ids if a in result.assets]}
+        for name, ids in explicit.items()
+    ]
     cooklist = compute_cooklist(result.assets, {}, {"layout": layout}, external=result.external)
     packing = pack([result.assets[a] for a in cooklist.cooked], layout, maps=[], policy="duplicate")
     computed = {name: list(packing.bundles[name].dependencies) for name in explicit}
@@ -123,17 +135,22 @@ def test_nested_prefab_references_follow_unitys_baking(result):
     # font.unity3d and textures/common_1.unity3d for viewelement_battleunitpackage.
     hoisted = package["Assets/HalfSLG/Font/TMP/fontSLG.asset"]
     assert hoisted.endswith("via " + prefabs + "ViewElement_PackageItem.prefab")
-    info = {r.target: r.label for r in result.assets[prefabs + "UIView_BattleFieldUnitInfo.prefab"].refs}
+    info = {
+        r.target: r.label for r in result.assets[prefabs + "UIView_BattleFieldUnitInfo.prefab"].refs
+    }
     assert info[prefabs + "ViewElement_BattleUnitPackage.prefab"] == "m_SourcePrefab"
     assert prefabs + "ViewElement_PackageItem.prefab" not in info
 
 
 def test_cook_list_from_the_enabled_scenes(result):
     """The two enabled scenes reach 37 assets, one missing shader (with its chain), two built-ins."""
-    assert result.roots["scenes"] == ["Assets/HalfSLG/Scenes/SceneStart.unity",
-                                      "Assets/HalfSLG/Scenes/SceneBattle.unity"]
-    cooklist = compute_cooklist(result.assets, {"maps": result.roots["scenes"]},
-                                external=result.external)
+    assert result.roots["scenes"] == [
+        "Assets/HalfSLG/Scenes/SceneStart.unity",
+        "Assets/HalfSLG/Scenes/SceneBattle.unity",
+    ]
+    cooklist = compute_cooklist(
+        result.assets, {"maps": result.roots["scenes"]}, external=result.external
+    )
     assert len(cooklist.cooked) == 37
     assert "Assets/HalfSLG/Scenes/SceneLobby.unity" not in cooklist.cooked  # disabled in the build
     # Shaders were left out of the snapshot as program code; their .meta files remain.
@@ -142,11 +159,16 @@ def test_cook_list_from_the_enabled_scenes(result):
     assert cooklist.missing[shader].endswith(
         "chain Assets/HalfSLG/Scenes/SceneBattle.unity > "
         "Assets/HalfSLG/Resources/Prefabs/Effect/Effect_DamageLabel.prefab > "
-        "Assets/HalfSLG/Font/TMP/fontSLG_BattleUnitDamageLabel.mat")
-    assert sorted(cooklist.external) == ["0000000000000000e000000000000000",
-                                         "0000000000000000f000000000000000"]
-    assert cooklist.chains["Assets/HalfSLG/Textures/Common_0/hexWhiteFrame.png"][0] == \
-        "Assets/HalfSLG/Scenes/SceneBattle.unity"
+        "Assets/HalfSLG/Font/TMP/fontSLG_BattleUnitDamageLabel.mat"
+    )
+    assert sorted(cooklist.external) == [
+        "0000000000000000e000000000000000",
+        "0000000000000000f000000000000000",
+    ]
+    assert (
+        cooklist.chains["Assets/HalfSLG/Textures/Common_0/hexWhiteFrame.png"][0]
+        == "Assets/HalfSLG/Scenes/SceneBattle.unity"
+    )
 
 
 def test_project_counts_orphans_and_external_guids(result):
@@ -156,15 +178,24 @@ def test_project_counts_orphans_and_external_guids(result):
     orphans = [p.file for p in result.problems if p.kind == "orphan_meta"]
     assert len(orphans) == len(set(orphans)) == 151
     assert {p.kind for p in result.problems} == {"orphan_meta"}
-    assert {CHINESE_FONT + ".meta", "Assets/HalfSLG/Font/TTF/simhei.ttf.meta",
-            "Assets/HalfSLG/Prefabs.meta"} <= set(orphans)
+    assert {
+        CHINESE_FONT + ".meta",
+        "Assets/HalfSLG/Font/TTF/simhei.ttf.meta",
+        "Assets/HalfSLG/Prefabs.meta",
+    } <= set(orphans)
     assert sum(o.endswith(".cs.meta") for o in orphans) == 128
     # Two built-in resource files and seven scripts of packages (TextMesh Pro, UnityEngine.UI).
     assert len(result.external) == 9
-    assert {"0000000000000000e000000000000000", "0000000000000000f000000000000000"} <= set(result.external)
+    assert {"0000000000000000e000000000000000", "0000000000000000f000000000000000"} <= set(
+        result.external
+    )
     # No content reference names a GUID that no .meta declares.
-    dangling = {r.target for a in result.assets.values() for r in a.refs
-                if r.target not in result.assets and r.target not in result.external}
+    dangling = {
+        r.target
+        for a in result.assets.values()
+        for r in a.refs
+        if r.target not in result.assets and r.target not in result.external
+    }
     assert all("/" in target for target in dangling)
     assert len(result.roots["resources"]) == 34
 

@@ -9,15 +9,20 @@ from pathlib import Path
 
 import pytest
 import yaml
+from unity_projects import HEADER, build_settings, guid, material, prefab, write
 
 from orchestrator.cli import main
 from stages.rules import registry
 from stages.rules.engine import validate_project
+from stages.sources.unity.paths import (
+    LANGUAGE,
+    UnityParseError,
+    UnityPathError,
+    compile_unity_path,
+    evaluate,
+    parse_unity_yaml,
+)
 from stages.sources.unity.reader import collect_unity
-from stages.sources.unity.paths import (LANGUAGE, UnityParseError, UnityPathError,
-                                        compile_unity_path, evaluate, parse_unity_yaml)
-
-from unity_projects import HEADER, build_settings, guid, material, prefab, write
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "configs" / "rules" / "unity-common.yaml"
@@ -28,18 +33,26 @@ def query(expr: str, text: str, relpath: str = "x.prefab") -> tuple[list, list]:
     return evaluate(compile_unity_path(expr), parse_unity_yaml(text.encode(), relpath))
 
 
-def texture_meta(asset_guid: str, max_size: int = 2048, readable: int = 0, texture_type: int = 8,
-                 mipmaps: int = 0, override: tuple[int, int] = (0, 2048)) -> str:
+def texture_meta(
+    asset_guid: str,
+    max_size: int = 2048,
+    readable: int = 0,
+    texture_type: int = 8,
+    mipmaps: int = 0,
+    override: tuple[int, int] = (0, 2048),
+) -> str:
     """A texture's `.meta` as Unity 2018 writes it (the keys the rule library reads)."""
     overridden, platform_size = override
-    return (f"fileFormatVersion: 2\nguid: {asset_guid}\nTextureImporter:\n"
-            f"  mipmaps:\n    enableMipMap: {mipmaps}\n  isReadable: {readable}\n"
-            f"  maxTextureSize: {max_size}\n  textureType: {texture_type}\n"
-            f"  platformSettings:\n  - serializedVersion: 2\n    buildTarget: DefaultTexturePlatform\n"
-            f"    maxTextureSize: {max_size}\n    overridden: 0\n"
-            f"  - serializedVersion: 2\n    buildTarget: Android\n"
-            f"    maxTextureSize: {platform_size}\n    overridden: {overridden}\n"
-            f"  userData: \n  assetBundleName: \n  assetBundleVariant: \n")
+    return (
+        f"fileFormatVersion: 2\nguid: {asset_guid}\nTextureImporter:\n"
+        f"  mipmaps:\n    enableMipMap: {mipmaps}\n  isReadable: {readable}\n"
+        f"  maxTextureSize: {max_size}\n  textureType: {texture_type}\n"
+        f"  platformSettings:\n  - serializedVersion: 2\n    buildTarget: DefaultTexturePlatform\n"
+        f"    maxTextureSize: {max_size}\n    overridden: 0\n"
+        f"  - serializedVersion: 2\n    buildTarget: Android\n"
+        f"    maxTextureSize: {platform_size}\n    overridden: {overridden}\n"
+        f"  userData: \n  assetBundleName: \n  assetBundleVariant: \n"
+    )
 
 
 # -- the language --------------------------------------------------------------------------------
@@ -49,31 +62,47 @@ def test_dotted_keys_read_meta_and_material_values_with_lines():
     assert query("TextureImporter.maxTextureSize", meta, "t.png.meta") == (["1024"], [7])
     assert query("guid", meta, "t.png.meta") == ([guid(1)], [2])
     mat = material(7, 8)
-    assert query("Material.m_Shader.guid", mat, "m.mat") == (["0000000000000000f000000000000000"], [6])
+    assert query("Material.m_Shader.guid", mat, "m.mat") == (
+        ["0000000000000000f000000000000000"],
+        [6],
+    )
     assert query("Material.m_Shader", mat, "m.mat")[0] == [
-        {"fileID": "46", "guid": "0000000000000000f000000000000000", "type": "0"}]
+        {"fileID": "46", "guid": "0000000000000000f000000000000000", "type": "0"}
+    ]
 
 
 def test_wildcards_lists_and_deep_steps():
     """`*` takes every value, lists are walked through, `**` reaches any depth, `m_*` matches keys."""
     mat = material(7, 8)
     assert query("Material.m_SavedProperties.m_TexEnvs.*.m_Texture.guid", mat, "m.mat") == (
-        [guid(7), guid(8)], [10, 12])
-    assert query("**.guid", mat, "m.mat")[0] == ["0000000000000000f000000000000000", guid(7), guid(8)]
+        [guid(7), guid(8)],
+        [10, 12],
+    )
+    assert query("**.guid", mat, "m.mat")[0] == [
+        "0000000000000000f000000000000000",
+        guid(7),
+        guid(8),
+    ]
     assert query("Material.m_*", mat, "m.mat")[0][0] == "m"  # m_Name first, then m_Shader, …
     meta = texture_meta(guid(1), override=(1, 4096))
     assert query("TextureImporter.platformSettings.maxTextureSize", meta, "t.png.meta")[0] == [
-        "2048", "4096"]
+        "2048",
+        "4096",
+    ]
 
 
 def test_filters_select_nodes_by_a_relative_value():
     """`[k==v]` keeps the nodes with that value, `[k!=v]` the others; filters apply per list item."""
     meta = texture_meta(guid(1), override=(1, 4096))
-    assert query("TextureImporter.platformSettings[overridden==1].maxTextureSize", meta,
-                 "t.png.meta") == (["4096"], [16])
-    assert query("TextureImporter.platformSettings[buildTarget!=Android].buildTarget", meta,
-                 "t.png.meta")[0] == ["DefaultTexturePlatform"]
-    assert query("TextureImporter[textureType==8].mipmaps.enableMipMap", meta, "t.png.meta")[0] == ["0"]
+    assert query(
+        "TextureImporter.platformSettings[overridden==1].maxTextureSize", meta, "t.png.meta"
+    ) == (["4096"], [16])
+    assert query(
+        "TextureImporter.platformSettings[buildTarget!=Android].buildTarget", meta, "t.png.meta"
+    )[0] == ["DefaultTexturePlatform"]
+    assert query("TextureImporter[textureType==8].mipmaps.enableMipMap", meta, "t.png.meta")[0] == [
+        "0"
+    ]
     assert query('TextureImporter[textureType=="0"].isReadable', meta, "t.png.meta")[0] == []
 
 
@@ -96,7 +125,9 @@ def test_compile_and_parse_errors():
         parse_unity_yaml(b"\x00\x01binary", "Assets/a.asset")
     assert binary.value.line == 1
     with pytest.raises(UnityParseError) as broken:
-        parse_unity_yaml((HEADER + "--- !u!21 &1\nMaterial:\n  m_Name: [unclosed\n").encode(), "m.mat")
+        parse_unity_yaml(
+            (HEADER + "--- !u!21 &1\nMaterial:\n  m_Name: [unclosed\n").encode(), "m.mat"
+        )
     assert broken.value.line == 6
 
 
@@ -120,12 +151,23 @@ def test_the_language_is_registered_and_found_without_package_metadata(monkeypat
 # -- the rule library ----------------------------------------------------------------------------
 def planted_project(root: Path) -> Path:
     """One defect per rule of unity-common.yaml, next to clean files of each kind."""
-    write(root, "ProjectSettings/EditorBuildSettings.asset",
-          build_settings(("Assets/Scenes/Main.unity", 50, True), ("Assets/Scenes/Gone.unity", 51, True),
-                         ("Assets/Scenes/Off.unity", 52, False)))
+    write(
+        root,
+        "ProjectSettings/EditorBuildSettings.asset",
+        build_settings(
+            ("Assets/Scenes/Main.unity", 50, True),
+            ("Assets/Scenes/Gone.unity", 51, True),
+            ("Assets/Scenes/Off.unity", 52, False),
+        ),
+    )
     write(root, "Assets/Scenes/Main.unity", prefab([("m_Icon", 1)]), guid(50))
-    textures = {"Ok": {}, "Huge": {"max_size": 4096}, "Override": {"override": (1, 4096)},
-                "Readable": {"readable": 1}, "Mipmapped": {"mipmaps": 1}}
+    textures = {
+        "Ok": {},
+        "Huge": {"max_size": 4096},
+        "Override": {"override": (1, 4096)},
+        "Readable": {"readable": 1},
+        "Mipmapped": {"mipmaps": 1},
+    }
     for n, (name, settings) in enumerate(textures.items(), start=1):
         write(root, f"Assets/Textures/{name}.png", b"\x89PNG")
         write(root, f"Assets/Textures/{name}.png.meta", texture_meta(guid(n), **settings))
@@ -137,18 +179,35 @@ def planted_project(root: Path) -> Path:
     write(root, "Assets/Other/Upper.txt.meta", f"fileFormatVersion: 2\nguid: {guid(10).upper()}\n")
     write(root, "Assets/Other/Gone.png.meta", texture_meta(guid(11)))  # its file is gone
     write(root, "Assets/Materials/Ok.mat", material(1), guid(20))
-    write(root, "Assets/Materials/NoShader.mat",
-          material(1).replace("{fileID: 46, guid: 0000000000000000f000000000000000, type: 0}",
-                              "{fileID: 0}"), guid(21))
-    write(root, "Assets/Materials/LostShader.mat",
-          material(1).replace("{fileID: 46, guid: 0000000000000000f000000000000000, type: 0}",
-                              f"{{fileID: 4800000, guid: {guid(98)}, type: 3}}"), guid(22))
+    write(
+        root,
+        "Assets/Materials/NoShader.mat",
+        material(1).replace(
+            "{fileID: 46, guid: 0000000000000000f000000000000000, type: 0}", "{fileID: 0}"
+        ),
+        guid(21),
+    )
+    write(
+        root,
+        "Assets/Materials/LostShader.mat",
+        material(1).replace(
+            "{fileID: 46, guid: 0000000000000000f000000000000000, type: 0}",
+            f"{{fileID: 4800000, guid: {guid(98)}, type: 3}}",
+        ),
+        guid(22),
+    )
     write(root, "Assets/Materials/LostTexture.mat", material(1, 97), guid(23))
     write(root, "Assets/Prefabs/Ok.prefab", prefab([("m_Sprite", 1)], nested=[30]), guid(30))
-    write(root, "Assets/Prefabs/Broken.prefab", prefab([("m_Sprite", 96), ("m_Font", 11)]), guid(31))
-    write(root, "Assets/Data/Broken.asset",
-          HEADER + f"--- !u!114 &1\nMonoBehaviour:\n  icon: {{fileID: 1, guid: {guid(95)}, type: 2}}\n",
-          guid(40))
+    write(
+        root, "Assets/Prefabs/Broken.prefab", prefab([("m_Sprite", 96), ("m_Font", 11)]), guid(31)
+    )
+    write(
+        root,
+        "Assets/Data/Broken.asset",
+        HEADER
+        + f"--- !u!114 &1\nMonoBehaviour:\n  icon: {{fileID: 1, guid: {guid(95)}, type: 2}}\n",
+        guid(40),
+    )
     return root
 
 
@@ -182,9 +241,19 @@ def test_unity_common_through_the_validate_stage(tmp_path: Path):
     """`source: unity` with the library: validate.json lists the failures, errors fail the build."""
     planted_project(tmp_path / "project")
     build = tmp_path / "build.yaml"
-    build.write_text(yaml.safe_dump({
-        "project": "project", "source": "unity", "output": "out", "cache": "cache",
-        "executor": {"kind": "local"}, "rules": {"files": [str(LIBRARY)]}}), encoding="utf-8")
+    build.write_text(
+        yaml.safe_dump(
+            {
+                "project": "project",
+                "source": "unity",
+                "output": "out",
+                "cache": "cache",
+                "executor": {"kind": "local"},
+                "rules": {"files": [str(LIBRARY)]},
+            }
+        ),
+        encoding="utf-8",
+    )
     for _run in range(2):  # the second run answers from the cache
         with pytest.raises(SystemExit) as stop:
             main(["run", str(build)])
@@ -203,11 +272,19 @@ def test_unity_common_on_the_real_project(shared_dir: Path):
     assert document["rules"] == 12 and not document["rule_errors"]
     assert document["sources_checked"] == 1121
     assert Counter(f["rule"] for f in document["failures"]) == {
-        "material-shader-resolves": 6, "asset-guids-resolve": 3, "prefab-guids-resolve": 2}
+        "material-shader-resolves": 6,
+        "asset-guids-resolve": 3,
+        "prefab-guids-resolve": 2,
+    }
     missing = {index.path_of(e) for f in document["failures"] for e in f["errors"]}
-    assert missing == {"Assets/HalfSLG/Font/chinese.asset", "Assets/HalfSLG/Font/TTF/simhei.ttf",
-                       "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF.shader",
-                       "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF-Mobile.shader",
-                       "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_Sprite.shader"}
-    skill_choose = next(f for f in document["failures"] if f["source"].endswith("UIView_SkillChoose.prefab"))
+    assert missing == {
+        "Assets/HalfSLG/Font/chinese.asset",
+        "Assets/HalfSLG/Font/TTF/simhei.ttf",
+        "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF.shader",
+        "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_SDF-Mobile.shader",
+        "Assets/3rd/TextMesh Pro/Resources/Shaders/TMP_Sprite.shader",
+    }
+    skill_choose = next(
+        f for f in document["failures"] if f["source"].endswith("UIView_SkillChoose.prefab")
+    )
     assert skill_choose["lines"] == [503, 504, 1104, 1105, 1560]

@@ -6,42 +6,68 @@ import time
 from pathlib import Path
 
 import pytest
+from unity_projects import (
+    HEADER,
+    build_settings,
+    guid,
+    material,
+    meta_text,
+    prefab,
+    ref,
+    scriptable,
+    write,
+    write_folder_meta,
+)
 
 from orchestrator.errors import MissingInput
 from orchestrator.reads import Reader
 from stages.sources import get_source
 from stages.sources.base import RESOURCE, WORLD
+from stages.sources.unity.documents import (
+    is_text_serialized,
+    load_documents,
+    read_meta,
+    references_in_documents,
+    scan_references,
+)
 from stages.sources.unity.reader import SOURCE, bundles_from_meta, collect_unity, walk_project
-from stages.sources.unity.documents import (is_text_serialized, load_documents, read_meta,
-                                       references_in_documents, scan_references)
-
-from unity_projects import (HEADER, build_settings, guid, material, meta_text, prefab, ref,
-                            scriptable, write, write_folder_meta)
 
 
 # -- the scanner -------------------------------------------------------------------------------
 def test_scanner_reads_wrapped_mappings_with_their_labels():
     """A mapping wrapped before `type:` or before `guid:` is one reference, labelled by its key."""
-    data = (HEADER + "--- !u!114 &1\nMonoBehaviour:\n"
-            f"  m_Sprite: {{fileID: 21300000, guid: {guid(1)},\n    type: 3}}\n"
-            f"  m_CorrespondingSourceObject: {{fileID: -8188517722776874453,\n"
-            f"    guid: {guid(2)}, type: 3}}\n").encode()
+    data = (
+        HEADER + "--- !u!114 &1\nMonoBehaviour:\n"
+        f"  m_Sprite: {{fileID: 21300000, guid: {guid(1)},\n    type: 3}}\n"
+        f"  m_CorrespondingSourceObject: {{fileID: -8188517722776874453,\n"
+        f"    guid: {guid(2)}, type: 3}}\n"
+    ).encode()
     refs = scan_references(data)
     assert [(r.guid, r.file_id, r.type, r.label, r.line) for r in refs] == [
         (guid(1), 21300000, 3, "m_Sprite", 5),
-        (guid(2), -8188517722776874453, 3, "m_CorrespondingSourceObject", 7)]
+        (guid(2), -8188517722776874453, 3, "m_CorrespondingSourceObject", 7),
+    ]
 
 
 def test_scanner_reads_every_document_and_labels_list_items_by_their_list():
     """Multi-document files (with `stripped` headers): list items get the key of their list."""
-    data = material(3, 4).encode() + (
-        "--- !u!4 &9 stripped\nTransform:\n"
-        f"  m_CorrespondingSourceObject: {ref(5, 7, 3)}\n"
-        f"  m_Children:\n  - {ref(6)}\n  - {{fileID: 0}}\n  - {ref(7)}\n").encode()
+    data = (
+        material(3, 4).encode()
+        + (
+            "--- !u!4 &9 stripped\nTransform:\n"
+            f"  m_CorrespondingSourceObject: {ref(5, 7, 3)}\n"
+            f"  m_Children:\n  - {ref(6)}\n  - {{fileID: 0}}\n  - {ref(7)}\n"
+        ).encode()
+    )
     labels = [(r.guid, r.label) for r in scan_references(data)]
-    assert labels == [("0000000000000000f000000000000000", "m_Shader"), (guid(3), "m_Texture"),
-                      (guid(4), "m_Texture"), (guid(5), "m_CorrespondingSourceObject"),
-                      (guid(6), "m_Children"), (guid(7), "m_Children")]
+    assert labels == [
+        ("0000000000000000f000000000000000", "m_Shader"),
+        (guid(3), "m_Texture"),
+        (guid(4), "m_Texture"),
+        (guid(5), "m_CorrespondingSourceObject"),
+        (guid(6), "m_Children"),
+        (guid(7), "m_Children"),
+    ]
 
 
 def test_scanner_agrees_with_pyyaml_on_a_nested_prefab():
@@ -54,15 +80,25 @@ def test_scanner_agrees_with_pyyaml_on_a_nested_prefab():
 
 def test_scanner_ignores_guid_text_outside_reference_mappings():
     """`guid:` in a string or a longer key is not a reference."""
-    data = (HEADER + "--- !u!114 &1\nMonoBehaviour:\n"
-            f"  m_Text: 'see guid: {guid(1)}'\n  assetguid: {guid(2)}\n").encode()
+    data = (
+        HEADER + "--- !u!114 &1\nMonoBehaviour:\n"
+        f"  m_Text: 'see guid: {guid(1)}'\n  assetguid: {guid(2)}\n"
+    ).encode()
     assert scan_references(data) == []
 
 
 def test_scanner_is_linear_on_a_huge_line():
     """A multi-megabyte line (a font atlas) with references around it scans in well under a second."""
-    data = (HEADER + "--- !u!28 &1\nTexture2D:\n  image data: " + "ab" * 3_000_000 + "\n"
-            + f"  m_Ref: {ref(1)}\n" + "  m_Other: {fileID: 1, guid: " + "c" * 31 + "}\n").encode()
+    data = (
+        HEADER
+        + "--- !u!28 &1\nTexture2D:\n  image data: "
+        + "ab" * 3_000_000
+        + "\n"
+        + f"  m_Ref: {ref(1)}\n"
+        + "  m_Other: {fileID: 1, guid: "
+        + "c" * 31
+        + "}\n"
+    ).encode()
     start = time.perf_counter()
     refs = scan_references(data)
     assert time.perf_counter() - start < 1.0
@@ -82,18 +118,34 @@ def test_meta_reader_and_binary_detection():
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """Scenes, nested prefabs, a material, textures, Resources, an orphan meta, StreamingAssets."""
-    write(tmp_path, "ProjectSettings/EditorBuildSettings.asset",
-          build_settings(("Assets/Scenes/Main.unity", 10, True), ("Assets/Scenes/Old.unity", 11, False)))
+    write(
+        tmp_path,
+        "ProjectSettings/EditorBuildSettings.asset",
+        build_settings(
+            ("Assets/Scenes/Main.unity", 10, True), ("Assets/Scenes/Old.unity", 11, False)
+        ),
+    )
     write_folder_meta(tmp_path, "Assets/Scenes", guid(90))
-    write(tmp_path, "Assets/Scenes/Main.unity",
-          HEADER + "--- !u!29 &1\nOcclusionCullingSettings:\n  m_ObjectHideFlags: 0\n"
-          + f"--- !u!114 &2\nMonoBehaviour:\n  m_Script: {ref(900, 11500000, 3)}\n"
-          + f"  hud: {ref(20, 100100000, 3)}\n"
-          + "  m_Cookie: {fileID: 10001, guid: 0000000000000000e000000000000000, type: 0}\n"
-          + f"  m_Lost: {ref(99, 21300000, 3)}\n", guid(10))
-    write(tmp_path, "Assets/Scenes/Old.unity", HEADER + "--- !u!29 &1\nOcclusionCullingSettings: {}\n",
-          guid(11))
-    write(tmp_path, "Assets/UI/Resources/Hud.prefab", prefab([("config", 30)], nested=[21]), guid(20))
+    write(
+        tmp_path,
+        "Assets/Scenes/Main.unity",
+        HEADER
+        + "--- !u!29 &1\nOcclusionCullingSettings:\n  m_ObjectHideFlags: 0\n"
+        + f"--- !u!114 &2\nMonoBehaviour:\n  m_Script: {ref(900, 11500000, 3)}\n"
+        + f"  hud: {ref(20, 100100000, 3)}\n"
+        + "  m_Cookie: {fileID: 10001, guid: 0000000000000000e000000000000000, type: 0}\n"
+        + f"  m_Lost: {ref(99, 21300000, 3)}\n",
+        guid(10),
+    )
+    write(
+        tmp_path,
+        "Assets/Scenes/Old.unity",
+        HEADER + "--- !u!29 &1\nOcclusionCullingSettings: {}\n",
+        guid(11),
+    )
+    write(
+        tmp_path, "Assets/UI/Resources/Hud.prefab", prefab([("config", 30)], nested=[21]), guid(20)
+    )
     write(tmp_path, "Assets/UI/Panel.prefab", prefab([("skin", 31)], nested=[22]), guid(21))
     write(tmp_path, "Assets/UI/Button.prefab", prefab([("look", 32)]), guid(22))
     write(tmp_path, "Assets/UI/Hud.asset", scriptable(31), guid(30))
@@ -143,11 +195,15 @@ def test_references_external_missing_and_code(project: Path):
     assert [(r.target, r.label) for r in scene.refs] == [
         ("Assets/UI/Resources/Hud.prefab", "hud"),
         ("0000000000000000e000000000000000", "m_Cookie"),
-        (guid(99), "m_Lost")]
+        (guid(99), "m_Lost"),
+    ]
     assert guid(99) not in result.assets and guid(99) not in result.external
     assert "0000000000000000e000000000000000" in result.external
-    assert not any(r.target == "Assets/Scripts/Hud.cs" or r.target == guid(900)
-                   for a in result.assets.values() for r in a.refs)
+    assert not any(
+        r.target == "Assets/Scripts/Hud.cs" or r.target == guid(900)
+        for a in result.assets.values()
+        for r in a.refs
+    )
     # A script GUID no .meta declares (a package's) is known to be external, but is not a Ref.
     assert guid(901) in result.external
 
@@ -160,18 +216,24 @@ def test_nested_prefabs_hoist_content_but_not_deeper_prefabs(project: Path):
         ("Assets/UI/Hud.asset", "config"),
         ("Assets/UI/Panel.prefab", "m_SourcePrefab"),
         ("Assets/UI/Skin.mat", "skin via Assets/UI/Panel.prefab"),
-        ("Assets/UI/Look.mat", "look via Assets/UI/Button.prefab via Assets/UI/Panel.prefab")]
+        ("Assets/UI/Look.mat", "look via Assets/UI/Button.prefab via Assets/UI/Panel.prefab"),
+    ]
     panel = [(r.target, r.label) for r in assets["Assets/UI/Panel.prefab"].refs]
-    assert panel == [("Assets/UI/Skin.mat", "skin"), ("Assets/UI/Button.prefab", "m_SourcePrefab"),
-                     ("Assets/UI/Look.mat", "look via Assets/UI/Button.prefab")]
+    assert panel == [
+        ("Assets/UI/Skin.mat", "skin"),
+        ("Assets/UI/Button.prefab", "m_SourcePrefab"),
+        ("Assets/UI/Look.mat", "look via Assets/UI/Button.prefab"),
+    ]
 
 
 def test_roots_are_enabled_scenes_and_resources_outside_editor(project: Path):
     """Enabled scenes in build order; every asset in a Resources folder except under Editor."""
     result = collect_unity(str(project))
     assert result.roots["scenes"] == ["Assets/Scenes/Main.unity"]
-    assert result.roots["resources"] == ["Assets/Data/Resources/table.txt",
-                                         "Assets/UI/Resources/Hud.prefab"]
+    assert result.roots["resources"] == [
+        "Assets/Data/Resources/table.txt",
+        "Assets/UI/Resources/Hud.prefab",
+    ]
     assert result.index.scenes == ("Assets/Scenes/Main.unity",)
 
 
@@ -179,9 +241,11 @@ def test_problems_are_reported_once_and_collect_goes_on(project: Path):
     """Orphan meta, binary asset, file without meta: one Problem each, none fatal."""
     result = collect_unity(str(project))
     problems = {(p.kind, p.file) for p in result.problems}
-    assert problems == {("orphan_meta", "Assets/Fonts/Big.asset.meta"),
-                        ("binary_asset", "Assets/Data/Binary.asset"),
-                        ("missing_meta", "Assets/NoMeta.txt")}
+    assert problems == {
+        ("orphan_meta", "Assets/Fonts/Big.asset.meta"),
+        ("binary_asset", "Assets/Data/Binary.asset"),
+        ("missing_meta", "Assets/NoMeta.txt"),
+    }
     assert len(result.problems) == 3 and not any(p.fatal for p in result.problems)
     assert result.assets["Assets/Data/Binary.asset"].refs == ()
     # The orphan's GUID still resolves to its path, so a reference to it names the missing file.
@@ -196,7 +260,10 @@ def test_bundles_from_meta_names_variants_and_folder_names(tmp_path: Path):
     write(tmp_path, "Assets/UI/b.png", b"png", guid(3), bundle="Icons", variant="hd")
     write(tmp_path, "Assets/Other/c.png", b"png", guid(4))
     result = collect_unity(str(tmp_path))
-    assert bundles_from_meta(result.index) == {"icons.hd": ["Assets/UI/b.png"], "ui": ["Assets/UI/a.png"]}
+    assert bundles_from_meta(result.index) == {
+        "icons.hd": ["Assets/UI/b.png"],
+        "ui": ["Assets/UI/a.png"],
+    }
 
 
 def test_plan_gives_stable_unit_ids_per_folder(project: Path):
@@ -208,10 +275,18 @@ def test_plan_gives_stable_unit_ids_per_folder(project: Path):
     changed = {uid for uid in after if before.get(uid) != after[uid]}
     assert changed == {"unity:Assets/Textures"}
     assert "unity:settings" in after
-    split = [u.id for u in SOURCE.plan(files, {"batch_size": 2}) if u.id.startswith("unity:Assets/UI")]
+    split = [
+        u.id for u in SOURCE.plan(files, {"batch_size": 2}) if u.id.startswith("unity:Assets/UI")
+    ]
     # Assets/UI holds 5 assets and their 5 metas: 10 files, 5 units of 2.
-    assert split == ["unity:Assets/UI", "unity:Assets/UI#1", "unity:Assets/UI#2", "unity:Assets/UI#3",
-                     "unity:Assets/UI#4", "unity:Assets/UI/Resources"]
+    assert split == [
+        "unity:Assets/UI",
+        "unity:Assets/UI#1",
+        "unity:Assets/UI#2",
+        "unity:Assets/UI#3",
+        "unity:Assets/UI#4",
+        "unity:Assets/UI/Resources",
+    ]
 
 
 def test_parse_reads_only_through_the_reader(project: Path):
@@ -220,20 +295,26 @@ def test_parse_reads_only_through_the_reader(project: Path):
     reader = Reader(str(project))
     SOURCE.parse(unit, reader, {})
     assert sorted(reader.reads) == sorted(unit.files)
-    texture_unit = next(u for u in SOURCE.plan(walk_project(str(project)), {})
-                        if u.id == "unity:Assets/Textures")
+    texture_unit = next(
+        u for u in SOURCE.plan(walk_project(str(project)), {}) if u.id == "unity:Assets/Textures"
+    )
     offline = Reader(str(project), disk=False)
     with pytest.raises(MissingInput):
         SOURCE.parse(texture_unit, offline, {})
-    preloaded = {path: (project / path).read_bytes() for path in texture_unit.files
-                 if path.endswith(".meta")}
+    preloaded = {
+        path: (project / path).read_bytes() for path in texture_unit.files if path.endswith(".meta")
+    }
     parsed = SOURCE.parse(texture_unit, Reader(str(project), preloaded=preloaded, disk=False), {})
     assert len(parsed) == len(texture_unit.files)
 
 
 def test_broken_build_settings_is_a_problem_not_a_crash(tmp_path: Path):
     """Unparseable EditorBuildSettings: a Problem with its line, no scene roots."""
-    write(tmp_path, "ProjectSettings/EditorBuildSettings.asset", HEADER + "--- !u!1045 &1\n  m_Scenes: [\n")
+    write(
+        tmp_path,
+        "ProjectSettings/EditorBuildSettings.asset",
+        HEADER + "--- !u!1045 &1\n  m_Scenes: [\n",
+    )
     write(tmp_path, "Assets/a.txt", "x", guid(1))
     result = collect_unity(str(tmp_path))
     assert result.roots["scenes"] == []

@@ -11,8 +11,10 @@ import pytest
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 DEMO = SHARED / "examples" / "demo"
 
-pytestmark = [pytest.mark.shared,
-              pytest.mark.skipif(not DEMO.is_dir(), reason=f"shared demo not found at {DEMO}")]
+pytestmark = [
+    pytest.mark.shared,
+    pytest.mark.skipif(not DEMO.is_dir(), reason=f"shared demo not found at {DEMO}"),
+]
 
 
 def build_index_or_skip():
@@ -24,9 +26,15 @@ def build_index_or_skip():
 
 
 def failure_set(document: dict) -> set:
-    return {(f["rule"], f["source"], f["via"],
-             tuple(sorted(json.dumps(e, sort_keys=True, ensure_ascii=False) for e in f["errors"])))
-            for f in document["failures"]}
+    return {
+        (
+            f["rule"],
+            f["source"],
+            f["via"],
+            tuple(sorted(json.dumps(e, sort_keys=True, ensure_ascii=False) for e in f["errors"])),
+        )
+        for f in document["failures"]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +53,19 @@ def test_demo_validate_project_matches_expected(demo, expected):
     """validate_project on the demo reports exactly the expected failures and rule errors."""
     from stages.rules.engine import validate_project
     from stages.rules.naive import validate_per_rule
+
     build_index = build_index_or_skip()
     root = demo / "project"
     index = build_index(str(root))
     document = validate_project(str(root), [demo / "rules.yaml"], index)
     assert failure_set(document) == failure_set(expected)
-    assert {e["rule"] for e in document["rule_errors"]} == {e["rule"] for e in expected["rule_errors"]}
+    assert {e["rule"] for e in document["rule_errors"]} == {
+        e["rule"] for e in expected["rule_errors"]
+    }
     assert document["rules"] == expected["rules"]
-    assert failure_set(validate_per_rule(str(root), [demo / "rules.yaml"], index)) == \
-        failure_set(expected)
+    assert failure_set(validate_per_rule(str(root), [demo / "rules.yaml"], index)) == failure_set(
+        expected
+    )
 
 
 def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
@@ -67,8 +79,11 @@ def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
     log = setup_logging("console")
 
     def build():
-        result = run_build(load_build(demo / "build.yaml"),
-                           RunOptions(executor="local", progress=False, stages=["validate"]), log)
+        result = run_build(
+            load_build(demo / "build.yaml"),
+            RunOptions(executor="local", progress=False, stages=["validate"]),
+            log,
+        )
         report = next(r for r in result.reports if r.name == "validate")
         return result, report
 
@@ -85,8 +100,12 @@ def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
     assert again.units == report.units and again.cached == again.units
 
     texture = next((demo / "project" / "Repository" / "UI").rglob("texture.xml"))
-    texture.write_text(texture.read_text(encoding="utf-8").replace(
-        "</Texture>", "<MipLevels>1</MipLevels></Texture>"), encoding="utf-8")
+    texture.write_text(
+        texture.read_text(encoding="utf-8").replace(
+            "</Texture>", "<MipLevels>1</MipLevels></Texture>"
+        ),
+        encoding="utf-8",
+    )
     result, third = build()
     assert third.built == 1
     assert "texture-has-mips" not in {f["rule"] for f in result.outputs["validation"]["failures"]}
@@ -101,8 +120,9 @@ def test_demo_on_ray_matches_local(demo, expected, ray_local):
     from orchestrator.observe import setup_logging
     from orchestrator.scheduler import RunOptions, run_build
 
-    result = run_build(load_build(demo / "build.yaml"),
-                       RunOptions(executor="ray", progress=False, no_cache=True,
-                                  stages=["validate"]),
-                       setup_logging("console"))
+    result = run_build(
+        load_build(demo / "build.yaml"),
+        RunOptions(executor="ray", progress=False, no_cache=True, stages=["validate"]),
+        setup_logging("console"),
+    )
     assert failure_set(result.outputs["validation"]) == failure_set(expected)

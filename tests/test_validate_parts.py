@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from rules_helpers import make_index, write_files
 
 from orchestrator.testing import run_stage as stage_once
-from rules_helpers import make_index, write_files
 from stages import validate
 from stages.rules import parts
 from stages.rules.engine import validate_project
@@ -25,7 +25,7 @@ RULES = """
 - {id: custom, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Mesh,Name', condition: [func_f], func_str: "def f(**kw):\\n    return [d for d in kw['data'] if d.endswith('7')]\\n"}
 - {id: model-faces-again, rpath: 'resource\\.repository$', xpath: '*/Items/Item.Type==Model,GUID', filter: artfunc_res_filter.guidToRealPath, subxpath: 'M,Faces', condition: ['<=', 10]}
 - {id: small, rpath: 'small\\.xml$', xpath: 'S', condition: ['==', 1]}
-"""
+"""  # noqa: E501
 
 
 def guid(i: int) -> str:
@@ -37,25 +37,37 @@ def project(tmp_path):
     items, files, resources = [], {"small.xml": "<S>2</S>"}, {}
     for i in range(3000):
         kind = TYPES[i % 4]
-        items.append(f"<Item><Type>{kind}</Type><GUID>{guid(i)}</GUID><Name>n{i % 2900}</Name>"
-                     f"{'<Deps>x</Deps>' if i % 3 else ''}<Pad>{'p' * 40}</Pad></Item>")
+        items.append(
+            f"<Item><Type>{kind}</Type><GUID>{guid(i)}</GUID><Name>n{i % 2900}</Name>"
+            f"{'<Deps>x</Deps>' if i % 3 else ''}<Pad>{'p' * 40}</Pad></Item>"
+        )
         if kind == "Model" and i < 400:
             files[f"Models/{i}/resource.xml"] = f"<M><Faces>{i % 13}</Faces></M>"
             resources[guid(i)] = {"type": "Model", "file": f"Models/{i}/resource.xml"}
     files["Repository/resource.repository"] = (
-        "<Repository><Items>" + "\n".join(items) + "</Items></Repository>")
+        "<Repository><Items>" + "\n".join(items) + "</Items></Repository>"
+    )
     root = write_files(tmp_path / "p", files)
     rule_file = tmp_path / "rules.yaml"
     rule_file.write_text(RULES, encoding="utf-8")
     index = make_index(root, resources)
-    inputs = {"files": {rel: "d" for rel in files},
-              "source": SourceResult(assets={}, index=index), "cooklist": None}
+    inputs = {
+        "files": dict.fromkeys(files, "d"),
+        "source": SourceResult(assets={}, index=index),
+        "cooklist": None,
+    }
     return root, rule_file, inputs
 
 
 def run_stage(root, rule_file, inputs):
-    run = stage_once(validate, project=root, inputs=inputs, workdir=rule_file.parent,
-                     settings={"rules": {"files": [rule_file.name]}}, publish=False)
+    run = stage_once(
+        validate,
+        project=root,
+        inputs=inputs,
+        workdir=rule_file.parent,
+        settings={"rules": {"files": [rule_file.name]}},
+        publish=False,
+    )
     return run.plan, run.outputs["validation"]
 
 
@@ -75,11 +87,13 @@ def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch
     monkeypatch.setattr(parts, "SPLIT_MIN_BYTES", 1 << 40)
     whole_plan, whole = run_stage(root, rule_file, inputs)
     assert [u.id for u in whole_plan.units if u.payload[0].endswith(".repository")] == [
-        "Repository/resource.repository"]
+        "Repository/resource.repository"
+    ]
     for fmt in ("json", "junit", "text"):
         assert render(document, fmt) == render(whole, fmt)
-    in_process = validate_project(str(root), [rule_file], inputs["source"].index,
-                                  files=list(inputs["files"]))
+    in_process = validate_project(
+        str(root), [rule_file], inputs["source"].index, files=list(inputs["files"])
+    )
     assert render(document, "json") == render(in_process, "json")
 
 

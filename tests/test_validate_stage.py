@@ -6,56 +6,77 @@ import json
 import shutil
 
 import pytest
+from rules_helpers import REPOSITORY, make_index, write_files
 
 from orchestrator.testing import run_stage
-from rules_helpers import REPOSITORY, make_index, write_files
 from stages import validate
 from stages.sources.base import Asset, CookList, SourceResult
 
 G = "914fa3a0-62cd-4b5a-83df-92fdf494534a"
-RULES = f"""
-- {{id: plain, rpath: 'resource\\.xml$', xpath: 'Resource,A', condition: ['==', 1]}}
-- {{id: indexed, rpath: 'resource\\.repository$', xpath: '*/Items/Item,GUID',
-   condition: [in, artfunc_res_store.res_in_disk]}}
-- {{id: custom, rpath: 'Other/.*\\.xml$', xpath: 'R', condition: [func_f],
-   func_str: "def f(**kw):\\n    return ['c']\\n"}}
+RULES = """
+- {id: plain, rpath: 'resource\\.xml$', xpath: 'Resource,A', condition: ['==', 1]}
+- {id: indexed, rpath: 'resource\\.repository$', xpath: '*/Items/Item,GUID',
+   condition: [in, artfunc_res_store.res_in_disk]}
+- {id: custom, rpath: 'Other/.*\\.xml$', xpath: 'R', condition: [func_f],
+   func_str: "def f(**kw):\\n    return ['c']\\n"}
 """
 
 
 @pytest.fixture
 def setup(tmp_path):
-    root = write_files(tmp_path / "p", {
-        "Repository/resource.repository": REPOSITORY,
-        f"Repository/Test/{G}/resource.xml": "<Resource><A>2</A></Resource>",
-        "Repository/Loose/resource.xml": "<Resource><A>3</A></Resource>",
-        "Other/x.xml": "<R/>"})
+    root = write_files(
+        tmp_path / "p",
+        {
+            "Repository/resource.repository": REPOSITORY,
+            f"Repository/Test/{G}/resource.xml": "<Resource><A>2</A></Resource>",
+            "Repository/Loose/resource.xml": "<Resource><A>3</A></Resource>",
+            "Other/x.xml": "<R/>",
+        },
+    )
     rule_file = tmp_path / "rules.yaml"
     rule_file.write_text(RULES, encoding="utf-8")
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(rule_file, work / "rules.yaml")
     index = make_index(root, {G: {"file": f"Repository/Test/{G}/resource.xml"}})
-    asset = Asset(G, "resource", "Material", ("Test/Hole_mat",), (f"Repository/Test/{G}",),
-                  (f"Repository/Test/{G}/resource.xml",), ())
+    asset = Asset(
+        G,
+        "resource",
+        "Material",
+        ("Test/Hole_mat",),
+        (f"Repository/Test/{G}",),
+        (f"Repository/Test/{G}/resource.xml",),
+        (),
+    )
     source = SourceResult(assets={G: asset}, index=index)
     cooklist = CookList([G], {}, {}, {}, {}, [], {})
-    files = {str(p.relative_to(root).as_posix()): "d" for p in sorted(root.rglob("*"))
-             if p.is_file()}
+    files = {
+        str(p.relative_to(root).as_posix()): "d" for p in sorted(root.rglob("*")) if p.is_file()
+    }
     return root, work, {"files": files, "source": source, "cooklist": cooklist}
 
 
 def validate_once(setup, **rules):
     root, work, inputs = setup
-    return run_stage(validate, project=root, inputs=inputs, workdir=work,
-                     settings={"rules": {"files": ["rules.yaml"], **rules}})
+    return run_stage(
+        validate,
+        project=root,
+        inputs=inputs,
+        workdir=work,
+        settings={"rules": {"files": ["rules.yaml"], **rules}},
+    )
 
 
 def test_units_are_per_file_with_keys_naming_what_they_use(setup):
     """One unit per selected file; index digest and root enter keys only where rules need them."""
     plan = validate_once(setup).plan
     keys = {u.id: u.key for u in plan.units}
-    assert sorted(keys) == ["Other/x.xml", "Repository/Loose/resource.xml",
-                            f"Repository/Test/{G}/resource.xml", "Repository/resource.repository"]
+    assert sorted(keys) == [
+        "Other/x.xml",
+        "Repository/Loose/resource.xml",
+        f"Repository/Test/{G}/resource.xml",
+        "Repository/resource.repository",
+    ]
     assert "index" in keys["Repository/resource.repository"]
     assert "index" not in keys["Repository/Loose/resource.xml"]
     assert "root" in keys["Other/x.xml"] and "root" not in keys["Repository/resource.repository"]
@@ -67,10 +88,16 @@ def test_finish_and_publish(setup):
     run = validate_once(setup)
     document = run.outputs["validation"]
     assert {(f["rule"], f["source"]) for f in document["failures"]} == {
-        ("plain", f"Repository/Test/{G}/resource.xml"), ("plain", "Repository/Loose/resource.xml"),
-        ("indexed", "Repository/resource.repository"), ("custom", "Other/x.xml")}
-    assert set(run.published) == {"reports/validate.json", "reports/junit.xml",
-                                  "reports/validate.txt"}
+        ("plain", f"Repository/Test/{G}/resource.xml"),
+        ("plain", "Repository/Loose/resource.xml"),
+        ("indexed", "Repository/resource.repository"),
+        ("custom", "Other/x.xml"),
+    }
+    assert set(run.published) == {
+        "reports/validate.json",
+        "reports/junit.xml",
+        "reports/validate.txt",
+    }
     assert json.loads(run.published["reports/validate.json"])["rules"] == 3
 
 

@@ -15,12 +15,20 @@ def meta_text(asset_guid: str, bundle: str = "", variant: str = "", folder: bool
     lines = ["fileFormatVersion: 2", f"guid: {asset_guid}"]
     if folder:
         lines.append("folderAsset: yes")
-    lines += ["DefaultImporter:", "  externalObjects: {}", "  userData: ",
-              f"  assetBundleName: {bundle}", f"  assetBundleVariant: {variant}", ""]
+    lines += [
+        "DefaultImporter:",
+        "  externalObjects: {}",
+        "  userData: ",
+        f"  assetBundleName: {bundle}",
+        f"  assetBundleVariant: {variant}",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def write(root: Path, rel: str, content: str | bytes, asset_guid: str | None = None, **meta) -> None:
+def write(
+    root: Path, rel: str, content: str | bytes, asset_guid: str | None = None, **meta
+) -> None:
     """Write a project file, and its .meta when a GUID is given."""
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +43,9 @@ def write(root: Path, rel: str, content: str | bytes, asset_guid: str | None = N
 def write_folder_meta(root: Path, rel: str, folder_guid: str, bundle: str = "") -> None:
     """A folder and its .meta (`folderAsset: yes`)."""
     (root / rel).mkdir(parents=True, exist_ok=True)
-    (root / f"{rel}.meta").write_text(meta_text(folder_guid, bundle=bundle, folder=True), encoding="utf-8")
+    (root / f"{rel}.meta").write_text(
+        meta_text(folder_guid, bundle=bundle, folder=True), encoding="utf-8"
+    )
 
 
 def ref(n: int, file_id: int = 11400000, kind: int = 2) -> str:
@@ -43,11 +53,15 @@ def ref(n: int, file_id: int = 11400000, kind: int = 2) -> str:
 
 
 def material(*texture_guids: int) -> str:
-    body = "".join(f"    - _Tex{i}:\n        m_Texture: {ref(g, 2800000, 3)}\n"
-                   for i, g in enumerate(texture_guids))
-    return (HEADER + "--- !u!21 &2100000\nMaterial:\n  m_Name: m\n"
-            f"  m_Shader: {{fileID: 46, guid: 0000000000000000f000000000000000, type: 0}}\n"
-            f"  m_SavedProperties:\n    m_TexEnvs:\n{body}")
+    body = "".join(
+        f"    - _Tex{i}:\n        m_Texture: {ref(g, 2800000, 3)}\n"
+        for i, g in enumerate(texture_guids)
+    )
+    return (
+        HEADER + "--- !u!21 &2100000\nMaterial:\n  m_Name: m\n"
+        f"  m_Shader: {{fileID: 46, guid: 0000000000000000f000000000000000, type: 0}}\n"
+        f"  m_SavedProperties:\n    m_TexEnvs:\n{body}"
+    )
 
 
 def prefab(refs: list[tuple[str, int]], nested: list[int] = ()) -> str:
@@ -58,13 +72,15 @@ def prefab(refs: list[tuple[str, int]], nested: list[int] = ()) -> str:
     for field, target in refs:
         text += f"  {field}: {ref(target)}\n"
     for i, target in enumerate(nested):
-        text += (f"--- !u!1001 &{300 + i}\nPrefabInstance:\n  m_Modification:\n"
-                 f"    m_Modifications:\n    - target: {{fileID: 5, guid: {guid(target)},\n"
-                 f"        type: 3}}\n      propertyPath: m_Name\n      value: x\n"
-                 f"      objectReference: {{fileID: 0}}\n"
-                 f"  m_SourcePrefab: {{fileID: 100100000, guid: {guid(target)}, type: 3}}\n"
-                 f"--- !u!4 &{400 + i} stripped\nTransform:\n"
-                 f"  m_CorrespondingSourceObject: {{fileID: 7, guid: {guid(target)}, type: 3}}\n")
+        text += (
+            f"--- !u!1001 &{300 + i}\nPrefabInstance:\n  m_Modification:\n"
+            f"    m_Modifications:\n    - target: {{fileID: 5, guid: {guid(target)},\n"
+            f"        type: 3}}\n      propertyPath: m_Name\n      value: x\n"
+            f"      objectReference: {{fileID: 0}}\n"
+            f"  m_SourcePrefab: {{fileID: 100100000, guid: {guid(target)}, type: 3}}\n"
+            f"--- !u!4 &{400 + i} stripped\nTransform:\n"
+            f"  m_CorrespondingSourceObject: {{fileID: 7, guid: {guid(target)}, type: 3}}\n"
+        )
     return text
 
 

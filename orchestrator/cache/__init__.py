@@ -17,7 +17,7 @@ fails verification is dropped and treated as absent.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
 
 from ..errors import CacheCorrupt
@@ -29,9 +29,23 @@ from .housekeeping import cache_stats, clear_cache, collect_garbage
 from .records import StageRecord, StageRecords, listing_digest, published_signature
 from .statcache import StatCache
 
-__all__ = ["ActionEntry", "ActionLog", "Cache", "CacheCorrupt", "StageRecord", "StageRecords",
-           "StatCache", "TEMP_PREFIX", "append_lines", "atomic_write", "line_checksum",
-           "listing_digest", "published_signature", "seal", "unseal"]
+__all__ = [
+    "ActionEntry",
+    "ActionLog",
+    "Cache",
+    "CacheCorrupt",
+    "StageRecord",
+    "StageRecords",
+    "StatCache",
+    "TEMP_PREFIX",
+    "append_lines",
+    "atomic_write",
+    "line_checksum",
+    "listing_digest",
+    "published_signature",
+    "seal",
+    "unseal",
+]
 
 
 def safe_name(stage: str) -> str:
@@ -88,7 +102,7 @@ class Cache:
         return data
 
     # -- action logs -------------------------------------------------------------------------
-    def actions(self, stage: str) -> "ActionLog":
+    def actions(self, stage: str) -> ActionLog:
         """The action log of one stage (opened once per cache object)."""
         if stage not in self._logs:
             self._logs[stage] = ActionLog(self.root / "ac" / f"{safe_name(stage)}.log", self)
@@ -97,8 +111,9 @@ class Cache:
     def get_actions(self, key: str, stage: str = "_") -> list[ActionEntry]:
         return self.actions(stage).get(key)
 
-    def put_action(self, key: str, reads: dict[str, str | None], result: str,
-                   stage: str = "_") -> None:
+    def put_action(
+        self, key: str, reads: dict[str, str | None], result: str, stage: str = "_"
+    ) -> None:
         log = self.actions(stage)
         log.append(key, reads, result)
         log.release()  # the next get reads the file again, this entry and other writers' too
@@ -124,10 +139,8 @@ class Cache:
         self.corrupt_dropped += 1
         if self.log is not None:
             self.log.warning("cache.dropped", file=str(path), reason=why)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        except FileNotFoundError:
-            pass
 
     def stats(self) -> dict:
         """Counts and bytes per area."""

@@ -1,5 +1,4 @@
-"""Action logs: per stage, key → files read with their digests → result digest (ninja's build log).
-"""
+"""Action logs: per stage, key → files read with their digests → result digest (ninja's build log)."""
 
 from __future__ import annotations
 
@@ -82,8 +81,9 @@ class ActionLog:
         except (ValueError, IndexError, orjson.JSONDecodeError):
             self._cache.corrupt_dropped += 1
             if self._cache.log is not None:
-                self._cache.log.warning("cache.dropped", file=str(self.path),
-                                        reason="a damaged action line was skipped")
+                self._cache.log.warning(
+                    "cache.dropped", file=str(self.path), reason="a damaged action line was skipped"
+                )
             return None
 
     def get(self, key: str) -> list[ActionEntry]:
@@ -112,19 +112,28 @@ class ActionLog:
         entry = self._parse(line) if line is not None else None
         return (entry.get("c") or {}) if isinstance(entry, dict) else None
 
-    def append(self, key: str, reads: dict[str, str | None], result: str,
-               unit: str | None = None, components: dict | None = None) -> None:
+    def append(
+        self,
+        key: str,
+        reads: dict[str, str | None],
+        result: str,
+        unit: str | None = None,
+        components: dict | None = None,
+    ) -> None:
         """Log a new entry. It is not kept in memory: a run looks each key up before it runs the
         unit, and the entries it found then stay valid (a later run reads the new one)."""
         document = {"r": sorted(reads.items()), "d": result}
         if unit is not None:
             document["c"] = components or {}
-        rest = b" ".join((key.encode("ascii"), (unit or "-").encode("ascii"),
-                          orjson.dumps(document)))
+        rest = b" ".join(
+            (key.encode("ascii"), (unit or "-").encode("ascii"), orjson.dumps(document))
+        )
         line = line_checksum(rest) + b" " + rest
         self._pending.append(line + b"\n")
-        if (len(self._pending) >= self.FLUSH_EVERY
-                or time.monotonic() - self._last_flush > self.FLUSH_SECONDS):
+        if (
+            len(self._pending) >= self.FLUSH_EVERY
+            or time.monotonic() - self._last_flush > self.FLUSH_SECONDS
+        ):
             self.flush()
 
     def release(self) -> None:

@@ -8,6 +8,7 @@ never a file that passes verification with the wrong content.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -38,8 +39,10 @@ def atomic_write(path: Path, data: bytes) -> None:
     if parent not in _known_folders:
         os.makedirs(parent, exist_ok=True)
         _known_folders.add(parent)
-    tmp = (f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{_TEMP_TOKEN}-"
-           f"{next(_temp_counter)}")
+    tmp = (
+        f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{_TEMP_TOKEN}-"
+        f"{next(_temp_counter)}"
+    )
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileNotFoundError:  # the folder was removed behind our back (cache clear)
@@ -51,10 +54,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

@@ -1,5 +1,4 @@
-"""The content-addressed blob store: small blobs packed per run, large ones in files of their own.
-"""
+"""The content-addressed blob store: small blobs packed per run, large ones in files of their own."""
 
 from __future__ import annotations
 
@@ -109,8 +108,11 @@ class BlobPacks:
             self._bad.add(digest)
             self._cache.corrupt_dropped += 1
             if self._cache.log is not None:
-                self._cache.log.warning("cache.dropped", file=str(self.folder / pack),
-                                        reason=f"blob {digest[:12]} does not match its digest")
+                self._cache.log.warning(
+                    "cache.dropped",
+                    file=str(self.folder / pack),
+                    reason=f"blob {digest[:12]} does not match its digest",
+                )
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return data
 
@@ -125,7 +127,7 @@ class BlobPacks:
         if self._writer is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
-            self._writer = open(self.folder / self._name, "ab")
+            self._writer = open(self.folder / self._name, "ab")  # noqa: SIM115 (kept for the run)
         offset = self._writer.tell()
         self._writer.write(data)
         index[digest] = (self._name, offset, len(data))

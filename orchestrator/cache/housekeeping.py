@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -30,8 +31,9 @@ def cache_stats(root: Path) -> dict:
     return out
 
 
-def collect_garbage(root: Path, max_bytes: int | None = None,
-                    max_age_days: float | None = None) -> dict:
+def collect_garbage(
+    root: Path, max_bytes: int | None = None, max_age_days: float | None = None
+) -> dict:
     """Drop blobs and actions older than `max_age_days`, then the least recently used
     until the cache is under `max_bytes`. Actions pointing at dropped blobs become misses."""
     now = time.time()
@@ -51,10 +53,8 @@ def collect_garbage(root: Path, max_bytes: int | None = None,
                     # Another run may be about to rename it (the cache is shared): only
                     # the leftovers of killed runs, old by any measure, are removed.
                     if now - st.st_mtime > TEMP_ABANDONED_SECONDS:
-                        try:
+                        with contextlib.suppress(FileNotFoundError):
                             os.unlink(path)
-                        except FileNotFoundError:
-                            pass
                     continue
                 files.append((max(st.st_atime, st.st_mtime), st.st_size, path))
     files.sort()

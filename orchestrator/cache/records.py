@@ -16,13 +16,13 @@ no-op rerun compares one version string instead of 217,000 digests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-
-from typing import TYPE_CHECKING
 
 from ..hashing import digest_bytes, digest_value
 from .atomic import atomic_write, seal, unseal
@@ -101,10 +101,8 @@ class StageRecords:
 
     def drop(self, stage: str) -> None:
         for path in (self._path(stage), self._reads_path(stage)):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            except FileNotFoundError:
-                pass
 
 
 def listing_digest(entries) -> str:

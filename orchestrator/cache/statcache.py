@@ -47,7 +47,9 @@ class StatCache:
             version, entries = None, None
         if version != self._VERSION or not isinstance(entries, dict):
             if self.log is not None:
-                self.log.warning("cache.dropped", file=str(self.path), reason="stat cache unreadable")
+                self.log.warning(
+                    "cache.dropped", file=str(self.path), reason="stat cache unreadable"
+                )
             self.path.unlink(missing_ok=True)
             return
         self._entries = entries

@@ -10,9 +10,9 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 from ..errors import MissingInput, OrchestrateError
 from ..reads import Reader
@@ -78,20 +78,24 @@ class Finished:
 class Executor(Protocol):
     name: str
 
-    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
-        ...
+    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]: ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 def worker_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def run_item(fn: Callable, item: WorkItem, shared: Any, root: str, disk: bool,
-             label: str,
-             fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None) -> Finished:
+def run_item(
+    fn: Callable,
+    item: WorkItem,
+    shared: Any,
+    root: str,
+    disk: bool,
+    label: str,
+    fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None,
+) -> Finished:
     """Run one unit with a recording reader; never raises (errors travel in the record)."""
     reader = Reader(root, preloaded=item.files, disk=disk, blobs=item.blobs, fetch=fetch)
     start = time.time()
@@ -99,27 +103,61 @@ def run_item(fn: Callable, item: WorkItem, shared: Any, root: str, disk: bool,
     try:
         result = fn(item.payload, shared, reader)
     except MissingInput as missing:
-        return Finished(item.unit_id, reads=reader.reads, start=start, worker=label,
-                        seconds=time.perf_counter() - clock, missing_file=missing.relpath)
+        return Finished(
+            item.unit_id,
+            reads=reader.reads,
+            start=start,
+            worker=label,
+            seconds=time.perf_counter() - clock,
+            missing_file=missing.relpath,
+        )
     except OrchestrateError as exc:
-        return Finished(item.unit_id, error=exc, reads=reader.reads, start=start, worker=label,
-                        seconds=time.perf_counter() - clock)
+        return Finished(
+            item.unit_id,
+            error=exc,
+            reads=reader.reads,
+            start=start,
+            worker=label,
+            seconds=time.perf_counter() - clock,
+        )
     except Exception as exc:  # a bug in a stage: keep the traceback for the report
-        return Finished(item.unit_id, error=exc, error_text=traceback.format_exc(),
-                        reads=reader.reads, start=start, worker=label,
-                        seconds=time.perf_counter() - clock)
-    return Finished(item.unit_id, result=result, reads=reader.reads, start=start, worker=label,
-                    seconds=time.perf_counter() - clock)
+        return Finished(
+            item.unit_id,
+            error=exc,
+            error_text=traceback.format_exc(),
+            reads=reader.reads,
+            start=start,
+            worker=label,
+            seconds=time.perf_counter() - clock,
+        )
+    return Finished(
+        item.unit_id,
+        result=result,
+        reads=reader.reads,
+        start=start,
+        worker=label,
+        seconds=time.perf_counter() - clock,
+    )
 
 
-def make_executor(kind: str, root: str, *, workers: int | None = None,
-                  address: str | None = None, shared_paths: bool = False, log=None) -> Executor:
+def make_executor(
+    kind: str,
+    root: str,
+    *,
+    workers: int | None = None,
+    address: str | None = None,
+    shared_paths: bool = False,
+    log=None,
+) -> Executor:
     """An executor by name; Ray is imported only when a Ray executor is made."""
     if kind == "local":
         from .local import LocalExecutor
+
         return LocalExecutor(root)
     if kind == "ray":
         from .ray import RayExecutor
-        return RayExecutor(root, workers=workers, address=address, shared_paths=shared_paths,
-                           log=log)
+
+        return RayExecutor(
+            root, workers=workers, address=address, shared_paths=shared_paths, log=log
+        )
     raise ValueError(f"unknown executor {kind!r}")

@@ -41,9 +41,14 @@ class ExecutorPool:
             kind = "ray" if self.ray_pays_off(count) else "local"
         if kind in self._made:
             return self._made[kind], 0.0
-        executor = make_executor(kind, self.root, workers=self.workers,
-                                 address=self.settings.address,
-                                 shared_paths=self.settings.shared_paths, log=self.log)
+        executor = make_executor(
+            kind,
+            self.root,
+            workers=self.workers,
+            address=self.settings.address,
+            shared_paths=self.settings.shared_paths,
+            log=self.log,
+        )
         self._made[kind] = executor
         startup = 0.0
         if kind == "ray":

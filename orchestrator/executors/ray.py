@@ -21,8 +21,9 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import ray
 
@@ -55,14 +56,22 @@ def _shared_value(holder: list) -> Any:
     return _shared_values[key]
 
 
-def _run_batch(fn: Callable, shared_holder: list, root: str, disk: bool, items: list[WorkItem],
-               server: Any = None) -> list[Finished]:
+def _run_batch(
+    fn: Callable,
+    shared_holder: list,
+    root: str,
+    disk: bool,
+    items: list[WorkItem],
+    server: Any = None,
+) -> list[Finished]:
     label = worker_label()
     shared = _shared_value(shared_holder)
     fetch = None
     if server is not None:
+
         def fetch(relpaths: list[str]) -> dict[str, bytes | None]:
             return ray.get(server.read.remote(relpaths))
+
     return [run_item(fn, item, shared, root, disk, label, fetch) for item in items]
 
 
@@ -84,6 +93,7 @@ def _start_file_server(root: str, log=None) -> Any:
     """A FileServer pinned to the driver's node, or None when the driver is not on a node
     (Ray Client): then a unit that lacks a file comes back and is resent with it."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     try:
         node = ray.get_runtime_context().get_node_id()
     except Exception:  # Ray Client drivers have no node
@@ -91,8 +101,11 @@ def _start_file_server(root: str, log=None) -> Any:
     if not node:
         return None
     strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-    return ray.remote(FileServer).options(num_cpus=0, max_concurrency=8,
-                                          scheduling_strategy=strategy).remote(root)
+    return (
+        ray.remote(FileServer)
+        .options(num_cpus=0, max_concurrency=8, scheduling_strategy=strategy)
+        .remote(root)
+    )
 
 
 def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
@@ -105,8 +118,7 @@ def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
     for item in items:
         current.append(item)
         current_cost += item.cost
-        if len(current) >= per_batch or (current_cost >= MIN_BATCH_BYTES * 8
-                                         and len(current) >= 1):
+        if len(current) >= per_batch or (current_cost >= MIN_BATCH_BYTES * 8 and len(current) >= 1):
             batches.append(current)
             current, current_cost = [], 0
     if current:
@@ -123,21 +135,31 @@ def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise StepFailed(f"the Ray cluster at {address} is unreachable: "
-                         f"{exc.strerror or exc}", key="executor.address") from None
+        raise StepFailed(
+            f"the Ray cluster at {address} is unreachable: {exc.strerror or exc}",
+            key="executor.address",
+        ) from None
 
 
 def _code_roots() -> list[str]:
     """Folders of the engine's and the registered stages' packages (shipped to a cluster)."""
     from ..registry import code_roots, registered_stages
+
     return code_roots(registered_stages())
 
 
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, root: str, *, workers: int | None = None, address: str | None = None,
-                 shared_paths: bool = False, log=None) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        shared_paths: bool = False,
+        log=None,
+    ) -> None:
         self.root = root
         self.log = log
         self.shared_paths = shared_paths
@@ -148,28 +170,42 @@ class RayExecutor:
                 _check_reachable(address)
                 # A cluster may not have our code: ship the packages with the job.
                 try:
-                    ray.init(address=address, runtime_env={"py_modules": _code_roots()},
-                             log_to_driver=False, configure_logging=False)
+                    ray.init(
+                        address=address,
+                        runtime_env={"py_modules": _code_roots()},
+                        log_to_driver=False,
+                        configure_logging=False,
+                    )
                 except (ConnectionError, RuntimeError, ValueError) as exc:
-                    raise StepFailed(f"cannot join the Ray cluster at {address}: {exc}",
-                                     key="executor.address") from None
+                    raise StepFailed(
+                        f"cannot join the Ray cluster at {address}: {exc}", key="executor.address"
+                    ) from None
             else:
                 parents = dict.fromkeys(str(Path(root).parent) for root in _code_roots())
                 path = os.pathsep.join([*parents, *[p for p in sys.path if p]])
                 # address="local": always a fresh Ray of our own, never a cluster that `ray start`
                 # happened to leave running on this machine.
-                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
-                         include_dashboard=False,
-                         log_to_driver=False, configure_logging=False,
-                         runtime_env={"env_vars": {"PYTHONPATH": path}})
+                ray.init(
+                    address="local",
+                    num_cpus=workers or os.cpu_count() or 1,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    runtime_env={"env_vars": {"PYTHONPATH": path}},
+                )
         self.startup_seconds = time.perf_counter() - started
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._remote = ray.remote(_run_batch).options(max_retries=TASK_RETRIES,
-                                                      retry_exceptions=False)
+        self._remote = ray.remote(_run_batch).options(
+            max_retries=TASK_RETRIES, retry_exceptions=False
+        )
         self._server = None if shared_paths else _start_file_server(root, log)
         if log is not None:
-            log.info("ray.ready", workers=self.workers, address=address or "local",
-                     seconds=round(self.startup_seconds, 2))
+            log.info(
+                "ray.ready",
+                workers=self.workers,
+                address=address or "local",
+                seconds=round(self.startup_seconds, 2),
+            )
 
     def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
         shared_ref = ray.put(shared)

@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
-
 GLOB_METACHARACTERS = "*?["
 
 
@@ -51,7 +50,7 @@ def glob_regex(pattern: str) -> str:
             if end == -1:
                 out.append(re.escape(char))
             else:
-                body = pattern[i + 1:end]
+                body = pattern[i + 1 : end]
                 negate = body.startswith("!")
                 body = body[1:] if negate else body
                 out.append("[" + ("^/" if negate else "") + _class_body(body) + "]")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 
-def strongly_connected(order: Iterable[str], edges: Callable[[str], Iterable[str]]) -> list[list[str]]:
+def strongly_connected(
+    order: Iterable[str], edges: Callable[[str], Iterable[str]]
+) -> list[list[str]]:
     """Every strongly connected component (iterative Tarjan: no recursion limit on deep asset
     chains), visiting roots in `order`; members of a component in the order Tarjan pops them."""
     index: dict[str, int] = {}

@@ -76,16 +76,21 @@ def compress(data: bytes, codec: str, level: int) -> bytes:
     if codec == "zstd":
         # Explicit frame parameters: content size always written, no checksum or dictionary id,
         # single-threaded, so the frame does not vary with how the data was fed or the machine.
-        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True,
-                                              write_checksum=False, write_dict_id=False,
-                                              threads=0)
+        compressor = zstandard.ZstdCompressor(
+            level=level,
+            write_content_size=True,
+            write_checksum=False,
+            write_dict_id=False,
+            threads=0,
+        )
         return compressor.compress(data)
     if codec == "lz4":
         # The payload size lives in the TOC, so the raw block carries no size prefix.
         if level <= 0:
             return lz4.block.compress(data, mode="default", store_size=False)
-        return lz4.block.compress(data, mode="high_compression", compression=min(level, 12),
-                                  store_size=False)
+        return lz4.block.compress(
+            data, mode="high_compression", compression=min(level, 12), store_size=False
+        )
     raise BundleFormatError(f"unknown codec {codec!r}")
 
 
@@ -112,11 +117,19 @@ def build_bundle(entries: Iterable[Entry], codec: str = "none", level: int = 0) 
     for entry in ordered:
         stored = compress(entry.payload, codec, level)
         toc += _pack_text(entry.id) + _pack_text(entry.name)
-        toc += _ENTRY_FIXED.pack(len(data), len(stored), len(entry.payload),
-                                 blake3.blake3(entry.payload).digest())
+        toc += _ENTRY_FIXED.pack(
+            len(data), len(stored), len(entry.payload), blake3.blake3(entry.payload).digest()
+        )
         data += stored
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, CODECS[codec], level if codec != "none" else 0,
-                          len(ordered), len(toc), HEADER_SIZE + len(toc))
+    header = _HEADER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        CODECS[codec],
+        level if codec != "none" else 0,
+        len(ordered),
+        len(toc),
+        HEADER_SIZE + len(toc),
+    )
     return bytes(header) + bytes(toc) + bytes(data)
 
 
@@ -140,8 +153,9 @@ def read_header(data: bytes) -> Header:
     if magic != MAGIC:
         raise BundleFormatError("not a bundle (bad magic)")
     if version != FORMAT_VERSION:
-        raise BundleFormatError(f"bundle format version {version}; this reader knows "
-                                f"{FORMAT_VERSION}")
+        raise BundleFormatError(
+            f"bundle format version {version}; this reader knows {FORMAT_VERSION}"
+        )
     if codec not in CODEC_NAMES or data_offset != HEADER_SIZE + toc_size:
         raise BundleFormatError("corrupt bundle header")
     return Header(version, CODEC_NAMES[codec], level, count, toc_size, data_offset)
@@ -172,7 +186,7 @@ def _unpack_text(data: bytes, pos: int) -> tuple[str, int]:
     pos += _LENGTH.size
     if pos + length > len(data):
         raise struct.error("text runs past the table of contents")
-    return data[pos:pos + length].decode("utf-8"), pos + length
+    return data[pos : pos + length].decode("utf-8"), pos + length
 
 
 def iter_entries(bundle: bytes) -> Iterable[Entry]:
@@ -180,7 +194,9 @@ def iter_entries(bundle: bytes) -> Iterable[Entry]:
     header, toc = read_toc(bundle)
     for row in toc:
         start = header.data_offset + row.offset
-        yield Entry(row.id, row.name, _payload(bundle[start:start + row.stored_size], header, row))
+        yield Entry(
+            row.id, row.name, _payload(bundle[start : start + row.stored_size], header, row)
+        )
 
 
 def _payload(stored: bytes, header: Header, row: TocEntry) -> bytes:

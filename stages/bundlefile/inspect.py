@@ -29,18 +29,28 @@ def inspect_bundle(path: str | os.PathLike) -> dict:
         "level": reader.header.level,
         "crc32": crc32(data),
         "content_hash": content_hash(reader.entries),
-        "entries": [{"id": row.id, "name": row.name, "offset": row.offset,
-                     "stored_size": row.stored_size, "size": row.size, "hash": row.hash}
-                    for row in reader.entries],
+        "entries": [
+            {
+                "id": row.id,
+                "name": row.name,
+                "offset": row.offset,
+                "stored_size": row.stored_size,
+                "size": row.size,
+                "hash": row.hash,
+            }
+            for row in reader.entries
+        ],
     }
 
 
 def format_listing(description: dict) -> str:
     """The human listing of `inspect_bundle`'s result, one entry per line."""
-    lines = [f"{description['file']}: {len(description['entries'])} entries, "
-             f"{description['size']} bytes, {description['compression']}, "
-             f"format {description['format_version']}",
-             f"content hash {description['content_hash']}  crc32 {description['crc32']:08x}"]
+    lines = [
+        f"{description['file']}: {len(description['entries'])} entries, "
+        f"{description['size']} bytes, {description['compression']}, "
+        f"format {description['format_version']}",
+        f"content hash {description['content_hash']}  crc32 {description['crc32']:08x}",
+    ]
     for row in description["entries"]:
         lines.append(f"  {row['size']:>10}  {row['hash'][:16]}  {row['id']}  {row['name']}")
     return "\n".join(lines)

@@ -12,15 +12,22 @@ import click
 @click.command()
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @click.option("--extract", "entry", default=None, help="Entry id (or unique name) to extract.")
-@click.option("--to", "dest", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the extracted entry (default: stdout).")
+@click.option(
+    "--to",
+    "dest",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the extracted entry (default: stdout).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def inspect(bundle, entry, dest, fmt) -> None:
     """List a bundle's entries, or extract one entry's payload."""
     from stages.bundlefile.inspect import extract_entry, format_listing, inspect_bundle
+
     if entry is not None:
         if dest is None:
             import tempfile
+
             with tempfile.TemporaryDirectory() as tmp:
                 target = Path(tmp) / "entry"
                 extract_entry(bundle, entry, target)

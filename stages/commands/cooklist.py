@@ -16,6 +16,7 @@ from orchestrator.runs import run_stages
 def cooklist(build_file, fmt) -> None:
     """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
     from stages.cooklist.explain import cooklist_text
+
     build, result = run_stages(build_file, ["dependency"])
     cooked = result.outputs["cooklist"]
     if fmt == "json":
@@ -30,10 +31,13 @@ def cooklist(build_file, fmt) -> None:
 @click.argument("asset")
 def why(build_file, asset) -> None:
     """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
-    from stages.cooklist.explain import why as why_answers, why_text
+    from stages.cooklist.explain import why as why_answers
+    from stages.cooklist.explain import why_text
+
     build, result = run_stages(build_file, ["dependency"])
-    answers = why_answers(result.outputs["source"].assets, result.outputs["cooklist"], asset,
-                          build.section("cook"))
+    answers = why_answers(
+        result.outputs["source"].assets, result.outputs["cooklist"], asset, build.section("cook")
+    )
     click.echo(why_text(answers), nl=False)
 
 
@@ -44,10 +48,12 @@ def why(build_file, asset) -> None:
 def graph(build_file, fmt, cooked_only) -> None:
     """Export the asset reference graph (Graphviz DOT or JSON)."""
     from stages.cooklist.explain import graph_dot, graph_json
+
     build, result = run_stages(build_file, ["dependency"])
     assets, cooked = result.outputs["source"].assets, result.outputs["cooklist"]
     if fmt == "json":
-        click.echo(json.dumps(graph_json(assets, cooked, cooked_only), indent=2,
-                              ensure_ascii=False))
+        click.echo(
+            json.dumps(graph_json(assets, cooked, cooked_only), indent=2, ensure_ascii=False)
+        )
     else:
         click.echo(graph_dot(assets, cooked, cooked_only), nl=False)

@@ -11,16 +11,23 @@ import click
 
 @click.command()
 @click.argument("dest", type=click.Path(file_okay=False))
-@click.option("--assets", default=1000, type=click.IntRange(min=100),
-              help="Number of resources (at least 100).")
+@click.option(
+    "--assets",
+    default=1000,
+    type=click.IntRange(min=100),
+    help="Number of resources (at least 100).",
+)
 @click.option("--seed", default=1, type=int, help="Random seed (same seed, same bytes).")
 def generate(dest, assets, seed) -> None:
     """Write a Messiah-style project with a build file and a rule library."""
     from stages.sources.messiah.generator import generate_project
+
     started = time.perf_counter()
     project = generate_project(dest, assets, seed)
-    click.echo(f"generated {assets} resources in {time.perf_counter() - started:.1f} s; "
-               f"build with: orchestrate run {project.build_file}")
+    click.echo(
+        f"generated {assets} resources in {time.perf_counter() - started:.1f} s; "
+        f"build with: orchestrate run {project.build_file}"
+    )
 
 
 @click.command()
@@ -31,6 +38,7 @@ def demo(dest, assets, executor) -> None:
     """Generate a small project and build it end to end (rule failures shown, exit 0)."""
     from orchestrator.runs import run_command
     from stages.sources.messiah.generator import generate_project
+
     dest = Path(dest or "orchestrate-demo")
     project = generate_project(dest, assets, 7)
     build_file = Path(project.build_file)

@@ -48,8 +48,13 @@ class CookerSpec:
         if self.kind != "external":
             return {"cooker": self.kind, "version": BUILTIN_VERSIONS[self.kind]}
         # The timeout does not shape the output, so changing it does not re-cook.
-        return {"cooker": "external", "command": self.command, "version": self.version,
-                "output_ext": self.output_ext, "platform": platform}
+        return {
+            "cooker": "external",
+            "command": self.command,
+            "version": self.version,
+            "output_ext": self.output_ext,
+            "platform": platform,
+        }
 
 
 def cooker_for(asset_type: str, cookers: dict, default: str = "") -> CookerSpec:
@@ -58,18 +63,27 @@ def cooker_for(asset_type: str, cookers: dict, default: str = "") -> CookerSpec:
     declared = cookers.get(asset_type, default or DEFAULT_COOKER)
     if isinstance(declared, str):
         if declared not in BUILTIN_VERSIONS:
-            raise ConfigError(f"unknown built-in cooker {declared!r} (copy | xml)",
-                              key=f"cook.cookers.{asset_type}")
+            raise ConfigError(
+                f"unknown built-in cooker {declared!r} (copy | xml)",
+                key=f"cook.cookers.{asset_type}",
+            )
         return CookerSpec(declared)
     command = declared.get("command", "")
     unknown = sorted(set(re.findall(r"\{(\w*)\}", command)) - set(PLACEHOLDERS))
     if not shlex.split(command) or unknown:
-        raise ConfigError(f"cooker command {command!r} needs a program and only the "
-                          f"placeholders {{input}} {{output}} {{platform}}"
-                          + (f" (unknown: {unknown})" if unknown else ""),
-                          key=f"cook.cookers.{asset_type}.command")
-    return CookerSpec("external", command, str(declared.get("version", "")),
-                      float(declared.get("timeout", 300.0)), declared.get("output_ext", ""))
+        raise ConfigError(
+            f"cooker command {command!r} needs a program and only the "
+            f"placeholders {{input}} {{output}} {{platform}}"
+            + (f" (unknown: {unknown})" if unknown else ""),
+            key=f"cook.cookers.{asset_type}.command",
+        )
+    return CookerSpec(
+        "external",
+        command,
+        str(declared.get("version", "")),
+        float(declared.get("timeout", 300.0)),
+        declared.get("output_ext", ""),
+    )
 
 
 def cook_files(asset_id: str, files: dict[str, bytes], spec: CookerSpec, platform: str) -> bytes:
@@ -77,8 +91,12 @@ def cook_files(asset_id: str, files: dict[str, bytes], spec: CookerSpec, platfor
     if spec.kind == "copy":
         return pack_files(files)
     if spec.kind == "xml":
-        return pack_files({name: canonical_xml(data) if is_xml_name(name) else data
-                           for name, data in files.items()})
+        return pack_files(
+            {
+                name: canonical_xml(data) if is_xml_name(name) else data
+                for name, data in files.items()
+            }
+        )
     return run_external(asset_id, files, spec, platform)
 
 
@@ -108,9 +126,9 @@ def unpack_files(payload: bytes) -> dict[str, bytes]:
     for _ in range(count):
         name_len, size = _FILE.unpack_from(payload, pos)
         pos += _FILE.size
-        name = payload[pos:pos + name_len].decode("utf-8")
+        name = payload[pos : pos + name_len].decode("utf-8")
         pos += name_len
-        files[name] = payload[pos:pos + size]
+        files[name] = payload[pos : pos + size]
         pos += size
     return files
 
@@ -120,8 +138,14 @@ def is_xml_name(name: str) -> bool:
     return base.lower().endswith(XML_SUFFIXES) or base in XML_NAMES
 
 
-_PARSER = etree.XMLParser(remove_blank_text=True, remove_comments=True, remove_pis=True,
-                          resolve_entities=False, no_network=True, huge_tree=True)
+_PARSER = etree.XMLParser(
+    remove_blank_text=True,
+    remove_comments=True,
+    remove_pis=True,
+    resolve_entities=False,
+    no_network=True,
+    huge_tree=True,
+)
 
 
 def canonical_xml(data: bytes) -> bytes:
@@ -151,37 +175,56 @@ def run_external(asset_id: str, files: dict[str, bytes], spec: CookerSpec, platf
             target.write_bytes(data)
         input_dir.mkdir(exist_ok=True)
         only = next(iter(files)) if len(files) == 1 else None
-        values = {"input": str(input_dir / only) if only else str(input_dir),
-                  "output": str(Path(tmp, "output" + spec.output_ext)), "platform": platform}
-        args = [re.sub(r"\{(input|output|platform)\}", lambda m: values[m.group(1)], arg)
-                for arg in shlex.split(spec.command)]
+        values = {
+            "input": str(input_dir / only) if only else str(input_dir),
+            "output": str(Path(tmp, "output" + spec.output_ext)),
+            "platform": platform,
+        }
+        args = [
+            re.sub(r"\{(input|output|platform)\}", lambda m: values[m.group(1)], arg)
+            for arg in shlex.split(spec.command)
+        ]
         returncode, stderr = _run(args, tmp, spec.timeout, asset_id)
         if returncode != 0:
-            raise StepFailed(f"cooker `{args[0]}` failed on asset {asset_id} (exit {returncode})"
-                             + _tail(stderr), key=asset_id)
+            raise StepFailed(
+                f"cooker `{args[0]}` failed on asset {asset_id} (exit {returncode})"
+                + _tail(stderr),
+                key=asset_id,
+            )
         try:
             return Path(values["output"]).read_bytes()
         except FileNotFoundError:
-            raise StepFailed(f"cooker `{args[0]}` wrote no output for asset {asset_id} "
-                             f"(expected {{output}})" + _tail(stderr), key=asset_id) from None
+            raise StepFailed(
+                f"cooker `{args[0]}` wrote no output for asset {asset_id} "
+                f"(expected {{output}})" + _tail(stderr),
+                key=asset_id,
+            ) from None
 
 
 def _run(args: list[str], cwd: str, timeout: float, asset_id: str) -> tuple[int, bytes]:
     try:
         # A session of its own, so a timeout kills the tool and anything it started.
-        process = subprocess.Popen(args, cwd=cwd, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            args,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
     except OSError as exc:
-        raise StepFailed(f"cooker `{args[0]}` could not start for asset {asset_id}: {exc}",
-                         key=asset_id) from None
+        raise StepFailed(
+            f"cooker `{args[0]}` could not start for asset {asset_id}: {exc}", key=asset_id
+        ) from None
     try:
         _, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
         _, stderr = process.communicate()
-        raise StepFailed(f"cooker `{args[0]}` timed out after {timeout:g} s on asset {asset_id}"
-                         + _tail(stderr), key=asset_id) from None
+        raise StepFailed(
+            f"cooker `{args[0]}` timed out after {timeout:g} s on asset {asset_id}" + _tail(stderr),
+            key=asset_id,
+        ) from None
     return process.returncode, stderr
 
 

@@ -18,14 +18,20 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from orchestrator.hashing import digest_value
-
 from stages.algorithms.graphs import strongly_connected
 from stages.sources.base import HARD, SOFT, Asset, CookList
 
-from .roots import (COOK_DEFAULTS, cook_roots, cookable, editor_segment, matching_prefix,
-                    unavailable_reason)
+from .roots import (
+    COOK_DEFAULTS,
+    cook_roots,
+    cookable,
+    editor_segment,
+    matching_prefix,
+    unavailable_reason,
+)
 
 # -- the closure -----------------------------------------------------------------------------
+
 
 def chain_text(chain: Iterable[str]) -> str:
     return " > ".join(chain)
@@ -75,8 +81,13 @@ class _Closure:
 
     def add_roots(self, kind: str, ids: list[str]) -> None:
         for asset_id in ids:
-            origin = ("bundles.layout" if kind == "layout" else kind if kind.startswith("source:")
-                      else f"cook.{kind}")
+            origin = (
+                "bundles.layout"
+                if kind == "layout"
+                else kind
+                if kind.startswith("source:")
+                else f"cook.{kind}"
+            )
             self.reach(asset_id, (), f"root from {origin}")
 
     def run(self) -> None:
@@ -92,16 +103,22 @@ class _Closure:
                 self.reach(ref.target, chain, f"chain {chain_text(chain)}{suffix}")
 
     def followed(self, asset_id: str) -> list[str]:
-        return [ref.target for ref in self.assets[asset_id].refs
-                if ref.target in self.chains and (self.follow_soft or ref.strength == HARD)]
+        return [
+            ref.target
+            for ref in self.assets[asset_id].refs
+            if ref.target in self.chains and (self.follow_soft or ref.strength == HARD)
+        ]
 
 
 def find_cycles(order: list[str], edges: Callable[[str], list[str]]) -> list[list[str]]:
     """One shortest cycle per strongly connected component (iterative Tarjan), each starting at
     its member discovered first, components in discovery order."""
     rank = {node: n for n, node in enumerate(order)}
-    components = [component for component in strongly_connected(order, edges)
-                  if len(component) > 1 or component[0] in edges(component[0])]
+    components = [
+        component
+        for component in strongly_connected(order, edges)
+        if len(component) > 1 or component[0] in edges(component[0])
+    ]
     cycles = []
     for component in sorted(components, key=lambda c: min(rank[m] for m in c)):
         members = set(component)
@@ -132,16 +149,25 @@ def ambiguous_report(assets: dict[str, Asset]) -> dict[str, str]:
     report = {}
     for asset in assets.values():
         if asset.items > 1:
-            payload = (f"payload from {asset.folders[0]}, the first folder in sorted path order"
-                       if asset.folders else "no resource folder")
-            report[asset.id] = (f"{asset.items} repository items ({', '.join(asset.virtual_paths)}) "
-                                f"in folders [{', '.join(asset.folders)}]; {payload}")
+            payload = (
+                f"payload from {asset.folders[0]}, the first folder in sorted path order"
+                if asset.folders
+                else "no resource folder"
+            )
+            report[asset.id] = (
+                f"{asset.items} repository items ({', '.join(asset.virtual_paths)}) "
+                f"in folders [{', '.join(asset.folders)}]; {payload}"
+            )
     return report
 
 
-def compute_cooklist(assets: dict[str, Asset], cook: dict, bundles: dict | None = None,
-                     external: Iterable[str] = (),
-                     source_roots: dict[str, list[str]] | None = None) -> CookList:
+def compute_cooklist(
+    assets: dict[str, Asset],
+    cook: dict,
+    bundles: dict | None = None,
+    external: Iterable[str] = (),
+    source_roots: dict[str, list[str]] | None = None,
+) -> CookList:
     """The cook list for a build file's `cook` and `bundles` sections (plus the source's own
     roots, `SourceResult.roots`, and its known-external ids)."""
     roots = cook_roots(assets, cook, bundles, source_roots)
@@ -161,14 +187,33 @@ def compute_cooklist(assets: dict[str, Asset], cook: dict, bundles: dict | None 
     failure = ""
     if closure.cook["fail_on_missing"] and closure.missing:
         failure = f"cook.fail_on_missing: {len(closure.missing)} missing reference(s)"
-    return CookList(cooked=cooked, chains=closure.chains, missing=closure.missing,
-                    ambiguous=ambiguous_report(assets), never_cook_refs=closure.never_refs,
-                    cycles=cycles, roots=all_roots, external=list(closure.external),
-                    failure=failure)
+    return CookList(
+        cooked=cooked,
+        chains=closure.chains,
+        missing=closure.missing,
+        ambiguous=ambiguous_report(assets),
+        never_cook_refs=closure.never_refs,
+        cycles=cycles,
+        roots=all_roots,
+        external=list(closure.external),
+        failure=failure,
+    )
 
 
 def assets_digest(assets: dict[str, Asset]) -> str:
     """A content digest of the assets (the dependency unit keys on it)."""
-    return digest_value([[a.id, a.kind, a.type, a.virtual_paths, a.folders, a.files,
-                          [[r.target, r.strength, r.label] for r in a.refs], a.items]
-                         for a in assets.values()])
+    return digest_value(
+        [
+            [
+                a.id,
+                a.kind,
+                a.type,
+                a.virtual_paths,
+                a.folders,
+                a.files,
+                [[r.target, r.strength, r.label] for r in a.refs],
+                a.items,
+            ]
+            for a in assets.values()
+        ]
+    )

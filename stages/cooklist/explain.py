@@ -8,10 +8,18 @@ from typing import NamedTuple
 from stages.sources.base import LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
 
 from .closure import chain_text
-from .roots import (COOK_DEFAULTS, asset_culture, cookable, editor_segment, matching_prefix,
-                    resolve, unavailable_reason)
+from .roots import (
+    COOK_DEFAULTS,
+    asset_culture,
+    cookable,
+    editor_segment,
+    matching_prefix,
+    resolve,
+    unavailable_reason,
+)
 
 # -- why -------------------------------------------------------------------------------------
+
 
 class WhyAnswer(NamedTuple):
     id: str
@@ -20,8 +28,9 @@ class WhyAnswer(NamedTuple):
     reason: str
 
 
-def why(assets: dict[str, Asset], cooklist: CookList, name: str,
-        cook: dict | None = None) -> list[WhyAnswer]:
+def why(
+    assets: dict[str, Asset], cooklist: CookList, name: str, cook: dict | None = None
+) -> list[WhyAnswer]:
     """Why an asset (GUID, virtual path or project-relative path) is cooked — its chain — or why
     not. `cook` (the build file's section) sharpens the answer for assets nothing reached."""
     ids = resolve(assets, name) or [name.strip()]
@@ -31,10 +40,13 @@ def why(assets: dict[str, Asset], cooklist: CookList, name: str,
             chain = cooklist.chains[asset_id]
             kinds = [kind for kind, members in cooklist.roots.items() if chain[0] in members]
             root = f"root from {', '.join(kinds)}" if kinds else "root"
-            answers.append(WhyAnswer(asset_id, True, chain, f"cooked: {chain_text(chain)} ({root})"))
+            answers.append(
+                WhyAnswer(asset_id, True, chain, f"cooked: {chain_text(chain)} ({root})")
+            )
         else:
-            answers.append(WhyAnswer(asset_id, False, (),
-                                     _not_cooked_reason(assets, cooklist, asset_id, cook)))
+            answers.append(
+                WhyAnswer(asset_id, False, (), _not_cooked_reason(assets, cooklist, asset_id, cook))
+            )
     return answers
 
 
@@ -69,13 +81,18 @@ def why_text(answers: list[WhyAnswer]) -> str:
 
 # -- text and graph exports ------------------------------------------------------------------
 
+
 def cooklist_text(cooklist: CookList) -> str:
     """The cook list for people: cooked ids with their chains, then every problem."""
     lines = [f"cooked ({len(cooklist.cooked)}):"]
-    lines += [f"  {asset_id}  <- {chain_text(cooklist.chains[asset_id])}"
-              for asset_id in cooklist.cooked]
-    for title, table in (("missing", cooklist.missing), ("ambiguous", cooklist.ambiguous),
-                         ("never_cook references", cooklist.never_cook_refs)):
+    lines += [
+        f"  {asset_id}  <- {chain_text(cooklist.chains[asset_id])}" for asset_id in cooklist.cooked
+    ]
+    for title, table in (
+        ("missing", cooklist.missing),
+        ("ambiguous", cooklist.ambiguous),
+        ("never_cook references", cooklist.never_cook_refs),
+    ):
         if table:
             lines.append(f"{title} ({len(table)}):")
             lines += [f"  {key}: {value}" for key, value in table.items()]
@@ -89,8 +106,9 @@ def cooklist_text(cooklist: CookList) -> str:
     return "\n".join(lines) + "\n"
 
 
-def graph_json(assets: dict[str, Asset], cooklist: CookList | None = None,
-               cooked_only: bool = False) -> dict:
+def graph_json(
+    assets: dict[str, Asset], cooklist: CookList | None = None, cooked_only: bool = False
+) -> dict:
     """The reference graph: nodes (with cooked/missing status) and typed edges, in asset order."""
     cooked = set(cooklist.cooked) if cooklist else set()
     missing = cooklist.missing if cooklist else {}
@@ -99,18 +117,35 @@ def graph_json(assets: dict[str, Asset], cooklist: CookList | None = None,
     for asset in assets.values():
         if not keep(asset.id):
             continue
-        nodes.append({"id": asset.id, "kind": asset.kind, "type": asset.type,
-                      "virtual_paths": list(asset.virtual_paths), "cooked": asset.id in cooked,
-                      "missing": asset.id in missing})
+        nodes.append(
+            {
+                "id": asset.id,
+                "kind": asset.kind,
+                "type": asset.type,
+                "virtual_paths": list(asset.virtual_paths),
+                "cooked": asset.id in cooked,
+                "missing": asset.id in missing,
+            }
+        )
         for ref in asset.refs:
             if cooked_only and ref.target in assets and not keep(ref.target):
                 continue
-            edges.append({"from": asset.id, "to": ref.target, "strength": ref.strength,
-                          "label": ref.label})
+            edges.append(
+                {"from": asset.id, "to": ref.target, "strength": ref.strength, "label": ref.label}
+            )
             if ref.target not in assets:
                 dangling.setdefault(ref.target, None)
-    nodes += [{"id": target, "kind": "missing", "type": "", "virtual_paths": [], "cooked": False,
-               "missing": True} for target in dangling]
+    nodes += [
+        {
+            "id": target,
+            "kind": "missing",
+            "type": "",
+            "virtual_paths": [],
+            "cooked": False,
+            "missing": True,
+        }
+        for target in dangling
+    ]
     return {"nodes": nodes, "edges": edges}
 
 
@@ -118,12 +153,13 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def graph_dot(assets: dict[str, Asset], cooklist: CookList | None = None,
-              cooked_only: bool = False) -> str:
+def graph_dot(
+    assets: dict[str, Asset], cooklist: CookList | None = None, cooked_only: bool = False
+) -> str:
     """The reference graph in Graphviz DOT: soft edges dashed, missing nodes red, cooked bold."""
     graph = graph_json(assets, cooklist, cooked_only)
     shapes = {WORLD: "doubleoctagon", LEVEL: "octagon", RESOURCE: "box", "missing": "box"}
-    lines = ["digraph assets {", "  rankdir=LR;", "  node [fontname=\"sans-serif\"];"]
+    lines = ["digraph assets {", "  rankdir=LR;", '  node [fontname="sans-serif"];']
     for node in graph["nodes"]:
         label = node["virtual_paths"][0] if node["virtual_paths"] else node["id"]
         attributes = [f"label={_dot_quote(label)}", f"shape={shapes.get(node['kind'], 'box')}"]
@@ -134,7 +170,9 @@ def graph_dot(assets: dict[str, Asset], cooklist: CookList | None = None,
         lines.append(f"  {_dot_quote(node['id'])} [{', '.join(attributes)}];")
     for edge in graph["edges"]:
         style = ", style=dashed" if edge["strength"] == SOFT else ""
-        lines.append(f"  {_dot_quote(edge['from'])} -> {_dot_quote(edge['to'])} "
-                     f"[label={_dot_quote(edge['label'])}{style}];")
+        lines.append(
+            f"  {_dot_quote(edge['from'])} -> {_dot_quote(edge['to'])} "
+            f"[label={_dot_quote(edge['label'])}{style}];"
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -14,14 +14,24 @@ from typing import NamedTuple
 from stages.algorithms.globs import compile_globs
 from stages.sources.base import Asset
 
-GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+GUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
 ROOT_KINDS = ("maps", "startup", "always_cook", "all", "cultures", "layout")
-COOK_DEFAULTS = {"maps": [], "always_cook": [], "never_cook": [], "startup": [], "cultures": [],
-                 "include_editor_content": False, "follow_soft_references": True,
-                 "fail_on_missing": False}
+COOK_DEFAULTS = {
+    "maps": [],
+    "always_cook": [],
+    "never_cook": [],
+    "startup": [],
+    "cultures": [],
+    "include_editor_content": False,
+    "follow_soft_references": True,
+    "fail_on_missing": False,
+}
 
 
 # -- path matching ---------------------------------------------------------------------------
+
 
 def asset_paths(asset: Asset) -> tuple[str, ...]:
     """The paths prefixes and globs are matched against: virtual paths, then folders."""
@@ -78,18 +88,22 @@ def unavailable_reason(asset_id: str, asset: Asset | None) -> str:
 
 # -- resolving names -------------------------------------------------------------------------
 
+
 def resolve(assets: dict[str, Asset], name: str) -> list[str]:
     """Asset ids a user's name means: an id (GUID, world/level path), a virtual path, or a
     project-relative path (a resource folder or a file in it); several for a duplicated path."""
     name = name.strip().replace("\\", "/").strip("/")
     if name in assets:
         return [name]
-    found = [a.id for a in assets.values()
-             if name in a.virtual_paths or name in a.folders or name in a.files]
-    return found
+    return [
+        a.id
+        for a in assets.values()
+        if name in a.virtual_paths or name in a.folders or name in a.files
+    ]
 
 
 # -- roots -----------------------------------------------------------------------------------
+
 
 class Roots(NamedTuple):
     first: dict[str, list[str]]  # kind → ids (maps, startup, always_cook, cultures | all)
@@ -130,8 +144,12 @@ def normalise_path(path: str) -> str:
     return posixpath.normpath(path.strip().replace("\\", "/")).lstrip("/")
 
 
-def cook_roots(assets: dict[str, Asset], cook: dict, bundles: dict | None = None,
-               source_roots: dict[str, list[str]] | None = None) -> Roots:
+def cook_roots(
+    assets: dict[str, Asset],
+    cook: dict,
+    bundles: dict | None = None,
+    source_roots: dict[str, list[str]] | None = None,
+) -> Roots:
     """The roots of the cook, by kind, in the spec's order. A source's own roots (e.g. Unity's
     build-settings scenes) come right after `maps`: they are the project's maps."""
     cook = {**COOK_DEFAULTS, **(cook or {})}
@@ -150,7 +168,9 @@ def cook_roots(assets: dict[str, Asset], cook: dict, bundles: dict | None = None
     for name in cook["startup"]:
         ids = resolve(assets, name)
         if not ids:
-            unresolved[name] = "cook.startup names no asset (neither a GUID, a virtual path nor a path)"
+            unresolved[name] = (
+                "cook.startup names no asset (neither a GUID, a virtual path nor a path)"
+            )
         startup.extend(ids)
     first["startup"] = startup
     prefixes = list(cook["always_cook"])
@@ -159,12 +179,20 @@ def cook_roots(assets: dict[str, Asset], cook: dict, bundles: dict | None = None
     given_by_source = any(ids for ids in (source_roots or {}).values())
     if not (cook["maps"] or cook["startup"] or cook["always_cook"] or layout or given_by_source):
         # Unreal's fallback: everything except editor content and localised variants.
-        first["all"] = [a.id for a in assets.values()
-                        if cookable(a) and not editor_segment(a) and not is_localised(a)
-                        and not matching_prefix(a, cook["never_cook"])]
+        first["all"] = [
+            a.id
+            for a in assets.values()
+            if cookable(a)
+            and not editor_segment(a)
+            and not is_localised(a)
+            and not matching_prefix(a, cook["never_cook"])
+        ]
     cultures = set(cook["cultures"])
     first["cultures"] = [a.id for a in assets.values() if cultures and asset_culture(a) in cultures]
     ordered = {kind: first[kind] for kind in ROOT_KINDS if kind in first}
-    ordered = {"maps": ordered.pop("maps"),
-               **{k: v for k, v in first.items() if k.startswith("source:")}, **ordered}
+    ordered = {
+        "maps": ordered.pop("maps"),
+        **{k: v for k, v in first.items() if k.startswith("source:")},
+        **ordered,
+    }
     return Roots(ordered, layout, unresolved)

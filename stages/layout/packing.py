@@ -1,7 +1,8 @@
 """Packing: which bundle holds each cooked asset, and how bundles depend on each other.
 
 1. Layout rules name *explicit* assets — and so does the project itself with `bundles.from_meta`
-   (a source's `SourceResult.bundles`: Unity's `assetBundleName` in `.meta` files): `maps: all` gives one bundle per world of `cook.maps`
+   (a source's `SourceResult.bundles`: Unity's `assetBundleName` in `.meta` files): `maps: all`
+   gives one bundle per world of `cook.maps`
    (the world and its levels; a level two worlds share stays with the first world listed), and
    `include`/`exclude` globs select assets by virtual or project-relative path. One asset named
    by two rules is a ConfigError naming both.
@@ -28,10 +29,9 @@ from dataclasses import dataclass, field
 
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
-from stages.sources.base import HARD, LEVEL, WORLD, Asset
-
 from stages.algorithms.globs import glob_match
 from stages.algorithms.graphs import strongly_connected
+from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
 DEFAULT_BUNDLE = "default"
 SHARED_PREFIX = "shared/"
@@ -64,14 +64,20 @@ class Packing:
     policy: str = "extract"
 
 
-def pack(assets: Sequence[Asset], layout: Sequence[dict], maps: Sequence[str],
-         policy: str = "extract", follow_soft: bool = True,
-         assigned: dict[str, list[str]] | None = None) -> Packing:
+def pack(
+    assets: Sequence[Asset],
+    layout: Sequence[dict],
+    maps: Sequence[str],
+    policy: str = "extract",
+    follow_soft: bool = True,
+    assigned: dict[str, list[str]] | None = None,
+) -> Packing:
     """Pack the cooked `assets` (in cook-list order) per the build file's `bundles` section and
     the bundles the project assigns itself (`assigned`, see `source_bundles`)."""
     if policy not in ("extract", "duplicate"):
-        raise ConfigError(f"unknown policy {policy!r} (extract | duplicate)",
-                          key="bundles.shared_dependencies")
+        raise ConfigError(
+            f"unknown policy {policy!r} (extract | duplicate)", key="bundles.shared_dependencies"
+        )
     cooked = {a.id: a for a in assets}
     rank = {asset_id: i for i, asset_id in enumerate(cooked)}
     edges = {a.id: _followed(a, cooked, follow_soft) for a in assets}
@@ -106,12 +112,17 @@ def pack(assets: Sequence[Asset], layout: Sequence[dict], maps: Sequence[str],
                 holders[asset_id].append(DEFAULT_BUNDLE)
                 implicit[DEFAULT_BUNDLE].append(asset_id)
 
-    contents = {name: explicit.get(name, []) + implicit.get(name, [])
-                for name in set(explicit) | set(implicit)}
+    contents = {
+        name: explicit.get(name, []) + implicit.get(name, [])
+        for name in set(explicit) | set(implicit)
+    }
     # A reference to an asset the bundle holds itself (a duplicate copy included) is no edge.
-    forward = {name: sorted({h for a in ids for t in edges[a] if name not in holders[t]
-                             for h in holders[t]})
-               for name, ids in contents.items()}
+    forward = {
+        name: sorted(
+            {h for a in ids for t in edges[a] if name not in holders[t] for h in holders[t]}
+        )
+        for name, ids in contents.items()
+    }
     reverse: dict[str, list[str]] = {name: [] for name in contents}
     for name in sorted(forward):
         for dep in forward[name]:
@@ -119,11 +130,22 @@ def pack(assets: Sequence[Asset], layout: Sequence[dict], maps: Sequence[str],
     _check_output_names(contents)
     bundles = {}
     for name in sorted(contents):
-        kind = ("shared" if name in used_by else
-                "default" if name == DEFAULT_BUNDLE and name not in owner.values() else "layout")
-        bundles[name] = Bundle(name, kind, tuple(explicit.get(name, ())),
-                               tuple(implicit.get(name, ())), tuple(forward[name]),
-                               tuple(reverse[name]), used_by.get(name, ()))
+        kind = (
+            "shared"
+            if name in used_by
+            else "default"
+            if name == DEFAULT_BUNDLE and name not in owner.values()
+            else "layout"
+        )
+        bundles[name] = Bundle(
+            name,
+            kind,
+            tuple(explicit.get(name, ())),
+            tuple(implicit.get(name, ())),
+            tuple(forward[name]),
+            tuple(reverse[name]),
+            used_by.get(name, ()),
+        )
     asset_bundles = {a: tuple(sorted(holders[a])) for a in cooked}
     return Packing(bundles, asset_bundles, bundle_cycles(forward), policy)
 
@@ -137,7 +159,11 @@ def _followed(asset: Asset, cooked: dict[str, Asset], follow_soft: bool) -> tupl
     """The cooked targets of the references the cook follows, in file order, once each."""
     seen: dict[str, None] = {}
     for ref in asset.refs:
-        if ref.target in cooked and ref.target != asset.id and (follow_soft or ref.strength == HARD):
+        if (
+            ref.target in cooked
+            and ref.target != asset.id
+            and (follow_soft or ref.strength == HARD)
+        ):
             seen.setdefault(ref.target)
     return tuple(seen)
 
@@ -165,17 +191,24 @@ def source_bundles(source, source_name: str = "") -> dict[str, list[str]]:
     assigned = getattr(source, "bundles", None)
     if assigned is None:
         named = f"the {source_name!r} source" if source_name else "this project's source"
-        raise ConfigError(f"bundles.from_meta is true, but {named} does not assign bundles in "
-                          f"its files (a Unity project does, through assetBundleName in .meta "
-                          f"files); use bundles.layout", key="bundles.from_meta")
+        raise ConfigError(
+            f"bundles.from_meta is true, but {named} does not assign bundles in "
+            f"its files (a Unity project does, through assetBundleName in .meta "
+            f"files); use bundles.layout",
+            key="bundles.from_meta",
+        )
     return {name: list(ids) for name, ids in sorted(assigned.items())}
 
 
 FROM_META = -1  # the "rule index" of an assignment the project's files make
 
 
-def _explicit_assets(cooked: dict[str, Asset], layout: Sequence[dict], maps: Sequence[str],
-                     assigned: dict[str, list[str]]) -> dict[str, list[str]]:
+def _explicit_assets(
+    cooked: dict[str, Asset],
+    layout: Sequence[dict],
+    maps: Sequence[str],
+    assigned: dict[str, list[str]],
+) -> dict[str, list[str]]:
     """Bundle name → explicit asset ids (assigned first, then rule order, then cook order);
     checks conflicts."""
     bundles: dict[str, list[str]] = {}
@@ -197,30 +230,40 @@ def _explicit_assets(cooked: dict[str, Asset], layout: Sequence[dict], maps: Seq
                 if asset is None or asset.kind != WORLD:
                     continue
                 name = render_name(template, asset, where)
-                levels = [t.target for t in asset.refs
-                          if t.target in cooked and cooked[t.target].kind == LEVEL]
+                levels = [
+                    t.target
+                    for t in asset.refs
+                    if t.target in cooked and cooked[t.target].kind == LEVEL
+                ]
                 picks += [(name, world)] + [(name, level) for level in levels]
         include, exclude = rule.get("include") or [], rule.get("exclude") or []
         if include:
             for asset in cooked.values():
                 paths = asset_paths(asset)
-                if any(glob_match(g, p) for g in include for p in paths) and \
-                        not any(glob_match(g, p) for g in exclude for p in paths):
+                if any(glob_match(g, p) for g in include for p in paths) and not any(
+                    glob_match(g, p) for g in exclude for p in paths
+                ):
                     picks.append((render_name(template, asset, where), asset.id))
         if rule.get("maps") != "all" and not include:
-            raise ConfigError(f"layout rule {template!r} names no assets: give `maps: all` or "
-                              f"`include` globs", key=where)
+            raise ConfigError(
+                f"layout rule {template!r} names no assets: give `maps: all` or `include` globs",
+                key=where,
+            )
         for name, asset_id in picks:
             if asset_id in named_by:
                 first, first_bundle = named_by[asset_id]
                 if first == FROM_META:
                     raise ConfigError(
                         f"asset {asset_id} is assigned to bundle {first_bundle!r} by the project "
-                        f"(bundles.from_meta) and named by {where} ({template!r})", key=where)
+                        f"(bundles.from_meta) and named by {where} ({template!r})",
+                        key=where,
+                    )
                 if first != index:
                     raise ConfigError(
                         f"asset {asset_id} is named by two layout rules: bundles.layout[{first}]"
-                        f" ({layout[first].get('name')!r}) and {where} ({template!r})", key=where)
+                        f" ({layout[first].get('name')!r}) and {where} ({template!r})",
+                        key=where,
+                    )
                 continue  # a level two worlds share: it stays with the first
             named_by[asset_id] = (index, name)
             bundles.setdefault(name, []).append(asset_id)
@@ -251,8 +294,11 @@ def _check_template(template: str, where: str) -> None:
         raise ConfigError(f"bad bundle name template {template!r}: {exc}", key=where) from None
     unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
     if unknown:
-        raise ConfigError(f"bundle name template {template!r} uses {unknown}; the fields are "
-                          f"{{stem}} and {{package}}", key=f"{where}.name")
+        raise ConfigError(
+            f"bundle name template {template!r} uses {unknown}; the fields are "
+            f"{{stem}} and {{package}}",
+            key=f"{where}.name",
+        )
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -287,8 +333,10 @@ def _check_output_names(contents: dict[str, list[str]]) -> None:
         for i in range(1, len(parts)):
             folder = "/".join(parts[:i])
             if folder in names:
-                raise ConfigError(f"bundle {folder!r} would also be the folder of bundle "
-                                  f"{name!r}", key="bundles.layout")
+                raise ConfigError(
+                    f"bundle {folder!r} would also be the folder of bundle {name!r}",
+                    key="bundles.layout",
+                )
 
 
 # -- the bundle graph -------------------------------------------------------------------------

@@ -27,8 +27,13 @@ LINK_XML = "link.xml"
 def _relative_parts(relpath: str) -> list[str]:
     """The segments of an output-relative path; ProjectError if it could leave the folder."""
     parts = relpath.split("/")
-    if (not relpath or relpath.startswith("/") or "\\" in relpath or ":" in relpath
-            or any(p in ("", ".", "..") for p in parts)):
+    if (
+        not relpath
+        or relpath.startswith("/")
+        or "\\" in relpath
+        or ":" in relpath
+        or any(p in ("", ".", "..") for p in parts)
+    ):
         raise ProjectError(f"refusing to write outside the output folder: {relpath!r}")
     return parts
 
@@ -70,8 +75,9 @@ class OutputFolder:
             # exists.
             inside = self._parents[parent] = target.parent.resolve().is_relative_to(self.base)
         if not inside:
-            raise ProjectError(f"refusing to write through a link out of the output folder: "
-                               f"{relpath!r}")
+            raise ProjectError(
+                f"refusing to write through a link out of the output folder: {relpath!r}"
+            )
         return target
 
     def matches(self, relpath: str, size: int, raw_hash: str) -> bool:
@@ -139,8 +145,9 @@ def remove_stale(output_dir: str | os.PathLike, previous: list[str], keep: set[s
     return removed
 
 
-def publish_build(ctx, bundle_files, load: Callable[[str], bytes], loose: dict[str, bytes],
-                  manifest: bytes) -> dict:
+def publish_build(
+    ctx, bundle_files, load: Callable[[str], bytes], loose: dict[str, bytes], manifest: bytes
+) -> dict:
     """Publish in the safe order: bundles, loose files, manifest, then remove stale bundles.
 
     `bundle_files` are `hash.BundleFile` records; `load(bundle name)` fetches a bundle's bytes

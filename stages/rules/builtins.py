@@ -95,8 +95,11 @@ def _source_image(texture_path: str, files: _Files) -> str | None:
             return entry.Source
     folder = os.path.dirname(texture_path)
     try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith("source")
-                       and os.path.isfile(os.path.join(folder, n)))
+        names = sorted(
+            n
+            for n in os.listdir(folder)
+            if n.startswith("source") and os.path.isfile(os.path.join(folder, n))
+        )
     except OSError:
         return None
     return f"{folder}/{names[0]}" if names else None
@@ -134,10 +137,14 @@ def src_tex_conflict(data, filepath, condition=None, context=None) -> list:
     files = _Files(context)
     targets = [(value, _targets(value, filepath, files)) for value in data]
     sources = {path: _source_image(path, files) for _, paths in targets for path in paths}
-    _prefetch(files, [p for path, source in sources.items() if source is not None
-                      for p in (path, source)])
-    return [value for value, paths in targets
-            if any(_size_conflicts(path, files, sources[path]) for path in paths)]
+    _prefetch(
+        files, [p for path, source in sources.items() if source is not None for p in (path, source)]
+    )
+    return [
+        value
+        for value, paths in targets
+        if any(_size_conflicts(path, files, sources[path]) for path in paths)
+    ]
 
 
 def compressed_src_tex(data, filepath, condition=None, context=None) -> list:
@@ -148,6 +155,7 @@ def compressed_src_tex(data, filepath, condition=None, context=None) -> list:
 
     def uncompressed(path: str) -> bool:
         return _root_child_texts(files.read(path), "Compressed").get("Compressed") == "0"
+
     return [value for value, paths in targets if any(uncompressed(path) for path in paths)]
 
 

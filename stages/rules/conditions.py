@@ -21,17 +21,31 @@ from .registry import CHECK_PREFIXES, CheckRef, available_checks
 from .sandbox import CustomCodeTimeout, compile_expression, time_limit
 
 METHODS = {
-    "存在": "exists", "exists": "exists",
-    "不存在": "not_exists", "not_exists": "not_exists",
-    "存在于": "in", "in": "in",
-    "不存在于": "not_in", "not_in": "not_in",
-    "空集合": "empty", "empty": "empty",
-    "非空集合": "not_empty", "not_empty": "not_empty",
-    "唯一": "unique", "unique": "unique",
-    "满足表达式": "expr", "expr": "expr",
+    "存在": "exists",
+    "exists": "exists",
+    "不存在": "not_exists",
+    "not_exists": "not_exists",
+    "存在于": "in",
+    "in": "in",
+    "不存在于": "not_in",
+    "not_in": "not_in",
+    "空集合": "empty",
+    "empty": "empty",
+    "非空集合": "not_empty",
+    "not_empty": "not_empty",
+    "唯一": "unique",
+    "unique": "unique",
+    "满足表达式": "expr",
+    "expr": "expr",
 }
-COMPARISONS = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
-               "==": operator.eq, "!=": operator.ne}
+COMPARISONS = {
+    ">": operator.gt,
+    "<": operator.lt,
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 INDEX_MODULES = ("res_store", "res_filter")
 MAX_MESSAGES = 5
 
@@ -58,7 +72,9 @@ class Condition:
     uses_index: bool = False
 
 
-def compile_condition(raw: Any, *, custom_names: frozenset[str], index_available: bool) -> Condition:
+def compile_condition(
+    raw: Any, *, custom_names: frozenset[str], index_available: bool
+) -> Condition:
     """Compile a condition list, raising ConditionError with the reason."""
     if not isinstance(raw, list) or not raw:
         raise ConditionError("must be a non-empty list: the method, then its arguments")
@@ -86,13 +102,13 @@ def compile_condition(raw: Any, *, custom_names: frozenset[str], index_available
         return Condition(kind, raw_t)
     for prefix in CHECK_PREFIXES:
         if method.startswith(prefix):
-            ref = available_checks().get(method[len(prefix):])
+            ref = available_checks().get(method[len(prefix) :])
             if ref is None:
                 known = ", ".join(sorted(available_checks()))
                 raise ConditionError(f"unknown check {method!r} (registered: {known})")
             return Condition("check", raw_t, check=ref, uses_index=True)
     if method.startswith("func_"):
-        name = method[len("func_"):]
+        name = method[len("func_") :]
         if name in custom_names:
             return Condition("custom", raw_t, function=name)
         ref = available_checks().get(name)
@@ -109,10 +125,12 @@ def _need(args: list, method: str, what: str) -> None:
 
 def _membership(kind: str, raw: tuple, operand: Any, index_available: bool) -> Condition:
     if isinstance(operand, str) and operand.startswith("artfunc_"):
-        name = operand[len("artfunc_"):]
+        name = operand[len("artfunc_") :]
         if name not in PREDEFINED_SETS:
-            raise ConditionError(f"unknown predefined set {operand!r} (known: "
-                                 f"{', '.join('artfunc_' + n for n in PREDEFINED_SETS)})")
+            raise ConditionError(
+                f"unknown predefined set {operand!r} (known: "
+                f"{', '.join('artfunc_' + n for n in PREDEFINED_SETS)})"
+            )
         if not index_available:
             raise ConditionError(f"{operand!r}: predefined sets need a Messiah project index")
         return Condition(kind, raw, set_name=name, uses_index=True)
@@ -120,8 +138,10 @@ def _membership(kind: str, raw: tuple, operand: Any, index_available: bool) -> C
         try:
             value = ast.literal_eval(operand.strip())
         except (ValueError, SyntaxError, MemoryError, RecursionError):
-            raise ConditionError(f"{operand!r} is neither artfunc_<set> nor a Python list "
-                                 "literal (quote the items: \"['A', 'B']\")") from None
+            raise ConditionError(
+                f"{operand!r} is neither artfunc_<set> nor a Python list "
+                "literal (quote the items: \"['A', 'B']\")"
+            ) from None
         if not isinstance(value, (list, tuple, set, frozenset)):
             raise ConditionError(f"{operand!r} is not a list, tuple or set")
         members = tuple(value)
@@ -136,8 +156,9 @@ def _membership(kind: str, raw: tuple, operand: Any, index_available: bool) -> C
             hashed.append(member)
         except TypeError:
             unhashable.append(member)
-    return Condition(kind, raw, members=members, hashed=frozenset(hashed),
-                     unhashable=tuple(unhashable))
+    return Condition(
+        kind, raw, members=members, hashed=frozenset(hashed), unhashable=tuple(unhashable)
+    )
 
 
 def _expression(raw: tuple, source: Any, index_available: bool) -> Condition:
@@ -149,8 +170,9 @@ def _expression(raw: tuple, source: Any, index_available: bool) -> Condition:
         raise ConditionError(f"expression does not compile: {exc.msg} ({source!r})") from None
     uses_index = bool(_code_names(code) & set(INDEX_MODULES))
     if uses_index and not index_available:
-        raise ConditionError("the expression uses res_store/res_filter, which need a Messiah "
-                             "project index")
+        raise ConditionError(
+            "the expression uses res_store/res_filter, which need a Messiah project index"
+        )
     return Condition("expr", raw, text=source, uses_index=uses_index)
 
 
@@ -163,6 +185,7 @@ def _code_names(code) -> set[str]:
 
 
 # -- checking ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Verdict:
@@ -241,8 +264,10 @@ def _value_test(condition: Condition, env):
 
         def numeric(d):
             kind = type(d)
-            return compare(float(d) if kind is float or kind is int else float(str(d).strip()),
-                           number)
+            return compare(
+                float(d) if kind is float or kind is int else float(str(d).strip()), number
+            )
+
         return numeric
     if condition.set_name is not None:
         container = env.container(condition.set_name)
@@ -257,6 +282,7 @@ def _value_test(condition: Condition, env):
                 return d in hashed or (bool(unhashable) and d in unhashable)
             except TypeError:  # an unhashable value: compare by equality, as a list does
                 return d in members
+
     if method == "in":
         return member
     return lambda d: not member(d)
@@ -269,6 +295,7 @@ def _expression_test(condition: Condition, env):
     def test(d):
         scope["d"] = d
         return eval(code, scope)  # noqa: S307 - rule-supplied expression, restricted names
+
     return test
 
 
@@ -307,8 +334,9 @@ def _call_function(condition: Condition, values: list, lines: list, env) -> Verd
     try:
         with time_limit(env.timeout):
             if condition.method == "custom":
-                result = env.custom(condition.function)(data=list(values), filepath=env.filepath,
-                                                        condition=list(condition.raw))
+                result = env.custom(condition.function)(
+                    data=list(values), filepath=env.filepath, condition=list(condition.raw)
+                )
             else:
                 result = env.call_check(condition.check, list(values), list(condition.raw))
     except CustomCodeTimeout as exc:
@@ -335,8 +363,12 @@ def interpret_return(result: Any, values: list, lines: list, label: str) -> Verd
     elif isinstance(result, (list, tuple)):
         failing = list(result)
     else:
-        return Verdict(True, [], [], f"condition {label} returned {type(result).__name__}, "
-                                     "not a list of failing values")
+        return Verdict(
+            True,
+            [],
+            [],
+            f"condition {label} returned {type(result).__name__}, not a list of failing values",
+        )
     if not failing:
         return PASS
     return Verdict(True, failing, lines_of(failing, values, lines))

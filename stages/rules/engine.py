@@ -70,6 +70,7 @@ class _Absent(Exception):
 
 # -- planning ------------------------------------------------------------------------------------
 
+
 def plan_files(ruleset: RuleSet, root: str, relpaths, index: Any) -> dict[str, list[int]]:
     """Project-relative path → positions (into `ruleset.rules`) of the rules that check it."""
     relpaths = list(relpaths)
@@ -79,14 +80,17 @@ def plan_files(ruleset: RuleSet, root: str, relpaths, index: Any) -> dict[str, l
     by_pattern: dict[tuple, list[int]] = {}
     for i, rule in enumerate(ruleset.rules):
         if rule.rpath is not None:
-            key = (rule.rpath.pattern, rule.rpath.flags,
-                   rule.not_rpath.pattern if rule.not_rpath is not None else None)
+            key = (
+                rule.rpath.pattern,
+                rule.rpath.flags,
+                rule.not_rpath.pattern if rule.not_rpath is not None else None,
+            )
             by_pattern.setdefault(key, []).append(i)
         else:
             view = index_view(index, ruleset.index_digest, root)
             for path in sorted(view.container(rule.rpath_set)):
                 path = to_posix(path)
-                rel = path[len(root) + 1:] if path.startswith(root + "/") else None
+                rel = path[len(root) + 1 :] if path.startswith(root + "/") else None
                 if rel in known and not (rule.not_rpath and rule.not_rpath.search(path)):
                     selected.setdefault(rel, []).append(i)
     for positions in by_pattern.values():
@@ -99,6 +103,7 @@ def plan_files(ruleset: RuleSet, root: str, relpaths, index: Any) -> dict[str, l
 
 
 # -- one unit ------------------------------------------------------------------------------------
+
 
 class _Documents:
     """Parsed files of one unit; the unit's own file is kept, targets are parsed on demand."""
@@ -150,25 +155,31 @@ class _ConditionEnv:
     def call_check(self, ref, data: list, condition: list):
         function, accepts_context = registry.check_callable(ref.target)
         if accepts_context:
-            return function(data=data, filepath=self.filepath, condition=condition,
-                            context=self.ctx)
+            return function(
+                data=data, filepath=self.filepath, condition=condition, context=self.ctx
+            )
         return function(data=data, filepath=self.filepath, condition=condition)
 
 
 def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str):
-    namespace = custom_namespace(rule.code_key, rule.func_str, rule.label, ctx.view.key,
-                                 ctx.view.namespaces, ctx.timeout)
+    namespace = custom_namespace(
+        rule.code_key, rule.func_str, rule.label, ctx.view.key, ctx.view.namespaces, ctx.timeout
+    )
     return namespace[name]
 
 
 def _extract(ref: PathRef, language: Any, document: Any, relpath: str) -> tuple[list, list]:
     if language is registry.XML:
         if ref.xml is None:
-            raise _Stop(f"{relpath}: the expression {ref.text!r} is not valid for XML files: "
-                        f"{ref.xml_error}")
+            raise _Stop(
+                f"{relpath}: the expression {ref.text!r} is not valid for XML files: "
+                f"{ref.xml_error}"
+            )
         return registry.XML.evaluate(ref.xml, document)
     if language.name not in ref.languages:
-        raise _Stop(f"{relpath}: the expression {ref.text!r} is not valid for {language.name} files")
+        raise _Stop(
+            f"{relpath}: the expression {ref.text!r} is not valid for {language.name} files"
+        )
     try:
         values, lines = language.evaluate(registry.compiled_query(language, ref.text), document)
     except Exception as exc:
@@ -176,8 +187,9 @@ def _extract(ref: PathRef, language: Any, document: Any, relpath: str) -> tuple[
     return list(values), list(lines)
 
 
-def _apply_filter(ref: FilterRef, values: list, lines: list, rule: CompiledRule,
-                  ctx: EvalContext, filepath: str) -> tuple[list, list]:
+def _apply_filter(
+    ref: FilterRef, values: list, lines: list, rule: CompiledRule, ctx: EvalContext, filepath: str
+) -> tuple[list, list]:
     if ref.kind == "regex":
         search = ref.pattern.search
         keep = [i for i, value in enumerate(values) if search(str(value))]
@@ -218,8 +230,15 @@ class _RuleRun:
     def record(self, source: str, via: str | None, verdict: Verdict) -> None:
         self.checked.append((source, via))
         if verdict.failed:
-            self.failures.append(Failure(source, via, tuple(to_json_value(v) for v in verdict.errors),
-                                         tuple(verdict.lines), verdict.message))
+            self.failures.append(
+                Failure(
+                    source,
+                    via,
+                    tuple(to_json_value(v) for v in verdict.errors),
+                    tuple(verdict.lines),
+                    verdict.message,
+                )
+            )
 
     def stop(self, source: str, via: str | None, message: str) -> None:
         self.record(source, via, Verdict(True, [], [], message))
@@ -253,8 +272,17 @@ def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader:
     for run in runs.values():
         rule = run.rule
         try:
-            values, lines = _values_of(rule.xpath, rule.filter, rule.not_filter, rule, ctx,
-                                       language, document, relpath, filepath)
+            values, lines = _values_of(
+                rule.xpath,
+                rule.filter,
+                rule.not_filter,
+                rule,
+                ctx,
+                language,
+                document,
+                relpath,
+                filepath,
+            )
         except _Stop as stop:
             run.stop(relpath, None, str(stop))
             continue
@@ -267,22 +295,32 @@ def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader:
     if prefetch is not None and targets:
         prefetch([target for target in targets if target != relpath])
     for target, waiting in targets.items():
-        _check_target(target, waiting, documents, ctx,
-                      (language, document) if target == relpath else None)
+        _check_target(
+            target, waiting, documents, ctx, (language, document) if target == relpath else None
+        )
     return tuple(run.outcome() for run in runs.values())
 
 
-def _values_of(path: PathRef, filter_ref: FilterRef | None, not_filter, rule: CompiledRule,
-               ctx: EvalContext, language: Any, document: Any, relpath: str,
-               filepath: str) -> tuple[list, list]:
+def _values_of(
+    path: PathRef,
+    filter_ref: FilterRef | None,
+    not_filter,
+    rule: CompiledRule,
+    ctx: EvalContext,
+    language: Any,
+    document: Any,
+    relpath: str,
+    filepath: str,
+) -> tuple[list, list]:
     values, lines = _extract(path, language, document, relpath)
     if filter_ref is not None:
         values, lines = _apply_filter(filter_ref, values, lines, rule, ctx, filepath)
     return _drop(not_filter, values, lines)
 
 
-def _check(rule: CompiledRule, values: list, lines: list, ctx: EvalContext,
-           filepath: str) -> Verdict:
+def _check(
+    rule: CompiledRule, values: list, lines: list, ctx: EvalContext, filepath: str
+) -> Verdict:
     try:
         return check(rule.condition, values, lines, _ConditionEnv(rule, ctx, filepath))
     except CustomCodeTimeout as exc:
@@ -305,8 +343,9 @@ def _file_targets(values: list, ctx: EvalContext) -> list[str]:
     return list(found)
 
 
-def _check_target(target: str, waiting: list, documents: _Documents, ctx: EvalContext,
-                  loaded: tuple | None) -> None:
+def _check_target(
+    target: str, waiting: list, documents: _Documents, ctx: EvalContext, loaded: tuple | None
+) -> None:
     try:
         language, document = loaded or documents.load(target)
     except _Absent:  # a value naming no existing file leaves the flow (the read is traced)
@@ -319,8 +358,9 @@ def _check_target(target: str, waiting: list, documents: _Documents, ctx: EvalCo
     for run, via in waiting:
         rule = run.rule
         try:
-            values, lines = _values_of(rule.subxpath, rule.subfilter, None, rule, ctx, language,
-                                       document, target, filepath)
+            values, lines = _values_of(
+                rule.subxpath, rule.subfilter, None, rule, ctx, language, document, target, filepath
+            )
         except _Stop as stop:
             run.stop(target, via, str(stop))
             continue
@@ -346,37 +386,56 @@ def to_json_value(value: Any) -> Any:
 
 # -- without the build engine --------------------------------------------------------------------
 
+
 def walk_files(root: str) -> list[str]:
     """Every file under `root` (hidden ones included; links to folders not followed), sorted."""
     found = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
+    for folder, _dirs, files in os.walk(root, followlinks=False):
         rel_folder = to_posix(os.path.relpath(folder, root))
         prefix = "" if rel_folder == "." else rel_folder + "/"
-        found.extend(prefix + name for name in files
-                     if os.path.isfile(os.path.join(folder, name)))
+        found.extend(prefix + name for name in files if os.path.isfile(os.path.join(folder, name)))
     return sorted(found)
 
 
-def prepare(root: str, rule_files, index: Any, *, allow_custom_code: bool = True,
-            timeout: float | None = 30.0) -> tuple[RuleSet, Shared]:
+def prepare(
+    root: str,
+    rule_files,
+    index: Any,
+    *,
+    allow_custom_code: bool = True,
+    timeout: float | None = 30.0,
+) -> tuple[RuleSet, Shared]:
     root = to_posix(os.path.abspath(root))
     # Nothing of an in-process run is stored under the index's digest: the index object itself
     # can key this process's views and custom-code namespaces (digesting a large index takes
     # seconds; those caches hold the index or drop its entries, so an id is never reused
     # while it is still cached).
-    ruleset = load_rules(rule_files, index=index, index_digest=f"object-{id(index)}", root=root,
-                         allow_custom_code=allow_custom_code, timeout=timeout)
+    ruleset = load_rules(
+        rule_files,
+        index=index,
+        index_digest=f"object-{id(index)}",
+        root=root,
+        allow_custom_code=allow_custom_code,
+        timeout=timeout,
+    )
     shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, root, timeout)
     return ruleset, shared
 
 
-def validate_project(root: str, rule_files, index: Any, files=None, allow_custom_code: bool = True,
-                     timeout: float | None = 30.0) -> dict:
+def validate_project(
+    root: str,
+    rule_files,
+    index: Any,
+    files=None,
+    allow_custom_code: bool = True,
+    timeout: float | None = 30.0,
+) -> dict:
     """Check a project in this process; returns the JSON document (spec/rules.md)."""
     from .report import build_document
 
-    ruleset, shared = prepare(root, rule_files, index, allow_custom_code=allow_custom_code,
-                              timeout=timeout)
+    ruleset, shared = prepare(
+        root, rule_files, index, allow_custom_code=allow_custom_code, timeout=timeout
+    )
     relpaths = walk_files(shared.root) if files is None else sorted(files)
     plan = plan_files(ruleset, shared.root, relpaths, index)
     results = []
@@ -386,5 +445,14 @@ def validate_project(root: str, rule_files, index: Any, files=None, allow_custom
     return build_document(ruleset, results)
 
 
-__all__ = ["Failure", "RuleOutcome", "Shared", "check_file", "plan_files", "prepare",
-           "validate_project", "walk_files", "to_json_value"]
+__all__ = [
+    "Failure",
+    "RuleOutcome",
+    "Shared",
+    "check_file",
+    "plan_files",
+    "prepare",
+    "validate_project",
+    "walk_files",
+    "to_json_value",
+]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lxml import etree
 
@@ -46,8 +47,10 @@ INDEX_MODULES = ("res_store", "res_filter")
 
 def index_is_available(index: Any) -> bool:
     """Whether `index` offers the predefined sets (a MessiahIndex or anything shaped like one)."""
-    return all(hasattr(index, name) for name in
-               ("res_in_repo", "res_in_disk", "res_virt_info", "ilevels", "namespaces"))
+    return all(
+        hasattr(index, name)
+        for name in ("res_in_repo", "res_in_disk", "res_virt_info", "ilevels", "namespaces")
+    )
 
 
 class IndexView:
@@ -73,10 +76,15 @@ class IndexView:
                 self._namespaces = self.index.namespaces()
             else:
                 from types import SimpleNamespace
+
                 self._namespaces = (
-                    SimpleNamespace(res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()),
-                    SimpleNamespace(ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(),
-                                    ALL_USED_ILEVEL=set()))
+                    SimpleNamespace(
+                        res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()
+                    ),
+                    SimpleNamespace(
+                        ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(), ALL_USED_ILEVEL=set()
+                    ),
+                )
         return self._namespaces
 
     def resource_files(self, guid: Any) -> tuple:
@@ -127,7 +135,7 @@ class EvalContext:
         prefix = self.root.rstrip("/") + "/"
         if not path.startswith(prefix):
             return None
-        return path[len(prefix):] or None
+        return path[len(prefix) :] or None
 
     def abspath(self, relpath: str) -> str:
         return f"{self.root}/{relpath}"
@@ -146,6 +154,7 @@ class EvalContext:
 # -- built-in filter functions -------------------------------------------------------------------
 # Each takes (values, lines, ctx) and returns (values, lines); a function that transforms values
 # has no lines to give (None), one that only keeps values keeps their lines.
+
 
 def guid_to_resource_path(values: list, lines: list, ctx: EvalContext) -> tuple[list, list]:
     """Each GUID → the absolute paths of its attribute files, in order; unknown GUIDs dropped."""

@@ -29,12 +29,32 @@ from .sandbox import CustomCodeTimeout, names_used, remember_namespace, run_func
 # Bump when a change to the engine can change what a rule reports (it enters every rule digest).
 ENGINE_VERSION = 1
 
-FIELDS = ("name", "description", "id", "severity", "enabled", "rpath", "not_rpath", "xpath",
-          "filter", "not_filter", "subxpath", "subfilter", "condition", "func_str")
+FIELDS = (
+    "name",
+    "description",
+    "id",
+    "severity",
+    "enabled",
+    "rpath",
+    "not_rpath",
+    "xpath",
+    "filter",
+    "not_filter",
+    "subxpath",
+    "subfilter",
+    "condition",
+    "func_str",
+)
 REQUIRED = ("rpath", "xpath", "condition")
 DISPLAY_FIELDS = ("name", "description", "id", "severity", "enabled")
-SEVERITIES = {"error": "error", "warning": "warning", "info": "info",
-              "严重": "error", "一般": "warning", "提示": "info"}
+SEVERITIES = {
+    "error": "error",
+    "warning": "warning",
+    "info": "info",
+    "严重": "error",
+    "一般": "warning",
+    "提示": "info",
+}
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 
 
@@ -139,8 +159,11 @@ def _parse_rule_file(path: Path) -> list[tuple[str | None, Any, int]]:
     if isinstance(data, dict):
         lines = [value.start_mark.line + 1 for _, value in node.value]
         return [(str(key), raw, line) for (key, raw), line in zip(data.items(), lines)]
-    raise RuleFileError("expected a list of rules or a mapping id: rule", file=str(path),
-                        line=node.start_mark.line + 1 if node is not None else 1)
+    raise RuleFileError(
+        "expected a list of rules or a mapping id: rule",
+        file=str(path),
+        line=node.start_mark.line + 1 if node is not None else 1,
+    )
 
 
 _INDEX_DIGESTS: dict[int, tuple[Any, str]] = {}
@@ -166,8 +189,16 @@ def index_digest_of(index: Any) -> str:
 
 # -- compiling -----------------------------------------------------------------------------------
 
-def load_rules(rule_files, *, index: Any = None, index_digest: str | None = None, root: str = "",
-               allow_custom_code: bool = True, timeout: float | None = 30.0) -> RuleSet:
+
+def load_rules(
+    rule_files,
+    *,
+    index: Any = None,
+    index_digest: str | None = None,
+    root: str = "",
+    allow_custom_code: bool = True,
+    timeout: float | None = 30.0,
+) -> RuleSet:
     """Read every rule file and compile its rules (func_str code runs here, once)."""
     from .functions import index_view
 
@@ -179,8 +210,16 @@ def load_rules(rule_files, *, index: Any = None, index_digest: str | None = None
     for path in rule_files:
         for key_id, raw, line in read_rule_file(path):
             ruleset.total += 1
-            _compile_one(ruleset, key_id, raw, ruleset.total, f"{Path(path).name}:{line}",
-                         view=view, allow_custom_code=allow_custom_code, timeout=timeout)
+            _compile_one(
+                ruleset,
+                key_id,
+                raw,
+                ruleset.total,
+                f"{Path(path).name}:{line}",
+                view=view,
+                allow_custom_code=allow_custom_code,
+                timeout=timeout,
+            )
     return ruleset
 
 
@@ -191,16 +230,26 @@ def _label(key_id: str | None, raw: dict, position: int) -> str | None:
     return None
 
 
-def _compile_one(ruleset: RuleSet, key_id, raw, position: int, where: str, *, view,
-                 allow_custom_code: bool, timeout) -> None:
+def _compile_one(
+    ruleset: RuleSet,
+    key_id,
+    raw,
+    position: int,
+    where: str,
+    *,
+    view,
+    allow_custom_code: bool,
+    timeout,
+) -> None:
     if not isinstance(raw, dict):
         label = key_id or f"#{position}"
         ruleset.rule_errors.append({"rule": label, "message": f"{where}: a rule must be a mapping"})
         return
     label = _label(key_id, raw, position)
     if label is None:
-        ruleset.rule_errors.append({"rule": f"#{position}",
-                                    "message": f"{where}: the rule has neither id nor name"})
+        ruleset.rule_errors.append(
+            {"rule": f"#{position}", "message": f"{where}: the rule has neither id nor name"}
+        )
         return
     enabled = raw.get("enabled", True)
     if enabled is False:
@@ -218,8 +267,9 @@ def _compile_one(ruleset: RuleSet, key_id, raw, position: int, where: str, *, vi
     ruleset.warnings.extend({"rule": label, "message": message} for message in warnings)
 
 
-def _compile_fields(raw: dict, label: str, position: int, where: str, view,
-                    timeout) -> tuple[CompiledRule, list[str]]:
+def _compile_fields(
+    raw: dict, label: str, position: int, where: str, view, timeout
+) -> tuple[CompiledRule, list[str]]:
     problems: list[str] = []
     unknown = [key for key in raw if key not in FIELDS]
     for key in unknown:
@@ -230,16 +280,28 @@ def _compile_fields(raw: dict, label: str, position: int, where: str, view,
         problems.append(f"enabled must be true or false, not {raw['enabled']!r}")
     for key in REQUIRED:
         if raw.get(key) is None:
-            problems.append(f"required field '{key}' is missing" if key not in raw
-                            else f"required field '{key}' is null")
-    for key in ("rpath", "not_rpath", "xpath", "filter", "not_filter", "subxpath", "subfilter",
-                "func_str"):
+            problems.append(
+                f"required field '{key}' is missing"
+                if key not in raw
+                else f"required field '{key}' is null"
+            )
+    for key in (
+        "rpath",
+        "not_rpath",
+        "xpath",
+        "filter",
+        "not_filter",
+        "subxpath",
+        "subfilter",
+        "func_str",
+    ):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             problems.append(f"{key} must be a string, not {type(raw[key]).__name__}")
     severity = SEVERITIES.get(str(raw.get("severity") or "error").strip().lower())
     if severity is None:
-        problems.append(f"unknown severity {raw.get('severity')!r} (error, warning, info, "
-                        "严重, 一般, 提示)")
+        problems.append(
+            f"unknown severity {raw.get('severity')!r} (error, warning, info, 严重, 一般, 提示)"
+        )
     if raw.get("subfilter") is not None and raw.get("subxpath") is None:
         problems.append("subfilter without subxpath")
     if problems:
@@ -255,27 +317,54 @@ def _compile_fields(raw: dict, label: str, position: int, where: str, view,
     rpath, rpath_set = _compile_rpath(raw["rpath"], available)
     not_rpath = _regex("not_rpath", raw.get("not_rpath"))
     xpath = _compile_path("xpath", raw["xpath"])
-    subxpath = _compile_path("subxpath", raw["subxpath"]) if raw.get("subxpath") is not None else None
+    subxpath = (
+        _compile_path("subxpath", raw["subxpath"]) if raw.get("subxpath") is not None else None
+    )
     filter_ref = _compile_filter("filter", raw.get("filter"), custom_names, available)
     subfilter = _compile_filter("subfilter", raw.get("subfilter"), custom_names, available)
     not_filter = _regex("not_filter", raw.get("not_filter"))
     try:
-        condition = compile_condition(raw["condition"], custom_names=custom_names,
-                                      index_available=available)
+        condition = compile_condition(
+            raw["condition"], custom_names=custom_names, index_available=available
+        )
     except ConditionError as exc:
         raise _RuleProblem(f"condition: {exc}") from None
-    uses_index = (uses_index or rpath_set is not None or condition.uses_index
-                  or any(ref is not None and ref.kind == "predefined"
-                         and PREDEFINED_FUNCTIONS[ref.name][1] for ref in (filter_ref, subfilter)))
+    uses_index = (
+        uses_index
+        or rpath_set is not None
+        or condition.uses_index
+        or any(
+            ref is not None and ref.kind == "predefined" and PREDEFINED_FUNCTIONS[ref.name][1]
+            for ref in (filter_ref, subfilter)
+        )
+    )
     if condition.check is not None:  # a plug-in's own version decides its results too
         digest = digest_value([digest, condition.check.target, condition.check.version])
-    warnings = [f"{key}: & and | mixed without precedence (evaluated left to right)"
-                for key, ref in (("xpath", xpath), ("subxpath", subxpath))
-                if ref is not None and ref.xml is not None and ref.xml.mixes_and_or]
-    rule = CompiledRule(position, label, severity, digest, rpath, rpath_set, not_rpath, xpath,
-                        filter_ref, not_filter, subxpath, subfilter, condition, func_str,
-                        uses_index, code_key=code_key, name=str(raw.get("name") or ""),
-                        file=where)
+    warnings = [
+        f"{key}: & and | mixed without precedence (evaluated left to right)"
+        for key, ref in (("xpath", xpath), ("subxpath", subxpath))
+        if ref is not None and ref.xml is not None and ref.xml.mixes_and_or
+    ]
+    rule = CompiledRule(
+        position,
+        label,
+        severity,
+        digest,
+        rpath,
+        rpath_set,
+        not_rpath,
+        xpath,
+        filter_ref,
+        not_filter,
+        subxpath,
+        subfilter,
+        condition,
+        func_str,
+        uses_index,
+        code_key=code_key,
+        name=str(raw.get("name") or ""),
+        file=where,
+    )
     return rule, warnings
 
 
@@ -296,8 +385,9 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def _run_custom_code(source: str, label: str, digest: str, view,
-                     timeout) -> tuple[frozenset[str], bool]:
+def _run_custom_code(
+    source: str, label: str, digest: str, view, timeout
+) -> tuple[frozenset[str], bool]:
     try:
         uses_index = bool(names_used(source) & set(INDEX_MODULES))
     except SyntaxError as exc:
@@ -313,8 +403,9 @@ def _run_custom_code(source: str, label: str, digest: str, view,
     except Exception as exc:
         raise _RuleProblem(f"func_str raised {type(exc).__name__}: {exc}") from None
     remember_namespace(digest, view.key, namespace)
-    names = frozenset(name for name, value in namespace.items()
-                      if callable(value) and not name.startswith("__"))
+    names = frozenset(
+        name for name, value in namespace.items() if callable(value) and not name.startswith("__")
+    )
     return names, uses_index
 
 
@@ -329,7 +420,7 @@ def _regex(key: str, text: str | None) -> re.Pattern | None:
 
 def _compile_rpath(text: str, index_available: bool) -> tuple[re.Pattern | None, str | None]:
     if text.startswith("artfunc_"):
-        name = text[len("artfunc_"):]
+        name = text[len("artfunc_") :]
         if name not in PREDEFINED_SETS:
             raise _RuleProblem(f"rpath: unknown predefined set {text!r}")
         if not PREDEFINED_SETS[name][1]:
@@ -359,12 +450,13 @@ def _compile_path(key: str, text: str) -> PathRef:
     return PathRef(text, xml, xml_error, tuple(accepted))
 
 
-def _compile_filter(key: str, text: str | None, custom_names: frozenset[str],
-                    index_available: bool) -> FilterRef | None:
+def _compile_filter(
+    key: str, text: str | None, custom_names: frozenset[str], index_available: bool
+) -> FilterRef | None:
     if text is None:
         return None
     if text.startswith("artfunc_"):
-        name = text[len("artfunc_"):]
+        name = text[len("artfunc_") :]
         if name in PREDEFINED_FUNCTIONS:
             if PREDEFINED_FUNCTIONS[name][1] and not index_available:
                 raise _RuleProblem(f"{key}: {text!r} needs a Messiah project index")
@@ -373,6 +465,8 @@ def _compile_filter(key: str, text: str | None, custom_names: frozenset[str],
             return FilterRef("custom", text, name=name)
         if name in PREDEFINED_SETS:
             raise _RuleProblem(f"{key}: {text!r} is a set, not a function")
-        raise _RuleProblem(f"{key}: {text!r} does not resolve to a predefined function or a "
-                           "function of this rule's func_str")
+        raise _RuleProblem(
+            f"{key}: {text!r} does not resolve to a predefined function or a "
+            "function of this rule's func_str"
+        )
     return FilterRef("regex", text, pattern=_regex(key, text))

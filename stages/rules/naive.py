@@ -12,11 +12,18 @@ from .functions import index_view
 from .report import build_document
 
 
-def validate_per_rule(root: str, rule_files, index: Any, files=None, allow_custom_code: bool = True,
-                      timeout: float | None = 30.0) -> dict:
+def validate_per_rule(
+    root: str,
+    rule_files,
+    index: Any,
+    files=None,
+    allow_custom_code: bool = True,
+    timeout: float | None = 30.0,
+) -> dict:
     """Check a project rule by rule (one parse per (rule, file)); returns the JSON document."""
-    ruleset, shared = prepare(root, rule_files, index, allow_custom_code=allow_custom_code,
-                              timeout=timeout)
+    ruleset, shared = prepare(
+        root, rule_files, index, allow_custom_code=allow_custom_code, timeout=timeout
+    )
     relpaths = walk_files(shared.root) if files is None else sorted(files)
     results = []
     for rule in ruleset.rules:

@@ -29,7 +29,13 @@ _SPACE = re.compile(r"\s*")
 
 ANY, EXACT, PREFIX, SUFFIX = "any", "exact", "prefix", "suffix"
 TEXTS, RECORDS, DOM, ATTRS, ATTR_RECORDS, NODE_TEXT = (
-    "texts", "records", "dom", "attrs", "attr_records", "node_text")
+    "texts",
+    "records",
+    "dom",
+    "attrs",
+    "attr_records",
+    "node_text",
+)
 AND, OR = "&", "|"
 
 
@@ -96,6 +102,7 @@ class XmlQuery:
 
 # -- compiling -----------------------------------------------------------------------------------
 
+
 def compile_xml_path(text: str) -> XmlQuery:
     """Compile an expression; raise PathSyntaxError naming the problem."""
     if not isinstance(text, str):
@@ -109,7 +116,7 @@ def compile_xml_path(text: str) -> XmlQuery:
         end = _find_top_level(text, pos + 1, "]")
         if end < 0:
             raise PathSyntaxError(f"'[' at {pos} has no matching ']'")
-        attr_checks = _compile_checks(text[pos + 1:end], attributes=True)
+        attr_checks = _compile_checks(text[pos + 1 : end], attributes=True)
         pos = end + 1
     if pos < len(text) and text[pos] == ".":
         section, pos = _take_until(text, pos + 1, ",:[]")
@@ -145,7 +152,7 @@ def _find_top_level(text: str, pos: int, stops: str) -> int:
         if quote:
             if char == quote:
                 quote = None
-        elif char in "`\"":
+        elif char in '`"':
             quote = char
         elif char in stops:
             return i
@@ -162,7 +169,7 @@ def _compile_node_path(text: str) -> tuple[TagTest, ...]:
         tag = raw.strip()
         if not tag:
             raise PathSyntaxError(f"empty tag in node path {text.strip()!r}")
-        if any(c in tag for c in "`\"&|=!@ \t\r\n"):
+        if any(c in tag for c in '`"&|=!@ \t\r\n'):
             raise PathSyntaxError(f"not a tag: {tag!r}")
         if tag == "*":
             steps.append(TagTest(ANY))
@@ -187,7 +194,7 @@ def _compile_checks(text: str, *, attributes: bool) -> Checks:
         pos = _SPACE.match(text, pos).end()
         path, pos = _parse_name(text, pos, attributes, where)
         pos = _SPACE.match(text, pos).end()
-        operator = text[pos:pos + 2]
+        operator = text[pos : pos + 2]
         if operator not in ("==", "!="):
             shown = ".".join(path)
             hint = "" if attributes else f" (to extract it, write ',{shown}')"
@@ -231,14 +238,14 @@ def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, re.Patter
         if end < 0:
             raise PathSyntaxError(f"{where}: unterminated backtick")
         try:
-            return None, re.compile(text[pos + 1:end]), end + 1
+            return None, re.compile(text[pos + 1 : end]), end + 1
         except re.error as exc:
-            raise PathSyntaxError(f"{where}: bad regex `{text[pos + 1:end]}`: {exc}") from None
+            raise PathSyntaxError(f"{where}: bad regex `{text[pos + 1 : end]}`: {exc}") from None
     if char == '"':
         end = text.find('"', pos + 1)
         if end < 0:
             raise PathSyntaxError(f"{where}: unterminated double quote")
-        value = text[pos + 1:end]
+        value = text[pos + 1 : end]
         if "`" in value:
             raise PathSyntaxError(f'{where}: a "quoted" value cannot hold a backtick')
         return value, None, end + 1
@@ -290,8 +297,9 @@ def xml_parser() -> etree.XMLParser:
     """A safe parser (no entities, no DTD, no network), one per thread (lxml parsers are not shared)."""
     parser = getattr(_PARSERS, "parser", None)
     if parser is None:
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
-                                 huge_tree=False)
+        parser = etree.XMLParser(
+            resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
+        )
         _PARSERS.parser = parser
     return parser
 
@@ -319,6 +327,7 @@ def parse_xml(data: bytes, relpath: str = "") -> etree._Element:
 
 
 # -- evaluating ----------------------------------------------------------------------------------
+
 
 def localname(element: etree._Element) -> str:
     tag = element.tag
@@ -365,4 +374,3 @@ def get_attribute(element: etree._Element, name: str) -> str | None:
                 value = candidate
                 break
     return value.strip() if value is not None else None
-

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from importlib.metadata import entry_points
-from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from . import paths, xmleval
 
@@ -53,7 +54,7 @@ def load_target(target: str) -> Any:
     return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def available_checks() -> dict[str, CheckRef]:
     """Every check name → CheckRef: the shipped ones, overridden by installed entry points."""
     found = {name: CheckRef(name, target, "") for name, target in BUILTIN_CHECKS.items()}
@@ -63,7 +64,7 @@ def available_checks() -> dict[str, CheckRef]:
     return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def check_callable(target: str) -> tuple[Callable, bool]:
     """(function, whether it accepts a `context` keyword)."""
     function = load_target(target)
@@ -71,12 +72,14 @@ def check_callable(target: str) -> tuple[Callable, bool]:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
         return function, False
-    accepts = any(p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD
-                  for p in parameters)
+    accepts = any(
+        p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
+    )
     return function, accepts
 
 
 # -- path languages ------------------------------------------------------------------------------
+
 
 @runtime_checkable
 class PathLanguage(Protocol):
@@ -124,7 +127,7 @@ class XmlLanguage:
 XML = XmlLanguage()
 
 
-@lru_cache(maxsize=None)
+@cache
 def path_languages() -> dict[str, Any]:
     """Registered languages by name (XML first, then plug-ins sorted by name): the shipped ones,
     overridden by installed entry points of the same name (stale package metadata loses none)."""
@@ -146,9 +149,14 @@ def language_for(relpath: str) -> Any:
     """The language of a file: the plug-in whose suffix its name ends with, else XML."""
     languages = path_languages()
     if _CLAIMS[0] is not languages:  # once per registry, not per file
-        _CLAIMS[:] = [languages, tuple((tuple(suffixes), language)
-                                       for language in languages.values()
-                                       if (suffixes := getattr(language, "suffixes", ())))]
+        _CLAIMS[:] = [
+            languages,
+            tuple(
+                (tuple(suffixes), language)
+                for language in languages.values()
+                if (suffixes := getattr(language, "suffixes", ()))
+            ),
+        ]
     lowered = relpath.lower()
     for suffixes, language in _CLAIMS[1]:
         if lowered.endswith(suffixes):

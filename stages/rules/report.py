@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from lxml import etree
 
@@ -35,10 +35,17 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         sources_checked += len(pairs)
         checked.extend([rule.label, source, via] for source, via in pairs)
         for failure in sorted(failures_by_digest.get(rule.digest, ()), key=_source_key):
-            failures.append({"rule": rule.label, "severity": rule.severity,
-                             "source": failure.source, "via": failure.via,
-                             "errors": list(failure.errors), "lines": list(failure.lines),
-                             "message": failure.message})
+            failures.append(
+                {
+                    "rule": rule.label,
+                    "severity": rule.severity,
+                    "source": failure.source,
+                    "via": failure.via,
+                    "errors": list(failure.errors),
+                    "lines": list(failure.lines),
+                    "message": failure.message,
+                }
+            )
     return {
         "schema_version": SCHEMA_VERSION,
         "rules": ruleset.total,
@@ -62,6 +69,7 @@ def public(document: dict) -> dict:
 
 # -- gating --------------------------------------------------------------------------------------
 
+
 def highest_severity(document: dict) -> str | None:
     """The most severe failure (rule errors count as `error`), or None when nothing failed."""
     severities = [f["severity"] for f in document["failures"]]
@@ -81,13 +89,15 @@ def gate_fails(document: dict, fail_on: str) -> bool:
 def gate_reason(document: dict, fail_on: str) -> str | None:
     """Why `rules.fail_on` fails the build (failures and broken rules at or above it), or None."""
     threshold = FAIL_ON_RANK[fail_on]
-    gating = [f for f in document.get("failures", [])
-              if SEVERITY_RANK.get(f.get("severity", "error"), 3) >= threshold]
+    gating = [
+        f
+        for f in document.get("failures", [])
+        if SEVERITY_RANK.get(f.get("severity", "error"), 3) >= threshold
+    ]
     broken = document.get("rule_errors", []) if threshold <= SEVERITY_RANK["error"] else []
     if not (gating or broken):
         return None
-    return (f"{len(gating)} rule failure(s) and {len(broken)} broken rule(s) at or above "
-            f"'{fail_on}'")
+    return f"{len(gating)} rule failure(s) and {len(broken)} broken rule(s) at or above '{fail_on}'"
 
 
 def summary_line(document: dict) -> str:
@@ -97,11 +107,14 @@ def summary_line(document: dict) -> str:
         severity = failure.get("severity", "error")
         counts[severity] = counts.get(severity, 0) + 1
     shown = ", ".join(f"{n} {severity}" for severity, n in sorted(counts.items())) or "no failures"
-    return (f"rules: {document.get('rules', 0)} rules, {document.get('sources_checked', 0)} "
-            f"checks, {shown}, {len(document.get('rule_errors', []))} broken rules")
+    return (
+        f"rules: {document.get('rules', 0)} rules, {document.get('sources_checked', 0)} "
+        f"checks, {shown}, {len(document.get('rule_errors', []))} broken rules"
+    )
 
 
 # -- renderings ----------------------------------------------------------------------------------
+
 
 def render(document: dict, fmt: str) -> bytes:
     """The document in one of FORMATS, as UTF-8 bytes."""
@@ -128,8 +141,11 @@ def _value_lines(failure: dict) -> list[str]:
     out = []
     for value, line in zip(failure["errors"], failure["lines"]):
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        out.append(f"{failure['source']}:{line}: {shown}" if line is not None else
-                   f"{failure['source']}: {shown}")
+        out.append(
+            f"{failure['source']}:{line}: {shown}"
+            if line is not None
+            else f"{failure['source']}: {shown}"
+        )
     return out
 
 
@@ -148,8 +164,9 @@ def render_junit(document: dict) -> bytes:
         suite = etree.SubElement(root, "testsuite", name=rule)
         counts = {"tests": len(pairs), "failures": 0, "errors": 0, "skipped": 0}
         for source, via in pairs:
-            case = etree.SubElement(suite, "testcase", classname=rule,
-                                    name=source + (f" (via {via})" if via else ""))
+            case = etree.SubElement(
+                suite, "testcase", classname=rule, name=source + (f" (via {via})" if via else "")
+            )
             failure = failures_at.get((rule, source, via))
             if failure is not None:
                 counts["failures"] += 1
@@ -157,15 +174,24 @@ def render_junit(document: dict) -> bytes:
                 node = etree.SubElement(case, "failure", type=failure["severity"], message=message)
                 node.text = "\n".join(_value_lines(failure)) or message
         _set_counts(suite, counts, totals)
-    for kind, entries, key in (("errors", document["rule_errors"], "message"),
-                               ("skipped", document["skipped"], "reason")):
+    for kind, entries, key in (
+        ("errors", document["rule_errors"], "message"),
+        ("skipped", document["skipped"], "reason"),
+    ):
         for entry in entries:
             suite = etree.SubElement(root, "testsuite", name=entry["rule"])
             case = etree.SubElement(suite, "testcase", classname=entry["rule"], name="(rule)")
-            etree.SubElement(case, "error" if kind == "errors" else "skipped",
-                             message=entry[key])
-            _set_counts(suite, {"tests": 1, "failures": 0, "errors": int(kind == "errors"),
-                                "skipped": int(kind == "skipped")}, totals)
+            etree.SubElement(case, "error" if kind == "errors" else "skipped", message=entry[key])
+            _set_counts(
+                suite,
+                {
+                    "tests": 1,
+                    "failures": 0,
+                    "errors": int(kind == "errors"),
+                    "skipped": int(kind == "skipped"),
+                },
+                totals,
+            )
     for name, count in totals.items():
         root.set(name, str(count))
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
@@ -193,13 +219,17 @@ def render_text(document: dict) -> bytes:
                 out.append(f"  {failure['source']}{via}: fails (no values)")
             for line in _value_lines(failure):
                 out.append(f"  {line}{via}")
-    for title, entries, key in (("rule errors", document["rule_errors"], "message"),
-                                ("skipped", document["skipped"], "reason"),
-                                ("warnings", document["warnings"], "message")):
+    for title, entries, key in (
+        ("rule errors", document["rule_errors"], "message"),
+        ("skipped", document["skipped"], "reason"),
+        ("warnings", document["warnings"], "message"),
+    ):
         if entries:
             out.append(f"{title}:")
             out.extend(f"  {entry['rule']}: {entry[key]}" for entry in entries)
-    out.append(f"{document['rules']} rule(s), {document['sources_checked']} source(s) checked, "
-               f"{len(document['failures'])} failure(s), {len(document['rule_errors'])} rule "
-               f"error(s)")
+    out.append(
+        f"{document['rules']} rule(s), {document['sources_checked']} source(s) checked, "
+        f"{len(document['failures'])} failure(s), {len(document['rule_errors'])} rule "
+        f"error(s)"
+    )
     return ("\n".join(out) + "\n").encode("utf-8")

@@ -94,6 +94,7 @@ def _trace_limit(seconds: float):
 
 # -- func_str ------------------------------------------------------------------------------------
 
+
 def _rule_builtins(res_store: Any, res_filter: Any) -> dict:
     """A copy of the builtins whose `__import__` knows the two predefined modules."""
     real_import = builtins.__import__
@@ -111,16 +112,19 @@ def _rule_builtins(res_store: Any, res_filter: Any) -> dict:
     return table
 
 
-def run_func_str(source: str, label: str, namespaces: tuple[Any, Any],
-                 timeout: float | None = None) -> dict:
+def run_func_str(
+    source: str, label: str, namespaces: tuple[Any, Any], timeout: float | None = None
+) -> dict:
     """Compile and run a rule's `func_str` in a fresh namespace; return the namespace.
 
     Raises SyntaxError (does not compile), CustomCodeTimeout, or whatever the code raises.
     """
     code = compile(source, f"<func_str of {label}>", "exec")
     res_store, res_filter = namespaces
-    namespace = {"__builtins__": _rule_builtins(res_store, res_filter),
-                 "__name__": f"orchestrate_rule_{re.sub(r'[^0-9A-Za-z_]', '_', label)}"}
+    namespace = {
+        "__builtins__": _rule_builtins(res_store, res_filter),
+        "__name__": f"orchestrate_rule_{re.sub(r'[^0-9A-Za-z_]', '_', label)}",
+    }
     with time_limit(timeout):
         exec(code, namespace)
     return namespace
@@ -130,8 +134,14 @@ _NAMESPACES: dict[tuple[str, str], dict] = {}
 _KEPT_INDEXES = 4  # namespaces hold the index's 1.x views: keep those of the last few indexes
 
 
-def custom_namespace(rule_digest: str, source: str, label: str, view_key: str,
-                     namespaces_factory, timeout: float | None) -> dict:
+def custom_namespace(
+    rule_digest: str,
+    source: str,
+    label: str,
+    view_key: str,
+    namespaces_factory,
+    timeout: float | None,
+) -> dict:
     """The namespace of a rule's func_str in this process (run once per process and index)."""
     key = (rule_digest, view_key)
     namespace = _NAMESPACES.get(key)
@@ -154,6 +164,7 @@ def remember_namespace(rule_digest: str, view_key: str, namespace: dict) -> None
 def names_used(source: str) -> set[str]:
     """Every identifier, imported module and string constant in `source` (for key decisions)."""
     import ast
+
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Name):
@@ -170,9 +181,23 @@ def names_used(source: str) -> set[str]:
 # -- 满足表达式 ------------------------------------------------------------------------------------
 
 EXPRESSION_NAMES = {
-    "re": re, "len": len, "int": int, "float": float, "str": str, "bool": bool, "list": list,
-    "tuple": tuple, "dict": dict, "set": set, "any": any, "all": all, "min": min, "max": max,
-    "abs": abs, "sum": sum, "sorted": sorted,
+    "re": re,
+    "len": len,
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "list": list,
+    "tuple": tuple,
+    "dict": dict,
+    "set": set,
+    "any": any,
+    "all": all,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "sum": sum,
+    "sorted": sorted,
 }
 
 _EXPRESSIONS: dict[str, Any] = {}
@@ -189,5 +214,10 @@ def compile_expression(source: str):
 def expression_globals(namespaces: tuple[Any, Any]) -> dict:
     """Globals for an expression: `d` (set per value), the predefined modules, the allowed names."""
     res_store, res_filter = namespaces
-    return {"__builtins__": {}, **EXPRESSION_NAMES, "res_store": res_store,
-            "res_filter": res_filter, "d": None}
+    return {
+        "__builtins__": {},
+        **EXPRESSION_NAMES,
+        "res_store": res_store,
+        "res_filter": res_filter,
+        "d": None,
+    }

@@ -20,8 +20,22 @@ from typing import Any
 
 from lxml import etree
 
-from .paths import (AND, ATTR_RECORDS, ATTRS, DOM, NODE_TEXT, RECORDS, TEXTS, Checks, TagTest,
-                    XmlQuery, _children, descend, get_attribute, localname)
+from .paths import (
+    AND,
+    ATTR_RECORDS,
+    ATTRS,
+    DOM,
+    NODE_TEXT,
+    RECORDS,
+    TEXTS,
+    Checks,
+    TagTest,
+    XmlQuery,
+    _children,
+    descend,
+    get_attribute,
+    localname,
+)
 
 _XPATHS: dict[str, etree.XPath] = {}
 
@@ -36,8 +50,9 @@ def _step_text(test: TagTest) -> str | None:
         return f"*[local-name()='{test.text}']"
     if test.kind == "prefix":
         return f"*[starts-with(local-name(),'{test.text}')]"
-    return (f"*[substring(local-name(),string-length(local-name())-{len(test.text)}+1)"
-            f"='{test.text}']")
+    return (
+        f"*[substring(local-name(),string-length(local-name())-{len(test.text)}+1)='{test.text}']"
+    )
 
 
 def _node_path_text(steps: tuple[TagTest, ...]) -> str | None:
@@ -58,8 +73,9 @@ class Column:
 
     __slots__ = ("texts", "lines", "owners", "size", "elements", "_starts", "_by_text")
 
-    def __init__(self, texts: list, lines: list, owners: list, size: int,
-                 elements: list | None = None) -> None:
+    def __init__(
+        self, texts: list, lines: list, owners: list, size: int, elements: list | None = None
+    ) -> None:
         self.texts = texts
         self.lines = lines
         self.owners = owners
@@ -134,8 +150,13 @@ class NodeSet:
         column = self.columns.get(())
         if column is None:
             nodes = self.nodes
-            column = self.columns[()] = Column(_texts(nodes), [n.sourceline for n in nodes],
-                                               list(range(len(nodes))), len(nodes), nodes)
+            column = self.columns[()] = Column(
+                _texts(nodes),
+                [n.sourceline for n in nodes],
+                list(range(len(nodes))),
+                len(nodes),
+                nodes,
+            )
         return column
 
     def child(self, steps: tuple[str, ...]) -> Column:
@@ -186,8 +207,9 @@ class NodeSet:
             kept = [i for i, owner in enumerate(owners) if owner is not None]
             found = [found[i] for i in kept]
             owners = [owners[i] for i in kept]
-        return Column(_texts(found), [element.sourceline for element in found], owners,
-                      len(nodes), found)
+        return Column(
+            _texts(found), [element.sourceline for element in found], owners, len(nodes), found
+        )
 
     def _walked_column(self, steps: tuple[str, ...]) -> Column:
         elements, owners = [], []
@@ -195,8 +217,13 @@ class NodeSet:
             found = descend(node, steps)
             elements.extend(found)
             owners.extend([i] * len(found))
-        return Column(_texts(elements), [element.sourceline for element in elements], owners,
-                      len(self.nodes), elements)
+        return Column(
+            _texts(elements),
+            [element.sourceline for element in elements],
+            owners,
+            len(self.nodes),
+            elements,
+        )
 
     def select(self, attr_checks: Checks | None, child_checks: Checks | None) -> list[int] | None:
         """Positions of the nodes passing the checks, ascending; None for every node."""
@@ -233,8 +260,12 @@ class NodeSet:
             found = frozenset(by_text.get(term.value, ()))
         else:
             search = term.pattern.search
-            found = frozenset(i for text, positions in by_text.items()
-                              if search(text) is not None for i in positions)
+            found = frozenset(
+                i
+                for text, positions in by_text.items()
+                if search(text) is not None
+                for i in positions
+            )
         result = self.everyone() - found if term.negate else found
         self.selections[key] = result
         return result
@@ -323,6 +354,7 @@ def evaluate(query: XmlQuery, root: etree._Element, memo: dict | None = None) ->
     else:
         raise ValueError(f"unknown extraction {kind!r}")
     slices = [(label, column.texts, column.starts()) for label, column in columns]
-    records = [{label: texts[starts[i]:starts[i + 1]] for label, texts, starts in slices}
-               for i in chosen]
+    records = [
+        {label: texts[starts[i] : starts[i + 1]] for label, texts, starts in slices} for i in chosen
+    ]
     return records, [lines[i] for i in chosen]

@@ -88,8 +88,10 @@ def _source_name(value: str) -> str:
 
 def rule_file_paths(build: BuildSettings) -> list[Path]:
     """`rules.files`, resolved against the build file's folder."""
-    return [Path(os.path.normpath(Path(build.dir) / os.path.expanduser(name)))
-            for name in build.section("rules")["files"]]
+    return [
+        Path(os.path.normpath(Path(build.dir) / os.path.expanduser(name)))
+        for name in build.section("rules")["files"]
+    ]
 
 
 def _check_rule_files(build: Any) -> None:
@@ -99,15 +101,18 @@ def _check_rule_files(build: Any) -> None:
             raise build.error(f"rule file {name!r} not found ({path})", ("rules", "files"))
 
 
-SOURCE = Section(Annotated[str, AfterValidator(_source_name)], "messiah",
-                 "the asset source that reads the project (messiah | unity)")
+SOURCE = Section(
+    Annotated[str, AfterValidator(_source_name)],
+    "messiah",
+    "the asset source that reads the project (messiah | unity)",
+)
 PLATFORM = Section(str, "generic", "the target platform, passed to cookers and the manifest")
 COLLECT = Section(CollectConfig, CollectConfig(), "what collect reads")
 COOK = Section(CookConfig, CookConfig(), "cook roots and cookers")
-RULES = Section(RulesConfig, RulesConfig(), "the rule library and its gate",
-                check=_check_rule_files)
+RULES = Section(
+    RulesConfig, RulesConfig(), "the rule library and its gate", check=_check_rule_files
+)
 BUNDLES = Section(BundlesConfig, BundlesConfig(), "the bundle layout")
 ARCHIVE = Section(ArchiveConfig, ArchiveConfig(), "bundle compression")
 HASH = Section(HashConfig, HashConfig(), "bundle hashes and file names")
 LINK_XML = Section(LinkXmlConfig, LinkXmlConfig(), "link.xml")
-

@@ -39,8 +39,9 @@ def get_source(name: str) -> AssetSource:
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         if entry.name == name:
             return entry.load()
-    raise ConfigError(f"unknown asset source {name!r} (known: {', '.join(available_sources())})",
-                      key="source")
+    raise ConfigError(
+        f"unknown asset source {name!r} (known: {', '.join(available_sources())})", key="source"
+    )
 
 
 def raise_on_fatal(problems: list[Problem], skip_broken: bool) -> None:

@@ -83,9 +83,13 @@ class SourceResult:
     external: tuple[str, ...] = ()  # ids known to live outside the project (not missing)
     digest: str = ""  # content digest of everything `assets` derive from (set by the collect stage)
     # What the project itself says beyond references (None/"": the format says nothing):
-    bundles: dict[str, list[str]] | None = None  # bundle → asset ids its files assign (`bundles.from_meta`)
+    bundles: dict[str, list[str]] | None = (
+        None  # bundle → asset ids its files assign (`bundles.from_meta`)
+    )
     type_assemblies: dict[str, str] | None = None  # fully-qualified Type → its assembly (link.xml)
-    default_cooker: str = ""  # cooker of Types `cook.cookers` does not list ("": the pipeline's default)
+    default_cooker: str = (
+        ""  # cooker of Types `cook.cookers` does not list ("": the pipeline's default)
+    )
 
 
 class AssetSource(Protocol):
@@ -100,8 +104,9 @@ class AssetSource(Protocol):
     def parse(self, unit: ParseUnit, reader: Reader, options: dict) -> Any:
         """Parse one unit's files (pure; reads only through `reader`); returns a picklable part."""
 
-    def assemble(self, root: str, files: list[FileEntry], parts: dict[str, Any],
-                 options: dict) -> SourceResult:
+    def assemble(
+        self, root: str, files: list[FileEntry], parts: dict[str, Any], options: dict
+    ) -> SourceResult:
         """Combine the parts (keyed by unit id) into assets, index and problems."""
 
 
@@ -121,9 +126,14 @@ class CookList:
 
     def to_json(self) -> dict:
         """The `orchestrate cooklist --format json` document."""
-        return {"cooked": list(self.cooked), "missing": dict(self.missing),
-                "ambiguous": dict(self.ambiguous), "never_cook_refs": dict(self.never_cook_refs),
-                "cycles": [list(c) for c in self.cycles], "external": list(self.external),
-                "roots": {k: list(v) for k, v in self.roots.items()},
-                "chains": {k: list(v) for k, v in self.chains.items()},
-                "failure": self.failure}
+        return {
+            "cooked": list(self.cooked),
+            "missing": dict(self.missing),
+            "ambiguous": dict(self.ambiguous),
+            "never_cook_refs": dict(self.never_cook_refs),
+            "cycles": [list(c) for c in self.cycles],
+            "external": list(self.external),
+            "roots": {k: list(v) for k, v in self.roots.items()},
+            "chains": {k: list(v) for k, v in self.chains.items()},
+            "failure": self.failure,
+        }

@@ -56,14 +56,20 @@ class MessiahIndex:
     # -- 1.x views ----------------------------------------------------------------------------
     def all_res(self) -> dict[str, list[tuple]]:
         """`res_filter.ALL_RES`: GUID → list of (Package, Name, Type, Deps list, repository path)."""
-        return {guid: [(r.Package, r.Name, r.Type, list(r.Deps), r.RepositoryFullPath) for r in items]
-                for guid, items in self.res_in_repo.items()}
+        return {
+            guid: [(r.Package, r.Name, r.Type, list(r.Deps), r.RepositoryFullPath) for r in items]
+            for guid, items in self.res_in_repo.items()
+        }
 
     def all_res_guid(self) -> dict[str, list[dict]]:
         """`res_filter.ALL_RES_GUID`: GUID → list of {Resource, Data, HDR, Source}."""
-        return {guid: [{"Resource": f.Resource, "Data": f.Data, "HDR": f.HDR, "Source": f.Source}
-                       for f in files]
-                for guid, files in self.res_in_disk.items()}
+        return {
+            guid: [
+                {"Resource": f.Resource, "Data": f.Data, "HDR": f.HDR, "Source": f.Source}
+                for f in files
+            ]
+            for guid, files in self.res_in_disk.items()
+        }
 
     def namespaces(self) -> tuple[SimpleNamespace, SimpleNamespace]:
         """(res_store, res_filter) as the objects rules import (`import res_store`)."""
@@ -71,11 +77,19 @@ class MessiahIndex:
             return self._namespaces()
 
     def _namespaces(self) -> tuple[SimpleNamespace, SimpleNamespace]:
-        res_store = SimpleNamespace(res_in_repo=self.res_in_repo, res_in_disk=self.res_in_disk,
-                                    res_virt_info=self.res_virt_info, ilevels=set(self.ilevels))
+        res_store = SimpleNamespace(
+            res_in_repo=self.res_in_repo,
+            res_in_disk=self.res_in_disk,
+            res_virt_info=self.res_virt_info,
+            ilevels=set(self.ilevels),
+        )
         all_used = set(self.ilevels)
-        res_filter = SimpleNamespace(ALL_RES=self.all_res(), ALL_RES_GUID=self.all_res_guid(),
-                                     ALL_USED_FILTER=all_used, ALL_USED_ILEVEL=set(all_used))
+        res_filter = SimpleNamespace(
+            ALL_RES=self.all_res(),
+            ALL_RES_GUID=self.all_res_guid(),
+            ALL_USED_FILTER=all_used,
+            ALL_USED_ILEVEL=set(all_used),
+        )
         return res_store, res_filter
 
     def digest(self) -> str:
@@ -83,9 +97,11 @@ class MessiahIndex:
         the builder derived, else one of the content."""
         if self.known_digest:
             return self.known_digest
-        return digest_value({
-            "root": self.root,
-            "repo": sorted((g, [list(r) for r in rs]) for g, rs in self.res_in_repo.items()),
-            "disk": sorted((g, [list(f) for f in fs]) for g, fs in self.res_in_disk.items()),
-            "ilevels": sorted(self.ilevels),
-        })
+        return digest_value(
+            {
+                "root": self.root,
+                "repo": sorted((g, [list(r) for r in rs]) for g, rs in self.res_in_repo.items()),
+                "disk": sorted((g, [list(f) for f in fs]) for g, fs in self.res_in_disk.items()),
+                "ilevels": sorted(self.ilevels),
+            }
+        )

@@ -24,10 +24,21 @@ from lxml import etree
 from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
-
 from stages.sources import raise_on_fatal
-from stages.sources.base import (HARD, LEVEL, RESOURCE, SOFT, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
-                   SourceResult)
+from stages.sources.base import (
+    HARD,
+    LEVEL,
+    RESOURCE,
+    SOFT,
+    WORLD,
+    Asset,
+    FileEntry,
+    ParseUnit,
+    Problem,
+    Ref,
+    SourceResult,
+)
+
 from .index import MessiahIndex, MessiahResource, ResourceFile
 
 REPOSITORY_FILE = "resource.repository"
@@ -49,8 +60,14 @@ ATTRIBUTE_BATCH = 64
 
 def _xml_parser() -> etree.XMLParser:
     # Project files are untrusted: no entity expansion, no network, no DTD loading.
-    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
-                           huge_tree=True, remove_comments=True, remove_pis=True)
+    return etree.XMLParser(
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=True,
+        remove_comments=True,
+        remove_pis=True,
+    )
 
 
 def is_guid(text: str | None) -> bool:
@@ -58,6 +75,7 @@ def is_guid(text: str | None) -> bool:
 
 
 # -- the file table, read without opening a file ------------------------------------------------
+
 
 class ResourceFolder(NamedTuple):
     """A GUID-named folder below a repository that holds an attribute file (relpaths)."""
@@ -84,7 +102,7 @@ def _parent(path: str) -> str:
     return path[:cut] if cut >= 0 else ""
 
 
-_last_layout: tuple[str, "Layout"] | None = None
+_last_layout: tuple[str, Layout] | None = None
 
 
 def scan_layout(files: list[FileEntry]) -> Layout:
@@ -142,10 +160,14 @@ def _scan_layout(files: list[FileEntry]) -> Layout:
         members = sorted(paths)
         hdr = next((p for p in members if p.endswith(".hdr")), None)
         source = next((p for p in members if p.startswith("source", cut)), None)
-        folders.append(ResourceFolder(folder, guid, repository_dir, attribute, data, hdr, source,
-                                      tuple(members)))
-    return Layout(tuple(sorted(repositories)), tuple(sorted(worlds)), tuple(sorted(levels)),
-                  tuple(folders))
+        folders.append(
+            ResourceFolder(
+                folder, guid, repository_dir, attribute, data, hdr, source, tuple(members)
+            )
+        )
+    return Layout(
+        tuple(sorted(repositories)), tuple(sorted(worlds)), tuple(sorted(levels)), tuple(folders)
+    )
 
 
 def _nearest_repository(folder: str, repository_dirs: set[str]) -> str | None:
@@ -167,6 +189,7 @@ def index_layout_digest(layout: Layout) -> str:
 
 
 # -- parse units and their parts -----------------------------------------------------------------
+
 
 class RepositoryItem(NamedTuple):
     guid: str
@@ -222,8 +245,12 @@ def _text(element: etree._Element | None) -> str:
 def parse_repository(path: str, data: bytes) -> RepositoryPart:
     root, problem = _parse_xml(data, path)
     if problem is not None:
-        fatal = dataclasses.replace(problem, kind="broken_repository", fatal=True,
-                                    message=f"malformed resource.repository: {problem.message}")
+        fatal = dataclasses.replace(
+            problem,
+            kind="broken_repository",
+            fatal=True,
+            message=f"malformed resource.repository: {problem.message}",
+        )
         return RepositoryPart(path, (), (fatal,))
     items, problems = [], []
     for item in root.iterfind("Items/Item"):
@@ -243,12 +270,25 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
                 fields[tag] = _text(child)
         guid = fields.get("GUID", "")
         if not guid:
-            problems.append(Problem("item_without_guid", path,
-                                    f"Item without a GUID (Name {fields.get('Name', '')!r}) ignored",
-                                    line=item.sourceline))
+            problems.append(
+                Problem(
+                    "item_without_guid",
+                    path,
+                    f"Item without a GUID (Name {fields.get('Name', '')!r}) ignored",
+                    line=item.sourceline,
+                )
+            )
             continue
-        items.append(RepositoryItem(guid, fields.get("Type", ""), fields.get("Name", ""),
-                                    fields.get("Package", ""), tuple(deps), tuple(annos)))
+        items.append(
+            RepositoryItem(
+                guid,
+                fields.get("Type", ""),
+                fields.get("Name", ""),
+                fields.get("Package", ""),
+                tuple(deps),
+                tuple(annos),
+            )
+        )
     return RepositoryPart(path, tuple(items), tuple(problems))
 
 
@@ -300,8 +340,10 @@ class MessiahSource:
             # as bytes rather than hex: 100,000 folders per plan.
             hashed = int.from_bytes(hasher(folder.folder.encode("utf-8")).digest(2), "big") >> shift
             batches[hashed].append(folder.attribute)
-        units += [ParseUnit(f"attrs:{bits}-{bucket:04x}", "attributes", tuple(batches[bucket]))
-                  for bucket in sorted(batches)]
+        units += [
+            ParseUnit(f"attrs:{bits}-{bucket:04x}", "attributes", tuple(batches[bucket]))
+            for bucket in sorted(batches)
+        ]
         return units
 
     def parse(self, unit: ParseUnit, reader: Reader, options: dict):
@@ -319,7 +361,9 @@ class MessiahSource:
                 problems.append(Problem("unreadable", path, "attribute file vanished while read"))
         return AttributePart(tuple(found), tuple(problems))
 
-    def assemble(self, root: str, files: list[FileEntry], parts: dict, options: dict) -> SourceResult:
+    def assemble(
+        self, root: str, files: list[FileEntry], parts: dict, options: dict
+    ) -> SourceResult:
         """`parts` may carry `digests` (unit id → stored result digest, as the collect stage's
         do): then the index carries a digest derived from them instead of hashing its content."""
         assembler = _Assembler(to_posix(root).rstrip("/") or "/", files, parts)
@@ -348,15 +392,17 @@ class _Assembler:
 
     def repository_name(self, repository_file: str) -> str:
         folder = _parent(repository_file)
-        return folder[folder.rfind("/") + 1:] if folder else posixpath.basename(self.root)
+        return folder[folder.rfind("/") + 1 :] if folder else posixpath.basename(self.root)
 
     def repository(self, repository_dir: str) -> tuple[str, str]:
         """(name, absolute path of its resource.repository) of a repository folder."""
         known = self._repositories.get(repository_dir)
         if known is None:
             path = f"{repository_dir}/{REPOSITORY_FILE}" if repository_dir else REPOSITORY_FILE
-            known = self._repositories[repository_dir] = (self.repository_name(path),
-                                                          self.absolute(path))
+            known = self._repositories[repository_dir] = (
+                self.repository_name(path),
+                self.absolute(path),
+            )
         return known
 
     def result(self) -> SourceResult:
@@ -379,9 +425,19 @@ class _Assembler:
             repository, full_path = self.repository(_parent(part.path))
             for item in part.items:
                 guid = item.guid
-                resource = new_resource(MessiahResource, (
-                    guid, item.package, item.name, item.type, item.deps, repository,
-                    f"{item.package}/{item.name}", full_path))
+                resource = new_resource(
+                    MessiahResource,
+                    (
+                        guid,
+                        item.package,
+                        item.name,
+                        item.type,
+                        item.deps,
+                        repository,
+                        f"{item.package}/{item.name}",
+                        full_path,
+                    ),
+                )
                 known = by_guid.get(guid)
                 if known is None:
                     by_guid[guid] = ([item], [resource])
@@ -397,10 +453,16 @@ class _Assembler:
                 part = map_parts[path]
                 self.problems.extend(part.problems)
                 label = "level" if kind == WORLD else "placed"
-                assets[path] = Asset(path, kind, "World" if kind == WORLD else "Level", (path,),
-                                     (_parent(path),), (path,),
-                                     tuple(self.ref(target, HARD, label) for target in part.refs),
-                                     name=posixpath.basename(path))
+                assets[path] = Asset(
+                    path,
+                    kind,
+                    "World" if kind == WORLD else "Level",
+                    (path,),
+                    (_parent(path),),
+                    (path,),
+                    tuple(self.ref(target, HARD, label) for target in part.refs),
+                    name=posixpath.basename(path),
+                )
         folders_by_guid: dict[str, list[ResourceFolder]] = {}
         for folder in layout.folders:
             known = folders_by_guid.get(folder.guid)
@@ -412,12 +474,18 @@ class _Assembler:
         for guid in sorted(by_guid.keys() | folders_by_guid.keys()):
             known = by_guid.get(guid)
             if known is None:
-                assets[guid] = self.resource_asset(guid, (), (), folders_by_guid[guid],
-                                                   attribute_refs, index)
+                assets[guid] = self.resource_asset(
+                    guid, (), (), folders_by_guid[guid], attribute_refs, index
+                )
             else:
-                assets[guid] = self.resource_asset(guid, known[0], known[1],
-                                                   folders_by_guid.get(guid, no_folders),
-                                                   attribute_refs, index)
+                assets[guid] = self.resource_asset(
+                    guid,
+                    known[0],
+                    known[1],
+                    folders_by_guid.get(guid, no_folders),
+                    attribute_refs,
+                    index,
+                )
         return SourceResult(assets=assets, index=index, problems=self.problems)
 
     def build_index(self, by_guid, all_resources, map_parts) -> MessiahIndex:
@@ -438,24 +506,34 @@ class _Assembler:
             if folder.repository_dir != repository_dir:  # sorted: runs of one repository
                 repository_dir = folder.repository_dir
                 repository, own_repository = self.repository(repository_dir)
-            entry = new_file(ResourceFile, (
-                guid, repository,
-                self.folder_type(folder, own_repository, res_in_repo.get(guid, ())),
-                prefix + folder.attribute,
-                prefix + folder.data if folder.data else None,
-                prefix + folder.hdr if folder.hdr else None,
-                prefix + folder.source if folder.source else None))
+            entry = new_file(
+                ResourceFile,
+                (
+                    guid,
+                    repository,
+                    self.folder_type(folder, own_repository, res_in_repo.get(guid, ())),
+                    prefix + folder.attribute,
+                    prefix + folder.data if folder.data else None,
+                    prefix + folder.hdr if folder.hdr else None,
+                    prefix + folder.source if folder.source else None,
+                ),
+            )
             known = res_in_disk.get(guid)
             if known is None:
                 res_in_disk[guid] = [entry]
             else:
                 known.append(entry)
-        ilevels = frozenset(self.absolute(level) for path in self.layout.worlds
-                            for level in map_parts[path].refs)
-        return MessiahIndex(root=self.root, res_in_repo=res_in_repo,
-                            res_in_disk={g: tuple(fs) for g, fs in res_in_disk.items()},
-                            res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()},
-                            ilevels=ilevels, known_digest=self.index_digest())
+        ilevels = frozenset(
+            self.absolute(level) for path in self.layout.worlds for level in map_parts[path].refs
+        )
+        return MessiahIndex(
+            root=self.root,
+            res_in_repo=res_in_repo,
+            res_in_disk={g: tuple(fs) for g, fs in res_in_disk.items()},
+            res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()},
+            ilevels=ilevels,
+            known_digest=self.index_digest(),
+        )
 
     def index_digest(self) -> str:
         """The index is a function of the root, the listing's resource folders and the parts of
@@ -464,13 +542,21 @@ class _Assembler:
         if digests is None:
             return ""
         layout = self.layout
-        return digest_value(["messiah-index", 1, self.root, index_layout_digest(layout),
-                             [digests[f"repo:{path}"] for path in layout.repositories],
-                             [digests[f"map:{path}"] for path in layout.worlds]])
+        return digest_value(
+            [
+                "messiah-index",
+                1,
+                self.root,
+                index_layout_digest(layout),
+                [digests[f"repo:{path}"] for path in layout.repositories],
+                [digests[f"map:{path}"] for path in layout.worlds],
+            ]
+        )
 
     @staticmethod
-    def folder_type(folder: ResourceFolder, own_repository: str,
-                    items: tuple[MessiahResource, ...]) -> str:
+    def folder_type(
+        folder: ResourceFolder, own_repository: str, items: tuple[MessiahResource, ...]
+    ) -> str:
         for resource in items:
             if resource.RepositoryFullPath == own_repository:
                 return resource.Type
@@ -506,6 +592,7 @@ class _Assembler:
                     if target not in refs:
                         refs[target] = ref(target, SOFT, key or "Anno")
         else:
+
             def add(target: str, strength: str, label: str) -> None:
                 known = refs.get(target)
                 if known is None:
@@ -527,22 +614,35 @@ class _Assembler:
         if resources:
             first = resources[0]
             type_, package, name = first.Type, first.Package, first.Name
-            virtual_paths = ((first.VirtualPath,) if len(resources) == 1
-                             else tuple(dict.fromkeys(r.VirtualPath for r in resources)))
+            virtual_paths = (
+                (first.VirtualPath,)
+                if len(resources) == 1
+                else tuple(dict.fromkeys(r.VirtualPath for r in resources))
+            )
         else:
             type_, package, name = index.res_in_disk[guid][0].Type, "", guid
             virtual_paths = ()
-        return Asset(id=guid, kind=RESOURCE, type=type_, virtual_paths=virtual_paths,
-                     folders=((folders[0].folder,) if len(folders) == 1
-                              else tuple(f.folder for f in folders)),
-                     files=folders[0].files if folders else (),
-                     refs=tuple(refs.values()), package=package, name=name, items=len(items))
+        return Asset(
+            id=guid,
+            kind=RESOURCE,
+            type=type_,
+            virtual_paths=virtual_paths,
+            folders=(
+                (folders[0].folder,) if len(folders) == 1 else tuple(f.folder for f in folders)
+            ),
+            files=folders[0].files if folders else (),
+            refs=tuple(refs.values()),
+            package=package,
+            name=name,
+            items=len(items),
+        )
 
 
 SOURCE = MessiahSource()
 
 
 # -- in-process convenience ----------------------------------------------------------------------
+
 
 def walk_project(root: str) -> list[FileEntry]:
     """Every file below `root` as sorted `FileEntry`s with `/` relpaths (symlinked dirs skipped)."""
@@ -573,6 +673,7 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     files = walk_project(root)
     if options.get("exclude"):
         from stages.algorithms.globs import compile_globs
+
         excluded = compile_globs(options["exclude"])
         files = [entry for entry in files if not excluded(entry.path)]
     reader = Reader(root)

@@ -9,8 +9,8 @@ check reads the Unity project index, so the rule's results are cached against it
 
 from __future__ import annotations
 
-from .reader import is_builtin_guid
 from .classes import is_code
+from .reader import is_builtin_guid
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -21,8 +21,11 @@ def guid_resolves(data: list, filepath: str, condition: list, context=None) -> l
     if not all(hasattr(index, name) for name in ("path_of", "external", "orphans")):
         raise ValueError("condfunc.unity_guid_resolves needs a Unity project index (source: unity)")
     external, orphans = set(index.external), set(index.orphans)
-    return [value for value in data if not _resolves(str(value).strip().lower(), index,
-                                                     external, orphans)]
+    return [
+        value
+        for value in data
+        if not _resolves(str(value).strip().lower(), index, external, orphans)
+    ]
 
 
 def _resolves(guid: str, index, external: set[str], orphans: set[str]) -> bool:

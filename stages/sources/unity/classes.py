@@ -14,18 +14,63 @@ SCENE_TYPE = "UnityEngine.SceneAsset"
 UNKNOWN_TYPE = "UnityEngine.Object"  # Unity's DefaultAsset: a file no importer understands
 
 # Native assets Unity serializes itself: text YAML under Force Text, binary otherwise.
-NATIVE_EXTENSIONS = frozenset({
-    ".unity", ".prefab", ".mat", ".asset", ".controller", ".anim", ".overridecontroller", ".mask",
-    ".physicmaterial", ".physicsmaterial2d", ".guiskin", ".fontsettings", ".rendertexture",
-    ".cubemap", ".flare", ".spriteatlas", ".mixer", ".playable", ".signal", ".lighting", ".preset",
-    ".brush", ".terrainlayer", ".giparams", ".shadervariants",
-})
+NATIVE_EXTENSIONS = frozenset(
+    {
+        ".unity",
+        ".prefab",
+        ".mat",
+        ".asset",
+        ".controller",
+        ".anim",
+        ".overridecontroller",
+        ".mask",
+        ".physicmaterial",
+        ".physicsmaterial2d",
+        ".guiskin",
+        ".fontsettings",
+        ".rendertexture",
+        ".cubemap",
+        ".flare",
+        ".spriteatlas",
+        ".mixer",
+        ".playable",
+        ".signal",
+        ".lighting",
+        ".preset",
+        ".brush",
+        ".terrainlayer",
+        ".giparams",
+        ".shadervariants",
+    }
+)
 
 # Program code: referenced through m_Script and the like, never content.
-CODE_EXTENSIONS = frozenset({
-    ".cs", ".js", ".boo", ".dll", ".so", ".a", ".aar", ".jar", ".asmdef", ".asmref", ".jslib",
-    ".jspre", ".mm", ".m", ".h", ".c", ".cpp", ".java", ".rsp", ".cginc", ".hlsl", ".glslinc",
-})
+CODE_EXTENSIONS = frozenset(
+    {
+        ".cs",
+        ".js",
+        ".boo",
+        ".dll",
+        ".so",
+        ".a",
+        ".aar",
+        ".jar",
+        ".asmdef",
+        ".asmref",
+        ".jslib",
+        ".jspre",
+        ".mm",
+        ".m",
+        ".h",
+        ".c",
+        ".cpp",
+        ".java",
+        ".rsp",
+        ".cginc",
+        ".hlsl",
+        ".glslinc",
+    }
+)
 
 _BY_EXTENSION = {
     ".unity": SCENE_TYPE,
@@ -49,10 +94,25 @@ _BY_EXTENSION = {
     ".shader": "UnityEngine.Shader",
     ".compute": "UnityEngine.ComputeShader",
     ".shadervariants": "UnityEngine.ShaderVariantCollection",
-    ".ttf": "UnityEngine.Font", ".otf": "UnityEngine.Font", ".dfont": "UnityEngine.Font",
+    ".ttf": "UnityEngine.Font",
+    ".otf": "UnityEngine.Font",
+    ".dfont": "UnityEngine.Font",
 }
-for _ext in (".png", ".jpg", ".jpeg", ".tga", ".psd", ".tif", ".tiff", ".bmp", ".gif", ".exr",
-             ".hdr", ".iff", ".pict"):
+for _ext in (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".tga",
+    ".psd",
+    ".tif",
+    ".tiff",
+    ".bmp",
+    ".gif",
+    ".exr",
+    ".hdr",
+    ".iff",
+    ".pict",
+):
     _BY_EXTENSION[_ext] = "UnityEngine.Texture2D"
 for _ext in (".wav", ".mp3", ".ogg", ".aif", ".aiff", ".flac", ".mod", ".it", ".s3m", ".xm"):
     _BY_EXTENSION[_ext] = "UnityEngine.AudioClip"
@@ -65,15 +125,29 @@ for _ext in (".mp4", ".mov", ".webm", ".avi", ".asf", ".wmv", ".mpg", ".mpeg", "
 
 # Class IDs (docs.unity3d.com/Manual/ClassIDReference.html) of objects found first in `.asset` files.
 _BY_CLASS_ID = {
-    1: "UnityEngine.GameObject", 21: "UnityEngine.Material", 28: "UnityEngine.Texture2D",
-    43: "UnityEngine.Mesh", 48: "UnityEngine.Shader", 49: "UnityEngine.TextAsset",
-    74: "UnityEngine.AnimationClip", 83: "UnityEngine.AudioClip", 84: "UnityEngine.RenderTexture",
-    89: "UnityEngine.Cubemap", 90: "UnityEngine.Avatar", 91: "UnityEngine.RuntimeAnimatorController",
+    1: "UnityEngine.GameObject",
+    21: "UnityEngine.Material",
+    28: "UnityEngine.Texture2D",
+    43: "UnityEngine.Mesh",
+    48: "UnityEngine.Shader",
+    49: "UnityEngine.TextAsset",
+    74: "UnityEngine.AnimationClip",
+    83: "UnityEngine.AudioClip",
+    84: "UnityEngine.RenderTexture",
+    89: "UnityEngine.Cubemap",
+    90: "UnityEngine.Avatar",
+    91: "UnityEngine.RuntimeAnimatorController",
     114: "UnityEngine.ScriptableObject",  # a MonoBehaviour main object in a .asset
-    117: "UnityEngine.Texture3D", 128: "UnityEngine.Font", 134: "UnityEngine.PhysicMaterial",
-    156: "UnityEngine.TerrainData", 187: "UnityEngine.Texture2DArray", 213: "UnityEngine.Sprite",
-    221: "UnityEngine.AnimatorOverrideController", 240: "UnityEngine.Audio.AudioMixer",
-    319: "UnityEngine.AvatarMask", 329: "UnityEngine.Video.VideoClip",
+    117: "UnityEngine.Texture3D",
+    128: "UnityEngine.Font",
+    134: "UnityEngine.PhysicMaterial",
+    156: "UnityEngine.TerrainData",
+    187: "UnityEngine.Texture2DArray",
+    213: "UnityEngine.Sprite",
+    221: "UnityEngine.AnimatorOverrideController",
+    240: "UnityEngine.Audio.AudioMixer",
+    319: "UnityEngine.AvatarMask",
+    329: "UnityEngine.Video.VideoClip",
     687078895: "UnityEngine.U2D.SpriteAtlas",
 }
 

@@ -64,8 +64,9 @@ def document_headers(data: bytes) -> list[DocumentHeader]:
     for match in _DOC_HEADER.finditer(data):
         line += data.count(b"\n", last, match.start())
         last = match.start()
-        headers.append(DocumentHeader(int(match.group(1)), int(match.group(2)),
-                                      bool(match.group(3)), line))
+        headers.append(
+            DocumentHeader(int(match.group(1)), int(match.group(2)), bool(match.group(3)), line)
+        )
     return headers
 
 
@@ -100,7 +101,7 @@ def _reference_at(data: bytes, key: int) -> tuple[int, str, int, int] | None:
     value = key + len(_GUID_KEY)
     while value < len(data) and data[value] in b" \t\r\n":
         value += 1
-    guid = data[value:value + 32]
+    guid = data[value : value + 32]
     if len(guid) != 32 or any(c not in _HEX for c in guid):
         return None
     if value + 32 < len(data) and data[value + 32] in _HEX:
@@ -111,8 +112,13 @@ def _reference_at(data: bytes, key: int) -> tuple[int, str, int, int] | None:
     close = data.find(b"}", value + 32, value + 32 + _MAPPING_REACH)
     if close < 0:
         return None
-    fields = _flow_fields(data[brace + 1:close])
-    return brace, guid.decode("ascii").lower(), _int(fields.get("fileID"), 0), _int(fields.get("type"), -1)
+    fields = _flow_fields(data[brace + 1 : close])
+    return (
+        brace,
+        guid.decode("ascii").lower(),
+        _int(fields.get("fileID"), 0),
+        _int(fields.get("type"), -1),
+    )
 
 
 def _flow_fields(body: bytes) -> dict[str, str]:
@@ -121,7 +127,9 @@ def _flow_fields(body: bytes) -> dict[str, str]:
     for part in body.split(b","):
         key, sep, value = part.partition(b":")
         if sep:
-            fields[key.strip().decode("ascii", "replace")] = value.strip().decode("ascii", "replace")
+            fields[key.strip().decode("ascii", "replace")] = value.strip().decode(
+                "ascii", "replace"
+            )
     return fields
 
 
@@ -192,9 +200,13 @@ class UnityLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
     """
 
     yaml_implicit_resolvers = {
-        first: [(tag, pattern) for tag, pattern in resolvers
-                if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+        first: [
+            (tag, pattern)
+            for tag, pattern in resolvers
+            if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+        ]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
 
 def _construct_tagged(loader, _suffix, node):
@@ -218,7 +230,9 @@ for _loader in (UnityLoader, PureUnityLoader):
 HEADER_FOR_YAML = re.compile(rb"^--- !u!(-?\d+) &(-?\d+)(?: stripped)?", re.MULTILINE)
 
 
-def load_documents(data: bytes, pure_python: bool = False) -> list[tuple[DocumentHeader | None, Any]]:
+def load_documents(
+    data: bytes, pure_python: bool = False
+) -> list[tuple[DocumentHeader | None, Any]]:
     """Every document, parsed by PyYAML (on libyaml unless `pure_python`), with its header."""
     headers = document_headers(data)
     text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", data)
@@ -228,7 +242,9 @@ def load_documents(data: bytes, pure_python: bool = False) -> list[tuple[Documen
     return list(zip(padding + list(headers), docs))
 
 
-def references_in_documents(docs: list[tuple[DocumentHeader | None, Any]]) -> list[tuple[str, int, int, str]]:
+def references_in_documents(
+    docs: list[tuple[DocumentHeader | None, Any]],
+) -> list[tuple[str, int, int, str]]:
     """(guid, fileID, type, label) of every reference mapping in parsed documents, in document order."""
     found: list[tuple[str, int, int, str]] = []
 
@@ -236,8 +252,14 @@ def references_in_documents(docs: list[tuple[DocumentHeader | None, Any]]) -> li
         if isinstance(value, dict):
             guid = value.get("guid")
             if isinstance(guid, str) and len(guid) == 32 and "fileID" in value:
-                found.append((guid.lower(), _int(str(value["fileID"]), 0),
-                              _int(str(value.get("type", -1)), -1), label))
+                found.append(
+                    (
+                        guid.lower(),
+                        _int(str(value["fileID"]), 0),
+                        _int(str(value.get("type", -1)), -1),
+                        label,
+                    )
+                )
                 return
             for key, item in value.items():
                 walk(item, str(key))

@@ -15,7 +15,9 @@ class UnityIndex:
     """guid → path, path → `.meta` facts, enabled scenes, and the GUIDs living outside the project."""
 
     root: str  # absolute project root, `/`-separated
-    guid_to_path: dict[str, str] = field(default_factory=dict)  # every `.meta` GUID (folders, code too)
+    guid_to_path: dict[str, str] = field(
+        default_factory=dict
+    )  # every `.meta` GUID (folders, code too)
     metas: dict[str, MetaInfo] = field(default_factory=dict)  # asset or folder path → its `.meta`
     asset_ids: tuple[str, ...] = ()  # the content assets (project-relative paths), sorted
     scenes: tuple[str, ...] = ()  # enabled scenes of EditorBuildSettings, in build order
@@ -44,15 +46,17 @@ class UnityIndex:
 
     def digest(self) -> str:
         """A digest of the whole index (rule units that consult it key on this)."""
-        return digest_value({
-            "root": self.root,
-            "guids": sorted(self.guid_to_path.items()),
-            "metas": sorted((p, list(m)) for p, m in self.metas.items()),
-            "assets": list(self.asset_ids),
-            "scenes": list(self.scenes),
-            "external": list(self.external),
-            "orphans": list(self.orphans),
-        })
+        return digest_value(
+            {
+                "root": self.root,
+                "guids": sorted(self.guid_to_path.items()),
+                "metas": sorted((p, list(m)) for p, m in self.metas.items()),
+                "assets": list(self.asset_ids),
+                "scenes": list(self.scenes),
+                "external": list(self.external),
+                "orphans": list(self.orphans),
+            }
+        )
 
 
 def bundles_from_meta(index: UnityIndex) -> dict[str, list[str]]:

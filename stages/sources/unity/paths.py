@@ -83,6 +83,7 @@ class UnityQuery:
 
 # -- compiling -----------------------------------------------------------------------------------
 
+
 def compile_unity_path(text: str) -> UnityQuery:
     """Compile an expression; raise UnityPathError saying where and why."""
     if not isinstance(text, str) or not text.strip():
@@ -134,7 +135,7 @@ def _filter(text: str, pos: int) -> tuple[Filter, int]:
         end = text.find('"', pos + 1)
         if end < 0:
             raise UnityPathError(f"unterminated quoted value at {pos}")
-        value, pos = text[pos + 1:end], end + 1
+        value, pos = text[pos + 1 : end], end + 1
     else:
         match = _PLAIN_VALUE.match(text, pos)
         if match is None:
@@ -147,23 +148,28 @@ def _filter(text: str, pos: int) -> tuple[Filter, int]:
 
 # -- parsing -------------------------------------------------------------------------------------
 
+
 def parse_unity_yaml(data: bytes, relpath: str = "") -> list[yaml.Node]:
     """The root node of every document (PyYAML's composed nodes keep their line numbers)."""
     body = data.lstrip(b"\xef\xbb\xbf")
     if not relpath.lower().endswith(".meta") and body and not is_text_serialized(body):
-        raise UnityParseError("binary-serialized asset, not YAML (set Asset Serialization to "
-                              "Force Text)", 1)
+        raise UnityParseError(
+            "binary-serialized asset, not YAML (set Asset Serialization to Force Text)", 1
+        )
     # The same header rewrite as the loader's: Unity's `%TAG !u!` is scoped to the first document.
     text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", body)
     try:
         return [node for node in yaml.compose_all(text, Loader=UnityLoader) if node is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        raise UnityParseError(f"not valid YAML: {getattr(error, 'problem', None) or error}",
-                              mark.line + 1 if mark is not None else None) from None
+        raise UnityParseError(
+            f"not valid YAML: {getattr(error, 'problem', None) or error}",
+            mark.line + 1 if mark is not None else None,
+        ) from None
 
 
 # -- evaluating ----------------------------------------------------------------------------------
+
 
 def evaluate(query: UnityQuery, documents: list[yaml.Node]) -> tuple[list, list]:
     """(values, lines) of what the path selects across the documents, in document order."""
@@ -223,8 +229,10 @@ def _descendants(node: yaml.Node) -> list[yaml.Node]:
 
 def _holds(node: yaml.Node, condition: Filter) -> bool:
     steps = tuple(Step(name) for name in condition.path)
-    equal = any(isinstance(n, yaml.ScalarNode) and n.value == condition.value
-                for n in _select([node], steps))
+    equal = any(
+        isinstance(n, yaml.ScalarNode) and n.value == condition.value
+        for n in _select([node], steps)
+    )
     return equal != condition.negate
 
 
@@ -238,6 +246,7 @@ def to_value(node: yaml.Node) -> Any:
 
 
 # -- the plug-in ---------------------------------------------------------------------------------
+
 
 class UnityYamlLanguage:
     """The `PathLanguage` plug-in (stages/rules/registry.py) for Unity's YAML files."""

@@ -16,18 +16,44 @@ import posixpath
 from typing import Any, NamedTuple
 
 from orchestrator.reads import Reader, to_posix
+from stages.sources.base import (
+    HARD,
+    RESOURCE,
+    WORLD,
+    Asset,
+    FileEntry,
+    ParseUnit,
+    Problem,
+    Ref,
+    SourceResult,
+)
 
-from stages.sources.base import (HARD, RESOURCE, WORLD, Asset, FileEntry, ParseUnit, Problem, Ref,
-                   SourceResult)
-from .index import UnityIndex, bundles_from_meta
 from .classes import RUNTIME_ASSEMBLY, asset_type, extension, is_code, is_native
-from .documents import (MetaInfo, RawRef, YAMLError, first_class_id, is_text_serialized,
-                         load_documents, read_meta, scan_references)
+from .documents import (
+    MetaInfo,
+    RawRef,
+    YAMLError,
+    first_class_id,
+    is_text_serialized,
+    load_documents,
+    read_meta,
+    scan_references,
+)
+from .index import UnityIndex, bundles_from_meta
 
-__all__ = ["SOURCE", "UnitySource", "UnityIndex", "bundles_from_meta", "collect_unity", "walk_project"]
+__all__ = [
+    "SOURCE",
+    "UnitySource",
+    "UnityIndex",
+    "bundles_from_meta",
+    "collect_unity",
+    "walk_project",
+]
 
 SETTINGS_FILE = "ProjectSettings/EditorBuildSettings.asset"
-STREAMING_ASSETS = "Assets/StreamingAssets"  # build output with `.meta` files of its own: not content
+STREAMING_ASSETS = (
+    "Assets/StreamingAssets"  # build output with `.meta` files of its own: not content
+)
 CONTENT_FOLDERS = ("Assets/", "Packages/")
 PROJECT_FOLDERS = ("Assets", "Packages", "ProjectSettings")
 DEFAULT_BATCH = 256
@@ -37,8 +63,9 @@ CODE_FIELDS = frozenset({"m_Script", "script"})
 MONOSCRIPT_FILE_ID = 11500000
 # Fields by which a prefab instance points into the prefab it instantiates: the instance itself,
 # not a reference of the content (they become one `m_SourcePrefab` reference).
-INSTANCE_FIELDS = frozenset({"m_SourcePrefab", "target", "m_CorrespondingSourceObject",
-                             "m_PrefabParentObject"})
+INSTANCE_FIELDS = frozenset(
+    {"m_SourcePrefab", "target", "m_CorrespondingSourceObject", "m_PrefabParentObject"}
+)
 NESTED_LABEL = "m_SourcePrefab"
 # Unity ships an asset's bytes as they are (an `.xml` TextAsset included): no canonicalizing cooker.
 DEFAULT_COOKER = "copy"
@@ -91,8 +118,13 @@ class UnitySource:
             paths = sorted(by_folder[folder])
             for start in range(0, len(paths), batch):
                 suffix = f"#{start // batch}" if start else ""
-                units.append(ParseUnit(id=f"unity:{folder}{suffix}", kind="files",
-                                       files=tuple(paths[start:start + batch])))
+                units.append(
+                    ParseUnit(
+                        id=f"unity:{folder}{suffix}",
+                        kind="files",
+                        files=tuple(paths[start : start + batch]),
+                    )
+                )
         return units
 
     # -- parse --------------------------------------------------------------------------------
@@ -100,12 +132,15 @@ class UnitySource:
         """Scan a unit's files (metas, native assets); returns a tuple of scans."""
         if unit.kind == "settings":
             return _parse_settings(reader)
-        return tuple(_parse_meta(path, reader) if path.endswith(".meta") else _parse_asset(path, reader)
-                     for path in unit.files)
+        return tuple(
+            _parse_meta(path, reader) if path.endswith(".meta") else _parse_asset(path, reader)
+            for path in unit.files
+        )
 
     # -- assemble -----------------------------------------------------------------------------
-    def assemble(self, root: str, files: list[FileEntry], parts: dict[str, Any],
-                 options: dict) -> SourceResult:
+    def assemble(
+        self, root: str, files: list[FileEntry], parts: dict[str, Any], options: dict
+    ) -> SourceResult:
         """Resolve GUIDs, hoist nested prefab content, find roots, orphans and external GUIDs."""
         return _Assembler(to_posix(os.path.abspath(root)), files, parts).run()
 
@@ -140,9 +175,16 @@ def _parse_asset(path: str, reader: Reader) -> FileScan:
     except (FileNotFoundError, OSError) as error:
         return FileScan(path, None, (), ("unreadable", f"cannot read: {error}"))
     if not is_text_serialized(data):
-        return FileScan(path, None, (), ("binary_asset",
-                                         "binary-serialized asset: its references are not read "
-                                         "(set Asset Serialization to Force Text)"))
+        return FileScan(
+            path,
+            None,
+            (),
+            (
+                "binary_asset",
+                "binary-serialized asset: its references are not read "
+                "(set Asset Serialization to Force Text)",
+            ),
+        )
     return FileScan(path, first_class_id(data), tuple(scan_references(data)), None)
 
 
@@ -151,20 +193,33 @@ def _parse_settings(reader: Reader) -> SettingsScan:
     try:
         data = reader.read_bytes(SETTINGS_FILE)
     except FileNotFoundError:
-        return SettingsScan((), ("missing_build_settings", "no EditorBuildSettings: no scene roots", None))
+        return SettingsScan(
+            (), ("missing_build_settings", "no EditorBuildSettings: no scene roots", None)
+        )
     try:
         documents = load_documents(data)
     except YAMLError as error:
         line = getattr(getattr(error, "problem_mark", None), "line", None)
-        return SettingsScan((), ("broken_build_settings", f"not valid YAML: {error}",
-                                 line + 1 if line is not None else None))
+        return SettingsScan(
+            (),
+            (
+                "broken_build_settings",
+                f"not valid YAML: {error}",
+                line + 1 if line is not None else None,
+            ),
+        )
     scenes = []
     for _header, doc in documents:
         body = next(iter(doc.values()), {}) if isinstance(doc, dict) else {}
         for scene in (body.get("m_Scenes") or []) if isinstance(body, dict) else []:
             if isinstance(scene, dict) and scene.get("path"):
-                scenes.append((str(scene["path"]), str(scene.get("guid") or "").lower(),
-                               str(scene.get("enabled", 1)) not in ("0", "False", "false")))
+                scenes.append(
+                    (
+                        str(scene["path"]),
+                        str(scene.get("guid") or "").lower(),
+                        str(scene.get("enabled", 1)) not in ("0", "False", "false"),
+                    )
+                )
     return SettingsScan(tuple(scenes), None)
 
 
@@ -195,29 +250,43 @@ class _Assembler:
     def run(self) -> SourceResult:
         guid_to_path = self._guid_map()
         self._report_orphan_metas()
-        resolved = {path: self._resolve(scan, guid_to_path) for path, scan in sorted(self.scans.items())
-                    if self._is_asset(path)}
+        resolved = {
+            path: self._resolve(scan, guid_to_path)
+            for path, scan in sorted(self.scans.items())
+            if self._is_asset(path)
+        }
         nested = {path: _nested_prefabs(refs) for path, refs in resolved.items()}
         hoister = _Hoister(resolved, nested)
         assets = {path: self._asset(path, hoister.refs_of(path)) for path in resolved}
         scenes = self._scene_roots(guid_to_path)
         resources = [path for path in assets if _in_resources_folder(path)]
-        orphans = tuple(p.file[:-len(".meta")] for p in self.problems if p.kind == "orphan_meta")
-        index = UnityIndex(root=self.root, guid_to_path=guid_to_path, metas=dict(sorted(self.metas.items())),
-                           asset_ids=tuple(assets), scenes=tuple(scenes),
-                           external=tuple(sorted(self.external)), orphans=tuple(sorted(orphans)))
-        return SourceResult(assets=assets, index=index, problems=self.problems,
-                            roots={"scenes": scenes, "resources": resources},
-                            external=index.external, bundles=bundles_from_meta(index),
-                            type_assemblies={a.type: RUNTIME_ASSEMBLY for a in assets.values()},
-                            default_cooker=DEFAULT_COOKER)
+        orphans = tuple(p.file[: -len(".meta")] for p in self.problems if p.kind == "orphan_meta")
+        index = UnityIndex(
+            root=self.root,
+            guid_to_path=guid_to_path,
+            metas=dict(sorted(self.metas.items())),
+            asset_ids=tuple(assets),
+            scenes=tuple(scenes),
+            external=tuple(sorted(self.external)),
+            orphans=tuple(sorted(orphans)),
+        )
+        return SourceResult(
+            assets=assets,
+            index=index,
+            problems=self.problems,
+            roots={"scenes": scenes, "resources": resources},
+            external=index.external,
+            bundles=bundles_from_meta(index),
+            type_assemblies={a.type: RUNTIME_ASSEMBLY for a in assets.values()},
+            default_cooker=DEFAULT_COOKER,
+        )
 
     # -- metas --------------------------------------------------------------------------------
     def _add_meta(self, scan: MetaScan) -> None:
         if scan.info is None:
             self._problem("meta_without_guid", scan.path, "no valid `guid:` in this .meta file")
             return
-        self.metas[scan.path[:-len(".meta")]] = scan.info
+        self.metas[scan.path[: -len(".meta")]] = scan.info
 
     def _guid_map(self) -> dict[str, str]:
         guid_to_path: dict[str, str] = {}
@@ -225,8 +294,11 @@ class _Assembler:
             guid = self.metas[path].guid
             if guid in guid_to_path:
                 # Unity gives one of the two a new GUID on import; the first path keeps it here.
-                self._problem("duplicate_guid", path + ".meta",
-                              f"GUID {guid} is also declared by {guid_to_path[guid]}.meta")
+                self._problem(
+                    "duplicate_guid",
+                    path + ".meta",
+                    f"GUID {guid} is also declared by {guid_to_path[guid]}.meta",
+                )
                 continue
             guid_to_path[guid] = path
         return guid_to_path
@@ -244,7 +316,9 @@ class _Assembler:
         if path in self.metas:
             return True
         if path.startswith("Assets/"):
-            self._problem("missing_meta", path, "no .meta file: Unity has not imported it (no GUID)")
+            self._problem(
+                "missing_meta", path, "no .meta file: Unity has not imported it (no GUID)"
+            )
             return True
         return False  # Packages/manifest.json and other package bookkeeping
 
@@ -276,10 +350,17 @@ class _Assembler:
         meta = self.metas.get(path)
         folder = posixpath.dirname(path)
         scan = self.scans[path]
-        return Asset(id=path, kind=WORLD if extension(path) == ".unity" else RESOURCE,
-                     type=asset_type(path, scan.first_class), virtual_paths=(path,),
-                     folders=(folder,), files=tuple(sorted([path, path + ".meta"] if meta else [path])),
-                     refs=refs, package=folder, name=posixpath.basename(path))
+        return Asset(
+            id=path,
+            kind=WORLD if extension(path) == ".unity" else RESOURCE,
+            type=asset_type(path, scan.first_class),
+            virtual_paths=(path,),
+            folders=(folder,),
+            files=tuple(sorted([path, path + ".meta"] if meta else [path])),
+            refs=refs,
+            package=folder,
+            name=posixpath.basename(path),
+        )
 
     def _scene_roots(self, guid_to_path: dict[str, str]) -> list[str]:
         if self.settings.problem is not None:
@@ -304,8 +385,9 @@ class _Assembler:
 class _Hoister:
     """Each asset's references with nested prefab content hoisted into it (memoised, cycle-safe)."""
 
-    def __init__(self, resolved: dict[str, list[tuple[str, str, bool]]],
-                 nested: dict[str, list[str]]) -> None:
+    def __init__(
+        self, resolved: dict[str, list[tuple[str, str, bool]]], nested: dict[str, list[str]]
+    ) -> None:
         self.resolved = resolved
         self.nested = nested
         self._content: dict[str, list[tuple[str, str]]] = {}
@@ -313,11 +395,15 @@ class _Hoister:
     def refs_of(self, path: str) -> tuple[Ref, ...]:
         """Own references (the nested prefabs as `m_SourcePrefab`), then each nested prefab's content."""
         nested = set(self.nested[path])
-        entries = [(target, NESTED_LABEL if instance and target in nested else label)
-                   for target, label, instance in self.resolved[path]]
+        entries = [
+            (target, NESTED_LABEL if instance and target in nested else label)
+            for target, label, instance in self.resolved[path]
+        ]
         for prefab in self.nested[path]:
-            entries += [(target, f"{label} via {prefab}")
-                        for target, label in self._content_of(prefab, (path,))]
+            entries += [
+                (target, f"{label} via {prefab}")
+                for target, label in self._content_of(prefab, (path,))
+            ]
         refs, seen = [], {path}
         for target, label in entries:
             if target not in seen:
@@ -332,11 +418,16 @@ class _Hoister:
         if path not in self.resolved or path in stack:
             return []  # a missing prefab has no content; a nesting cycle is cut
         nested = set(self.nested[path])
-        content = [(target, label) for target, label, instance in self.resolved[path]
-                   if not (instance and target in nested)]
+        content = [
+            (target, label)
+            for target, label, instance in self.resolved[path]
+            if not (instance and target in nested)
+        ]
         for prefab in self.nested[path]:
-            content += [(target, f"{label} via {prefab}")
-                        for target, label in self._content_of(prefab, stack + (path,))]
+            content += [
+                (target, f"{label} via {prefab}")
+                for target, label in self._content_of(prefab, stack + (path,))
+            ]
         self._content[path] = content
         return content
 

@@ -41,8 +41,9 @@ class GeneratedProject:
     planted: dict[str, list[str]]
 
 
-def generate_project(dest: str | Path, assets: int, seed: int, *,
-                     overwrite: bool = True) -> GeneratedProject:
+def generate_project(
+    dest: str | Path, assets: int, seed: int, *, overwrite: bool = True
+) -> GeneratedProject:
     """Write a project of `assets` resources (distinct GUIDs) under `dest`, deterministically."""
     if assets < MIN_ASSETS:
         raise ValueError(f"a generated project needs at least {MIN_ASSETS} assets, got {assets}")
@@ -56,13 +57,31 @@ def generate_project(dest: str | Path, assets: int, seed: int, *,
     build_file = root / "build.yaml"
     build_file.write_text(build_yaml(plan.worlds), encoding="utf-8")
     counts = project_counts(plan, writer)
-    (root / "generated.json").write_text(json.dumps(
-        {"assets": assets, "seed": seed, "counts": counts, "types": plan.type_counts(),
-         "planted": plan.planted}, indent=1, ensure_ascii=False, sort_keys=True) + "\n",
-        encoding="utf-8")
-    return GeneratedProject(root=root, project=root / "project", build_file=build_file,
-                            rules_file=rules_file, counts=counts, types=plan.type_counts(),
-                            planted={k: list(v) for k, v in plan.planted.items()})
+    (root / "generated.json").write_text(
+        json.dumps(
+            {
+                "assets": assets,
+                "seed": seed,
+                "counts": counts,
+                "types": plan.type_counts(),
+                "planted": plan.planted,
+            },
+            indent=1,
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return GeneratedProject(
+        root=root,
+        project=root / "project",
+        build_file=build_file,
+        rules_file=rules_file,
+        counts=counts,
+        types=plan.type_counts(),
+        planted={k: list(v) for k, v in plan.planted.items()},
+    )
 
 
 def starter_rules_bytes() -> bytes:
@@ -75,8 +94,9 @@ def prepare_destination(root: Path, overwrite: bool) -> None:
     project = root / "project"
     if project.exists() and any(project.iterdir()):
         if not (overwrite and (root / "generated.json").is_file()):
-            raise FileExistsError(f"{project} exists and is not a generated project; "
-                                  "choose an empty destination")
+            raise FileExistsError(
+                f"{project} exists and is not a generated project; choose an empty destination"
+            )
         shutil.rmtree(project)
     root.mkdir(parents=True, exist_ok=True)
 

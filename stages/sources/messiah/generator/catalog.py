@@ -11,11 +11,22 @@ DLC = "DLC_Repository"
 REPOSITORIES = (REPOSITORY, COMMON, DLC)
 REPOSITORY_SHARES = {REPOSITORY: 0.60, COMMON: 0.25, DLC: 0.15}
 # Which repositories a resource may depend on: the main game and DLC build on the common one.
-VISIBLE_REPOSITORIES = {REPOSITORY: (REPOSITORY, COMMON), COMMON: (COMMON,),
-                        DLC: (DLC, REPOSITORY, COMMON)}
+VISIBLE_REPOSITORIES = {
+    REPOSITORY: (REPOSITORY, COMMON),
+    COMMON: (COMMON,),
+    DLC: (DLC, REPOSITORY, COMMON),
+}
 
-TYPE_WEIGHTS = {"Texture": 40, "Material": 20, "Mesh": 10, "Model": 10, "Effect": 6, "Sound": 6,
-                "Animation": 6, "Skeleton": 2}
+TYPE_WEIGHTS = {
+    "Texture": 40,
+    "Material": 20,
+    "Mesh": 10,
+    "Model": 10,
+    "Effect": 6,
+    "Sound": 6,
+    "Animation": 6,
+    "Skeleton": 2,
+}
 KNOWN_TYPES = tuple(TYPE_WEIGHTS)
 PLACEABLE_TYPES = ("Model", "Mesh", "Effect", "Sound")
 
@@ -33,8 +44,18 @@ ART_TYPES = ("Texture", "Material", "Mesh", "Model")
 CHARACTER_TYPES = ("Texture", "Material", "Mesh", "Model", "Animation", "Skeleton")
 PACKAGE_FAMILIES = {
     REPOSITORY: (
-        ("Characters", ("Hero_{k}", "Npc_{k}", "Monster_{k}", "英雄_{k}", "角色/英雄"), CHARACTER_TYPES, 22),
-        ("Environment", ("Forest_{k}", "Desert_{k}", "Town_{k}", "Dungeon_{k}", "城镇_{k}"), ART_TYPES, 30),
+        (
+            "Characters",
+            ("Hero_{k}", "Npc_{k}", "Monster_{k}", "英雄_{k}", "角色/英雄"),
+            CHARACTER_TYPES,
+            22,
+        ),
+        (
+            "Environment",
+            ("Forest_{k}", "Desert_{k}", "Town_{k}", "Dungeon_{k}", "城镇_{k}"),
+            ART_TYPES,
+            30,
+        ),
         ("Props", ("Common_{k}", "Weapons_{k}", "道具_{k}"), ART_TYPES, 14),
         ("Effects", ("Fire_{k}", "Magic_{k}", "技能_{k}"), ("Effect", "Texture"), 12),
         ("Audio", ("Music_{k}", "Ambience_{k}", "Voice_{k}"), ("Sound",), 10),
@@ -51,7 +72,12 @@ PACKAGE_FAMILIES = {
         ("Common/Audio", ("Sfx_{k}",), ("Sound",), 12),
     ),
     DLC: (
-        ("DLC/Winter", ("Characters_{k}", "Environment_{k}", "Effects_{k}", "Audio"), ALL_TYPES, 60),
+        (
+            "DLC/Winter",
+            ("Characters_{k}", "Environment_{k}", "Effects_{k}", "Audio"),
+            ALL_TYPES,
+            60,
+        ),
         ("DLC/春节", ("角色_{k}", "场景_{k}"), ALL_TYPES, 40),
     ),
 }
@@ -60,13 +86,27 @@ RESOURCES_PER_PACKAGE = 200
 # Minimum resources of each (type, repository) made before the random ones, so that every
 # planter finds candidates even in the smallest project.
 GUARANTEED = (
-    ("Texture", REPOSITORY, 16), ("Material", REPOSITORY, 8), ("Mesh", REPOSITORY, 10),
-    ("Model", REPOSITORY, 9), ("Effect", REPOSITORY, 3), ("Sound", REPOSITORY, 4),
-    ("Skeleton", REPOSITORY, 1), ("Animation", REPOSITORY, 1),
-    ("Texture", COMMON, 4), ("Material", COMMON, 2), ("Mesh", COMMON, 2), ("Sound", COMMON, 1),
-    ("Texture", DLC, 2), ("Material", DLC, 1), ("Model", DLC, 1),
+    ("Texture", REPOSITORY, 16),
+    ("Material", REPOSITORY, 8),
+    ("Mesh", REPOSITORY, 10),
+    ("Model", REPOSITORY, 9),
+    ("Effect", REPOSITORY, 3),
+    ("Sound", REPOSITORY, 4),
+    ("Skeleton", REPOSITORY, 1),
+    ("Animation", REPOSITORY, 1),
+    ("Texture", COMMON, 4),
+    ("Material", COMMON, 2),
+    ("Mesh", COMMON, 2),
+    ("Sound", COMMON, 1),
+    ("Texture", DLC, 2),
+    ("Material", DLC, 1),
+    ("Model", DLC, 1),
 )
-GUARANTEED_DEV = (("Material", "Dev/Debug", 2), ("Texture", "Dev/Debug", 1), ("Mesh", "Dev/Test", 1))
+GUARANTEED_DEV = (
+    ("Material", "Dev/Debug", 2),
+    ("Texture", "Dev/Debug", 1),
+    ("Mesh", "Dev/Test", 1),
+)
 
 PLANT_COUNTS = {
     "duplicate_guid": 2,
@@ -111,8 +151,20 @@ DETECTED_BY = {
     "material_source_path": ("material-no-source-path",),
 }
 
-WORLD_NAMES = ("Town", "Forest", "Dungeon", "Desert", "Castle", "Harbor", "Snowfield", "Swamp",
-               "Canyon", "Temple", "Volcano", "Island")
+WORLD_NAMES = (
+    "Town",
+    "Forest",
+    "Dungeon",
+    "Desert",
+    "Castle",
+    "Harbor",
+    "Snowfield",
+    "Swamp",
+    "Canyon",
+    "Temple",
+    "Volcano",
+    "Island",
+)
 STARTER_RULES = ("rules", "messiah-common.yaml")
 PAYLOAD_POOL_BYTES = 1 << 20
 MAX_PAYLOAD_BYTES = 128 << 10

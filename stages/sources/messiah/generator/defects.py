@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .catalog import (COMMON, FACE_BUDGET, MAX_PAYLOAD_BYTES, PLANT_COUNTS, REPOSITORY,
-                      SOURCE_TGA_MAX_SIZE)
+from .catalog import (
+    COMMON,
+    FACE_BUDGET,
+    MAX_PAYLOAD_BYTES,
+    PLANT_COUNTS,
+    REPOSITORY,
+    SOURCE_TGA_MAX_SIZE,
+)
 from .model import Resource, is_dev
 
 if TYPE_CHECKING:
@@ -52,11 +58,20 @@ class DefectPlanter:
     def duplicate_guid(self) -> list[str]:
         # A texture copied into CommonRepository with its GUID kept (a bad merge). Not UI or
         # Characters, so the copies never fall into two bundle-layout rules.
-        original = self.pick("Texture", lambda r: r.repo == REPOSITORY
-                             and r.package.startswith(("Environment/", "Props/")))
-        copy = Resource(original.guid, "Texture", COMMON, "Common/Shared",
-                         self.planner.new_name("Texture", "Common/Shared"), attrs=dict(original.attrs),
-                         payload=original.payload, created=original.created)
+        original = self.pick(
+            "Texture",
+            lambda r: r.repo == REPOSITORY and r.package.startswith(("Environment/", "Props/")),
+        )
+        copy = Resource(
+            original.guid,
+            "Texture",
+            COMMON,
+            "Common/Shared",
+            self.planner.new_name("Texture", "Common/Shared"),
+            attrs=dict(original.attrs),
+            payload=original.payload,
+            created=original.created,
+        )
         self.planner.resources.append(copy)
         self.planner.place_in_used_level(original)
         return [original.guid]
@@ -113,8 +128,11 @@ class DefectPlanter:
 
     def never_cook_ref(self) -> list[str]:
         taken = self.planner.planted["never_cook_ref"]
-        dev = [r for r in self.planner.resources
-               if is_dev(r) and r.type == "Material" and r.guid not in taken]
+        dev = [
+            r
+            for r in self.planner.resources
+            if is_dev(r) and r.type == "Material" and r.guid not in taken
+        ]
         target = dev[self.planner.rng.randrange(len(dev))]
         model = self.pick("Model", lambda r: r.repo == REPOSITORY)
         model.deps.append(target.guid)
@@ -138,10 +156,15 @@ class DefectPlanter:
 
     def src_tex_conflict(self) -> list[str]:
         # The artist doubled the source image and never re-imported it.
-        texture = self.pick("Texture", lambda r: max(r.attrs["Width"], r.attrs["Height"])
-                            <= SOURCE_TGA_MAX_SIZE // 2)
-        texture.attrs["source"] = (texture.attrs["Width"] * 2, texture.attrs["Height"] * 2,
-                                   self.planner.rng.randbytes(4))
+        texture = self.pick(
+            "Texture",
+            lambda r: max(r.attrs["Width"], r.attrs["Height"]) <= SOURCE_TGA_MAX_SIZE // 2,
+        )
+        texture.attrs["source"] = (
+            texture.attrs["Width"] * 2,
+            texture.attrs["Height"] * 2,
+            self.planner.rng.randbytes(4),
+        )
         return [texture.guid]
 
     def effect_non_texture_dep(self) -> list[str]:

@@ -8,32 +8,43 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from random import Random
 
-from .catalog import (DLC, REPOSITORIES, PAYLOAD_POOL_BYTES, MAX_PAYLOAD_BYTES, XML_HEAD)
+from .catalog import DLC, MAX_PAYLOAD_BYTES, PAYLOAD_POOL_BYTES, REPOSITORIES, XML_HEAD
 from .model import Level, ProjectPlan, Resource
+
 
 def _item_xml(r: Resource) -> str:
     deps = "".join(f"      <Deps>{d}</Deps>\n" for d in r.deps)
-    annos = "".join(f"        <Anno>\n          <Key>{k}</Key>\n          <Value>{v}</Value>\n"
-                    f"        </Anno>\n" for k, v in r.annos)
+    annos = "".join(
+        f"        <Anno>\n          <Key>{k}</Key>\n          <Value>{v}</Value>\n        </Anno>\n"
+        for k, v in r.annos
+    )
     source = f"<SourcePath>{r.source_path}</SourcePath>" if r.source_path else "<SourcePath />"
-    return (f"    <Item>\n      <Type>{r.type}</Type>\n      <Flags>0</Flags>\n"
-            f"      <GUID>{r.guid}</GUID>\n      <Package>{r.package}</Package>\n"
-            f"      <Class>{r.type}</Class>\n{deps}      <Name>{r.name}</Name>\n"
-            f"      <Annotation>\n        {source}\n        <CreationTime>{r.created}</CreationTime>\n"
-            f"{annos}      </Annotation>\n    </Item>\n")
+    return (
+        f"    <Item>\n      <Type>{r.type}</Type>\n      <Flags>0</Flags>\n"
+        f"      <GUID>{r.guid}</GUID>\n      <Package>{r.package}</Package>\n"
+        f"      <Class>{r.type}</Class>\n{deps}      <Name>{r.name}</Name>\n"
+        f"      <Annotation>\n        {source}\n        <CreationTime>{r.created}</CreationTime>\n"
+        f"{annos}      </Annotation>\n    </Item>\n"
+    )
 
 
 def _repository_xml(items: list[Resource]) -> str:
-    return (XML_HEAD + "<Repository>\n  <Items>\n" + "".join(map(_item_xml, items))
-            + "  </Items>\n</Repository>\n")
+    return (
+        XML_HEAD
+        + "<Repository>\n  <Items>\n"
+        + "".join(map(_item_xml, items))
+        + "  </Items>\n</Repository>\n"
+    )
 
 
 def _texture_xml(r: Resource) -> str:
     a = r.attrs
     mips = "" if a["MipLevels"] is None else f"  <MipLevels>{a['MipLevels']}</MipLevels>\n"
-    return (f"{XML_HEAD}<Texture>\n  <Width>{a['Width']}</Width>\n  <Height>{a['Height']}</Height>\n"
-            f"  <Format>{a['Format']}</Format>\n  <Compressed>{a['Compressed']}</Compressed>\n"
-            f"{mips}</Texture>\n")
+    return (
+        f"{XML_HEAD}<Texture>\n  <Width>{a['Width']}</Width>\n  <Height>{a['Height']}</Height>\n"
+        f"  <Format>{a['Format']}</Format>\n  <Compressed>{a['Compressed']}</Compressed>\n"
+        f"{mips}</Texture>\n"
+    )
 
 
 def _resource_xml(r: Resource, body: str) -> str:
@@ -42,15 +53,19 @@ def _resource_xml(r: Resource, body: str) -> str:
 
 def _material_body(r: Resource) -> str:
     a = r.attrs
-    return (f"  <MaterialInfo>\n    <Shader>{a['Shader']}</Shader>\n    <Params>\n"
-            f"      <Param Name=\"Roughness\">{a['Roughness']}</Param>\n"
-            f"      <Param Name=\"Metallic\">{a['Metallic']}</Param>\n    </Params>\n"
-            f"  </MaterialInfo>\n")
+    return (
+        f"  <MaterialInfo>\n    <Shader>{a['Shader']}</Shader>\n    <Params>\n"
+        f'      <Param Name="Roughness">{a["Roughness"]}</Param>\n'
+        f'      <Param Name="Metallic">{a["Metallic"]}</Param>\n    </Params>\n'
+        f"  </MaterialInfo>\n"
+    )
 
 
 def _mesh_body(r: Resource) -> str:
-    return (f"  <MeshInfo>\n    <NumVertices>{r.attrs['NumVertices']}</NumVertices>\n"
-            f"    <NumFaces>{r.attrs['NumFaces']}</NumFaces>\n  </MeshInfo>\n")
+    return (
+        f"  <MeshInfo>\n    <NumVertices>{r.attrs['NumVertices']}</NumVertices>\n"
+        f"    <NumFaces>{r.attrs['NumFaces']}</NumFaces>\n  </MeshInfo>\n"
+    )
 
 
 def _model_body(r: Resource) -> str:
@@ -58,7 +73,8 @@ def _model_body(r: Resource) -> str:
         f"      <Entity>\n        <NumFaces>{faces}</NumFaces>\n"
         + (f"        <Material>{material}</Material>\n" if material else "")
         + "      </Entity>\n"
-        for faces, material in r.attrs["entities"])
+        for faces, material in r.attrs["entities"]
+    )
     return f"  <ModelInfo>\n    <Root>\n{entities}    </Root>\n  </ModelInfo>\n"
 
 
@@ -69,26 +85,36 @@ def _effect_body(r: Resource) -> str:
 
 def _sound_body(r: Resource) -> str:
     a = r.attrs
-    return (f"  <SoundInfo>\n    <Duration>{a['Duration']}</Duration>\n"
-            f"    <Channels>{a['Channels']}</Channels>\n"
-            f"    <SampleRate>{a['SampleRate']}</SampleRate>\n"
-            f"  </SoundInfo>\n")
+    return (
+        f"  <SoundInfo>\n    <Duration>{a['Duration']}</Duration>\n"
+        f"    <Channels>{a['Channels']}</Channels>\n"
+        f"    <SampleRate>{a['SampleRate']}</SampleRate>\n"
+        f"  </SoundInfo>\n"
+    )
 
 
 def _animation_body(r: Resource) -> str:
     skeleton = r.attrs["Skeleton"]
-    return (f"  <AnimationInfo>\n    <Frames>{r.attrs['Frames']}</Frames>\n"
-            + (f"    <Skeleton>{skeleton}</Skeleton>\n" if skeleton else "")
-            + "  </AnimationInfo>\n")
+    return (
+        f"  <AnimationInfo>\n    <Frames>{r.attrs['Frames']}</Frames>\n"
+        + (f"    <Skeleton>{skeleton}</Skeleton>\n" if skeleton else "")
+        + "  </AnimationInfo>\n"
+    )
 
 
 def _skeleton_body(r: Resource) -> str:
     return f"  <SkeletonInfo>\n    <NumBones>{r.attrs['NumBones']}</NumBones>\n  </SkeletonInfo>\n"
 
 
-_BODIES = {"Material": _material_body, "Mesh": _mesh_body, "Model": _model_body,
-           "Effect": _effect_body, "Sound": _sound_body, "Animation": _animation_body,
-           "Skeleton": _skeleton_body}
+_BODIES = {
+    "Material": _material_body,
+    "Mesh": _mesh_body,
+    "Model": _model_body,
+    "Effect": _effect_body,
+    "Sound": _sound_body,
+    "Animation": _animation_body,
+    "Skeleton": _skeleton_body,
+}
 
 
 def _attribute_file(r: Resource) -> tuple[str, str]:
@@ -110,9 +136,14 @@ def _tga_rle(width: int, height: int, pixel: bytes) -> bytes:
 def _wav_header(r: Resource) -> bytes:
     channels, rate = r.attrs["Channels"], r.attrs["SampleRate"]
     data = int(r.attrs["Duration"] * rate) * channels * 2
-    return (b"RIFF" + struct.pack("<I", 36 + data) + b"WAVEfmt "
-            + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * channels * 2, channels * 2, 16)
-            + b"data" + struct.pack("<I", data))
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + data)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * channels * 2, channels * 2, 16)
+        + b"data"
+        + struct.pack("<I", data)
+    )
 
 
 def _world_xml(levels: list[str], backslashes: bool) -> str:
@@ -125,7 +156,8 @@ def _level_xml(level: Level) -> str:
     rows = "".join(
         f"    <Entity><Name>{name}</Name><Resource>{guid}</Resource>"
         f"<Position>{x} {y} {z}</Position></Entity>\n"
-        for name, guid, (x, y, z) in level.entities)
+        for name, guid, (x, y, z) in level.entities
+    )
     return f"{XML_HEAD}<Level>\n  <Entities>\n{rows}  </Entities>\n</Level>\n"
 
 
@@ -230,9 +262,13 @@ class ProjectWriter:
         # Creating files is nearly all kernel time, and os calls release the GIL: a few threads
         # keep every core busy. Each thread returns its own counts; the bytes are the same.
         with_folders = [r for r in self.plan.resources if r.has_folder]
-        for package_dir in dict.fromkeys(f"{self.project}/{r.repo}/{r.package}" for r in with_folders):
+        for package_dir in dict.fromkeys(
+            f"{self.project}/{r.repo}/{r.package}" for r in with_folders
+        ):
             os.makedirs(package_dir, exist_ok=True)
-        chunks = [with_folders[i:i + WRITE_CHUNK] for i in range(0, len(with_folders), WRITE_CHUNK)]
+        chunks = [
+            with_folders[i : i + WRITE_CHUNK] for i in range(0, len(with_folders), WRITE_CHUNK)
+        ]
         with ThreadPoolExecutor(WRITE_THREADS) as pool:
             for files, size in pool.map(self.write_chunk, chunks):
                 self.files += files
@@ -252,9 +288,13 @@ class ProjectWriter:
     def resource_files(self, r: Resource) -> list[tuple[str, bytes | memoryview]]:
         name, text = _attribute_file(r)
         offset, size = r.payload
-        files = [(name, text.encode("utf-8")),
-                 ("texture.data" if r.type == "Texture" else "resource.data",
-                  self.pool[offset:offset + size])]
+        files = [
+            (name, text.encode("utf-8")),
+            (
+                "texture.data" if r.type == "Texture" else "resource.data",
+                self.pool[offset : offset + size],
+            ),
+        ]
         source = r.attrs.get("source") if r.type == "Texture" else None
         if source:
             files.append(("source.tga", _tga_rle(*source)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+
 @dataclass(slots=True)
 class Resource:
     """One planned resource (one Item, and its folder unless `has_folder` is false)."""
@@ -29,7 +30,6 @@ class Level:
     entities: list[tuple[str, str, tuple[float, float, float]]] = field(default_factory=list)
 
 
-
 @dataclass
 class ProjectPlan:
     resources: list[Resource]
@@ -47,8 +47,6 @@ class ProjectPlan:
                 seen.add(resource.guid)
                 counts[resource.type] = counts.get(resource.type, 0) + 1
         return dict(sorted(counts.items()))
-
-
 
 
 def is_dev(r: Resource) -> bool:

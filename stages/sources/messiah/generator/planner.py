@@ -8,13 +8,30 @@ from bisect import bisect
 from itertools import accumulate
 from random import Random
 
-from .catalog import (REPOSITORY, COMMON, REPOSITORIES, REPOSITORY_SHARES, VISIBLE_REPOSITORIES,
-                      TYPE_WEIGHTS, KNOWN_TYPES, PLACEABLE_TYPES, TEXTURE_SIZES,
-                      MATERIAL_TEXTURE_COUNTS, TEXTURE_FORMATS, FACE_BUDGET,
-                      SOURCE_TGA_MAX_SIZE, PACKAGE_FAMILIES,
-                      RESOURCES_PER_PACKAGE, GUARANTEED, GUARANTEED_DEV,
-                      WORLD_NAMES, PAYLOAD_POOL_BYTES, MAX_PAYLOAD_BYTES)
+from .catalog import (
+    COMMON,
+    FACE_BUDGET,
+    GUARANTEED,
+    GUARANTEED_DEV,
+    KNOWN_TYPES,
+    MATERIAL_TEXTURE_COUNTS,
+    MAX_PAYLOAD_BYTES,
+    PACKAGE_FAMILIES,
+    PAYLOAD_POOL_BYTES,
+    PLACEABLE_TYPES,
+    REPOSITORIES,
+    REPOSITORY,
+    REPOSITORY_SHARES,
+    RESOURCES_PER_PACKAGE,
+    SOURCE_TGA_MAX_SIZE,
+    TEXTURE_FORMATS,
+    TEXTURE_SIZES,
+    TYPE_WEIGHTS,
+    VISIBLE_REPOSITORIES,
+    WORLD_NAMES,
+)
 from .model import Level, ProjectPlan, Resource, is_dev
+
 
 class Planner:
     """Draws the whole project in memory, in a fixed order, from one Random(seed)."""
@@ -34,12 +51,19 @@ class Planner:
 
     def plan(self) -> ProjectPlan:
         from .defects import DefectPlanter
+
         self._make_resources()
         self._wire_dependencies()
         self._make_maps()
         DefectPlanter(self).plant_all()
-        return ProjectPlan(self.resources, self.worlds, self.levels, self.backslash_worlds,
-                     self.planted, self.rng.getrandbits(64))
+        return ProjectPlan(
+            self.resources,
+            self.worlds,
+            self.levels,
+            self.backslash_worlds,
+            self.planted,
+            self.rng.getrandbits(64),
+        )
 
     # -- identities --------------------------------------------------------------------------
     def new_guid(self) -> str:
@@ -53,8 +77,16 @@ class Planner:
         # A global serial keeps names unique within every repository (names-unique).
         self.serial += 1
         stem = package.replace("/Set_", "_").rsplit("/", 1)[-1].split("_")[0].lower()
-        prefix = {"Texture": "tex", "Material": "", "Mesh": "mesh", "Model": "mdl",
-                  "Effect": "fx", "Sound": "sfx", "Animation": "anim", "Skeleton": "skel"}[rtype]
+        prefix = {
+            "Texture": "tex",
+            "Material": "",
+            "Mesh": "mesh",
+            "Model": "mdl",
+            "Effect": "fx",
+            "Sound": "sfx",
+            "Animation": "anim",
+            "Skeleton": "skel",
+        }[rtype]
         base = f"{stem}_{self.serial:06d}"
         return f"{base}_mat" if rtype == "Material" else f"{prefix}_{base}"
 
@@ -67,8 +99,11 @@ class Planner:
             for family, stems, types, weight in families:
                 share = self.assets * REPOSITORY_SHARES[repo] * weight / total
                 variants = max(1, round(share / len(stems) / RESOURCES_PER_PACKAGE))
-                names = [f"{family}/{stem.format(k=f'{k:02d}')}" for stem in stems
-                         for k in (range(1, variants + 1) if "{k}" in stem else (0,))]
+                names = [
+                    f"{family}/{stem.format(k=f'{k:02d}')}"
+                    for stem in stems
+                    for k in (range(1, variants + 1) if "{k}" in stem else (0,))
+                ]
                 for rtype in types:
                     packages, cum = table.setdefault((repo, rtype), ([], []))
                     for name in names:
@@ -103,8 +138,14 @@ class Planner:
 
     def add_resource(self, rtype: str, repo: str, package: str) -> Resource:
         rng = self.rng
-        resource = Resource(self.new_guid(), rtype, repo, package, self.new_name(rtype, package),
-                             created=1_600_000_000 + rng.randrange(100_000_000))
+        resource = Resource(
+            self.new_guid(),
+            rtype,
+            repo,
+            package,
+            self.new_name(rtype, package),
+            created=1_600_000_000 + rng.randrange(100_000_000),
+        )
         size = ATTRIBUTE_DRAWS[rtype](self, resource)
         resource.payload = (rng.randrange(PAYLOAD_POOL_BYTES), size)
         self.resources.append(resource)
@@ -114,17 +155,25 @@ class Planner:
         rng = self.rng
         width = self.weighted("texture size")
         height = width if rng.random() < 0.8 else max(64, width // 2)
-        r.attrs = {"Width": width, "Height": height, "Format": rng.choice(TEXTURE_FORMATS),
-                   "Compressed": 1, "MipLevels": max(width, height).bit_length(),
-                   "source": None}
+        r.attrs = {
+            "Width": width,
+            "Height": height,
+            "Format": rng.choice(TEXTURE_FORMATS),
+            "Compressed": 1,
+            "MipLevels": max(width, height).bit_length(),
+            "source": None,
+        }
         if width <= SOURCE_TGA_MAX_SIZE and rng.random() < 0.35:
             r.attrs["source"] = (width, height, rng.randbytes(4))
         return jitter(rng, max(1024, width * height // 64))
 
     def _draw_material(self, r: Resource) -> int:
         rng = self.rng
-        r.attrs = {"Shader": rng.choice(("PBR_Standard", "PBR_Skin", "Unlit", "Foliage", "Water")),
-                   "Roughness": round(rng.random(), 2), "Metallic": round(rng.random(), 2)}
+        r.attrs = {
+            "Shader": rng.choice(("PBR_Standard", "PBR_Skin", "Unlit", "Foliage", "Water")),
+            "Roughness": round(rng.random(), 2),
+            "Metallic": round(rng.random(), 2),
+        }
         return rng.randrange(256, 1024)
 
     def _draw_mesh(self, r: Resource) -> int:
@@ -140,7 +189,7 @@ class Planner:
         rng = self.rng
         lods = 1 if rng.random() < 0.7 else 2
         faces = rng.randrange(300, int(FACE_BUDGET * 0.9))
-        r.attrs = {"entities": [[faces // (2 ** lod), None] for lod in range(lods)]}
+        r.attrs = {"entities": [[faces // (2**lod), None] for lod in range(lods)]}
         if rng.random() < 0.3:
             r.annos.append(("LODGroup", rng.choice(("High", "Medium", "Low"))))
         return rng.randrange(512, 2048)
@@ -153,8 +202,11 @@ class Planner:
 
     def _draw_sound(self, r: Resource) -> int:
         rng = self.rng
-        r.attrs = {"Duration": round(rng.uniform(0.2, 90.0), 2), "Channels": rng.choice((1, 2)),
-                   "SampleRate": rng.choice((22050, 44100, 48000))}
+        r.attrs = {
+            "Duration": round(rng.uniform(0.2, 90.0), 2),
+            "Channels": rng.choice((1, 2)),
+            "SampleRate": rng.choice((22050, 44100, 48000)),
+        }
         return rng.randrange(2048, 16384)
 
     def _draw_animation(self, r: Resource) -> int:
@@ -168,9 +220,13 @@ class Planner:
     # -- dependencies ------------------------------------------------------------------------
     def _wire_dependencies(self) -> None:
         pools = DependencyPools(self.resources)
-        wire = {"Material": self._wire_material, "Mesh": self._wire_mesh,
-                "Model": self._wire_model, "Effect": self._wire_effect,
-                "Animation": self._wire_animation}
+        wire = {
+            "Material": self._wire_material,
+            "Mesh": self._wire_mesh,
+            "Model": self._wire_model,
+            "Effect": self._wire_effect,
+            "Animation": self._wire_animation,
+        }
         for resource in self.resources:
             if resource.type in wire:
                 wire[resource.type](resource, pools)
@@ -258,8 +314,11 @@ class Planner:
         self._place_entities()
 
     def _place_entities(self) -> None:
-        placeable = [r for r in self.resources
-                     if r.type in PLACEABLE_TYPES and not r.collision and not is_dev(r)]
+        placeable = [
+            r
+            for r in self.resources
+            if r.type in PLACEABLE_TYPES and not r.collision and not is_dev(r)
+        ]
         paths = list(self.levels)
         for i in range(max(2 * len(paths), self.assets // 4)):
             # Every level gets entities; after one round, levels are drawn at random.
@@ -269,8 +328,11 @@ class Planner:
     def place(self, level: Level, resource: Resource | None, guid: str | None = None) -> None:
         rng = self.rng
         name = f"{resource.name if resource else 'entity'}_{len(level.entities):04d}"
-        position = (round(rng.uniform(-500, 500), 2), round(rng.uniform(0, 50), 2),
-                    round(rng.uniform(-500, 500), 2))
+        position = (
+            round(rng.uniform(-500, 500), 2),
+            round(rng.uniform(0, 50), 2),
+            round(rng.uniform(-500, 500), 2),
+        )
         level.entities.append((name, guid or resource.guid, position))
 
     def place_in_used_level(self, resource: Resource | None, guid: str | None = None) -> None:
@@ -278,14 +340,27 @@ class Planner:
         self.place(self.levels[self.rng.choice(used)], resource, guid)
 
     # -- planted defects ---------------------------------------------------------------------
-ATTRIBUTE_DRAWS = {"Texture": Planner._draw_texture, "Material": Planner._draw_material,
-                    "Mesh": Planner._draw_mesh, "Model": Planner._draw_model,
-                    "Effect": Planner._draw_effect, "Sound": Planner._draw_sound,
-                    "Animation": Planner._draw_animation, "Skeleton": Planner._draw_skeleton}
-WEIGHTS = {"repository": REPOSITORY_SHARES, "type": TYPE_WEIGHTS, "texture size": TEXTURE_SIZES,
-           "material textures": MATERIAL_TEXTURE_COUNTS}
-CUMULATIVE = {name: (list(table), list(accumulate(table.values())))
-              for name, table in WEIGHTS.items()}
+
+
+ATTRIBUTE_DRAWS = {
+    "Texture": Planner._draw_texture,
+    "Material": Planner._draw_material,
+    "Mesh": Planner._draw_mesh,
+    "Model": Planner._draw_model,
+    "Effect": Planner._draw_effect,
+    "Sound": Planner._draw_sound,
+    "Animation": Planner._draw_animation,
+    "Skeleton": Planner._draw_skeleton,
+}
+WEIGHTS = {
+    "repository": REPOSITORY_SHARES,
+    "type": TYPE_WEIGHTS,
+    "texture size": TEXTURE_SIZES,
+    "material textures": MATERIAL_TEXTURE_COUNTS,
+}
+CUMULATIVE = {
+    name: (list(table), list(accumulate(table.values()))) for name, table in WEIGHTS.items()
+}
 
 
 class DependencyPools:
@@ -304,13 +379,19 @@ class DependencyPools:
                 continue
             self.by_package.setdefault((r.repo, r.package, r.type), []).append(r)
             by_repo.setdefault((r.repo, r.type), []).append(r)
-        self.visible = {(repo, rtype): [r for seen in VISIBLE_REPOSITORIES[repo]
-                                        for r in by_repo.get((seen, rtype), ())]
-                        for repo in REPOSITORIES for rtype in KNOWN_TYPES}
+        self.visible = {
+            (repo, rtype): [
+                r for seen in VISIBLE_REPOSITORIES[repo] for r in by_repo.get((seen, rtype), ())
+            ]
+            for repo in REPOSITORIES
+            for rtype in KNOWN_TYPES
+        }
         # A few common textures and materials that half the project uses (white, flat normal…).
-        self.hot = {rtype: pool[:max(2, len(pool) // 50)]
-                    for rtype in ("Texture", "Material")
-                    if (pool := by_repo.get((COMMON, rtype), []))}
+        self.hot = {
+            rtype: pool[: max(2, len(pool) // 50)]
+            for rtype in ("Texture", "Material")
+            if (pool := by_repo.get((COMMON, rtype), []))
+        }
 
 
 def jitter(rng: Random, size: int) -> int:
