@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages.sources import unity_yaml  # noqa: E402
+from stages.sources.unity import documents as unity_yaml  # noqa: E402
 from stages.sources.unity.classes import is_native  # noqa: E402
 from stages.sources.unity.reader import walk_project  # noqa: E402
 

@@ -41,7 +41,7 @@ class Context:
         self.begin_stage()
 
     def begin_stage(self) -> None:
-        """Start recording what the next stage's driver code depends on (see memo.py)."""
+        """Start recording what the next stage's driver code depends on (see cache/records.py)."""
         self.stage_reads: dict[str, str | None] = {}
         self.stage_listing = False
         self.stage_external: dict[str, str | None] = {}

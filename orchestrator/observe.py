@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import structlog
@@ -51,8 +52,8 @@ class Progress:
 
     def __init__(self, enabled: bool = True) -> None:
         self.rich = enabled and interactive()
-        self._progress = None
-        self._task = None
+        self._progress: Any = None
+        self._task: Any = None
         self._plain_next = 0.0
         self._name = ""
         self._total = 0

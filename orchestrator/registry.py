@@ -109,6 +109,6 @@ def code_roots(stages: tuple[Stage, ...] | list[Stage]) -> list[str]:
     roots = []
     for package in sorted(packages):
         module = sys.modules.get(package) or importlib.import_module(package)
-        if getattr(module, "__file__", None):
+        if module.__file__:
             roots.append(str(Path(module.__file__).parent))
     return roots

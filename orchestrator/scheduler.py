@@ -112,8 +112,10 @@ class Scheduler:
                     fingerprint = self._fingerprint(stage, value_digests)
                     ctx.begin_stage()
                     record = records.get(stage.name)
-                    if self._unchanged(stage.name, record, fingerprint, ctx, records):
-                        values.add_stored(stage.name, record.outputs)
+                    if record is not None and self._unchanged(
+                        stage.name, record, fingerprint, ctx, records
+                    ):
+                        values.add_stored(stage.name, record.outputs or {})
                         value_digests.update(record.values)
                         report.units = report.cached = record.units
                         for callback in self.options.callbacks.get(stage.name, []):

@@ -135,7 +135,7 @@ def scan(root: str, skip: set[str], previous: Tree | None) -> Tree:
         stack.extend(f"{rel}{name}/" for name in entry[4])
     if len(folders) != len(old_folders):
         changed = True
-    version = os.urandom(8).hex() if changed else previous.version
+    version = os.urandom(8).hex() if changed or previous is None else previous.version
     return Tree(folders, version, racy, relisted)
 
 
@@ -191,7 +191,7 @@ class TreeStore:
             return None
         payload = unseal(data)
         try:
-            fmt, version, folders = pickle.loads(payload)
+            fmt, version, folders = pickle.loads(payload or b"")
             if fmt != _FORMAT:
                 raise ValueError("format")
         except Exception:  # any damage at all: scan from scratch (a full listing)

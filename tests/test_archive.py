@@ -12,6 +12,7 @@ import zstandard
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes, dumps
 from orchestrator.reads import Reader
+from orchestrator.testing import run_stage
 from stages import archive, write
 from stages import hash as hash_stage
 from stages.bundlefile.format import BundleReader, compress, read_toc
@@ -107,3 +108,42 @@ def test_write_keys_on_cooked_digests_only():
     assert plan1.units[0].key == plan2.units[0].key != plan3.units[0].key
     assert plan1.units[0].blobs == ("d1",)
     assert plan1.units[0].payload == (("g", "UI/Icon", "d1"),)
+
+
+def test_archive_stage_keys_each_bundle_on_its_bytes_and_codec():
+    """The archive stage on its own: one unit per written bundle, keyed on the written digest
+    and the codec, its output naming the stored archived bundle."""
+    written = _written()
+    digest = digest_bytes(dumps(written))
+    run = run_stage(
+        archive,
+        inputs={"written": {"ui": {"digest": digest}}},
+        blobs={digest: written},
+        settings={"archive": {"compression": "lz4"}},
+    )
+    (unit,) = run.plan.units
+    assert unit.key == {"written": digest, "compression": "lz4", "level": 3}
+    archived = run.context.stored[run.outputs["archived"]["ui"]["digest"]]
+    assert read_toc(archived.data)[0].codec == "lz4"
+    assert {
+        row.id: BundleReader(io.BytesIO(archived.data)).read(row.id)
+        for row in BundleReader(io.BytesIO(archived.data)).entries
+    } == PAYLOADS
+
+
+def test_hash_stage_names_files_by_content_with_append_hash():
+    """The hash stage on its own: `hash.append_hash` names each bundle file after its content."""
+    written = _written()
+    archived = archive.run(
+        (digest_bytes(dumps(written)), "zstd", 3), None, _blob_reader(written)[0]
+    )
+    digest = digest_bytes(dumps(archived))
+    run = run_stage(
+        hash_stage,
+        inputs={"archived": {"chars/Hero": {"digest": digest}}},
+        blobs={digest: archived},
+        settings={"hash": {"append_hash": True}},
+    )
+    record = run.outputs["bundle_files"]["chars/Hero"]
+    assert record.file == f"chars/Hero_{record.content_hash[:32]}"
+    assert record.raw_hash == digest_bytes(archived.data) and record.blob == digest

@@ -80,3 +80,38 @@ def test_help_does_not_import_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("False")
+
+
+def test_stages_lists_the_registered_pipeline_in_graph_order(capsys):
+    """`orchestrate stages --format json` names every stage with its declaration, in order."""
+    import json
+
+    assert run_cli("stages", "--format", "json") == 0
+    listed = json.loads(capsys.readouterr().out)
+    names = [stage["name"] for stage in listed]
+    assert names[0] == "collect" and set(names) >= {
+        "collect",
+        "dependency",
+        "validate",
+        "cook",
+        "pack",
+        "write",
+        "archive",
+        "hash",
+        "link_xml",
+        "manifest",
+    }
+    assert (
+        names.index("cook") < names.index("pack") < names.index("write") < names.index("manifest")
+    )
+    validate = next(stage for stage in listed if stage["name"] == "validate")
+    assert validate["inputs"] == ["files", "source", "cooklist"] and validate["version"] >= 1
+
+
+def test_content_commands_come_from_the_registry(capsys):
+    """Commands packages register (`orchestrate.commands`) appear in the help and run."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    for name in ("cooklist", "why", "graph", "inspect", "validate", "generate", "demo", "stages"):
+        assert f"  {name}" in help_text

@@ -92,10 +92,11 @@ class ActionLog:
         if self._raw is None:
             self._load()
         entries: list[ActionEntry] = []
-        for line in reversed(self._raw.get(key.encode("ascii"), ())):
+        raw = self._raw or {}
+        for line in reversed(raw.get(key.encode("ascii"), ())):
             entry = self._parse(line)
             try:
-                action = ActionEntry(entry["r"], entry["d"])
+                action = ActionEntry(entry["r"], entry["d"])  # type: ignore[index]
             except (TypeError, KeyError):
                 continue  # damaged (already counted) or not an entry
             if all(e.result != action.result for e in entries):
@@ -122,7 +123,7 @@ class ActionLog:
     ) -> None:
         """Log a new entry. It is not kept in memory: a run looks each key up before it runs the
         unit, and the entries it found then stay valid (a later run reads the new one)."""
-        document = {"r": sorted(reads.items()), "d": result}
+        document: dict[str, Any] = {"r": sorted(reads.items()), "d": result}
         if unit is not None:
             document["c"] = components or {}
         rest = b" ".join(

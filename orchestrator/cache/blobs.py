@@ -6,6 +6,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
@@ -30,10 +31,10 @@ class BlobPacks:
     def __init__(self, folder: Path, cache: Owner) -> None:
         self.folder = folder
         self._cache = cache
-        self._index: dict[str, tuple[str, int, int]] | None = None
+        self._index: dict[str, Any] | None = None
         self._bad: set[str] = set()
         self._present: dict[str, bool] = {}  # pack name → exists (gc may have removed it)
-        self._writer = None
+        self._writer: BinaryIO | None = None
         self._name = ""
         self._pending: list[bytes] = []
         self._readers: dict[str, int] = {}
@@ -43,10 +44,10 @@ class BlobPacks:
             os.close(fd)
         self._readers.clear()
 
-    def _load(self) -> dict[str, tuple[str, int, int] | bytes]:
+    def _load(self) -> dict[str, Any]:
         """Digest → its index line (checked when first used) or (pack, offset, length)."""
         if self._index is None:
-            index: dict[str, tuple[str, int, int] | bytes] = {}
+            index: dict[str, Any] = {}
             try:
                 data = (self.folder / "index.log").read_bytes()
             except (FileNotFoundError, NotADirectoryError):
@@ -93,7 +94,7 @@ class BlobPacks:
         if found is None:
             return None
         pack, offset, length = found
-        if pack == self._name:
+        if pack == self._name and self._writer is not None:
             self._writer.flush()
         fd = self._readers.get(pack)
         if fd is None:  # one descriptor per pack for the run: finish reads 100,000 results
@@ -124,12 +125,13 @@ class BlobPacks:
                     return
             except CacheCorrupt:
                 pass
-        if self._writer is None:
+        writer = self._writer
+        if writer is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
-            self._writer = open(self.folder / self._name, "ab")  # noqa: SIM115 (kept for the run)
-        offset = self._writer.tell()
-        self._writer.write(data)
+            writer = self._writer = open(self.folder / self._name, "ab")  # noqa: SIM115 (the run's)
+        offset = writer.tell()
+        writer.write(data)
         index[digest] = (self._name, offset, len(data))
         self._bad.discard(digest)
         body = f"{digest} {self._name} {offset} {len(data)}"

@@ -67,7 +67,7 @@ class StageRecords:
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
-            return StageRecord(reads=None, **orjson.loads(unseal(data)))
+            return StageRecord(reads=None, **orjson.loads(unseal(data) or b""))  # type: ignore[arg-type]
         except (TypeError, ValueError):  # damaged, or written by another version: start over
             self.drop(stage)
             return None

@@ -113,7 +113,9 @@ def graph_json(
     cooked = set(cooklist.cooked) if cooklist else set()
     missing = cooklist.missing if cooklist else {}
     keep = (lambda i: i in cooked) if cooked_only else (lambda i: True)
-    nodes, edges, dangling = [], [], {}
+    nodes: list[dict] = []
+    edges: list[dict] = []
+    dangling: dict[str, None] = {}
     for asset in assets.values():
         if not keep(asset.id):
             continue

@@ -256,11 +256,11 @@ def _value_test(condition: Condition, env):
     if method == "not_exists":
         return lambda d: not is_true(d)
     if method == "compare":
-        compare = COMPARISONS[condition.op]
+        compare = COMPARISONS[condition.op]  # type: ignore[index]
         number = condition.number
         if number is None:
             text = condition.text
-            return lambda d: compare(str(d), text)
+            return lambda d: compare(str(d), text)  # type: ignore[arg-type]
 
         def numeric(d):
             kind = type(d)
@@ -289,7 +289,7 @@ def _value_test(condition: Condition, env):
 
 
 def _expression_test(condition: Condition, env):
-    code = compile_expression(condition.text)
+    code = compile_expression(condition.text)  # type: ignore[arg-type]
     scope = env.expression_globals()
 
     def test(d):

@@ -88,14 +88,14 @@ def plan_files(ruleset: RuleSet, root: str, relpaths, index: Any) -> dict[str, l
             by_pattern.setdefault(key, []).append(i)
         else:
             view = index_view(index, ruleset.index_digest, root)
-            for path in sorted(view.container(rule.rpath_set)):
+            for path in sorted(view.container(rule.rpath_set)):  # type: ignore[arg-type]
                 path = to_posix(path)
                 rel = path[len(root) + 1 :] if path.startswith(root + "/") else None
                 if rel in known and not (rule.not_rpath and rule.not_rpath.search(path)):
-                    selected.setdefault(rel, []).append(i)
+                    selected.setdefault(rel, []).append(i)  # type: ignore[arg-type]
     for positions in by_pattern.values():
         first = ruleset.rules[positions[0]]
-        search, exclude = first.rpath.search, first.not_rpath
+        search, exclude = first.rpath.search, first.not_rpath  # type: ignore[union-attr]
         for rel, path in zip(relpaths, absolute):
             if search(path) and not (exclude is not None and exclude.search(path)):
                 selected.setdefault(rel, []).extend(positions)
@@ -139,7 +139,7 @@ class _ConditionEnv:
         self.ctx = ctx
         self.filepath = filepath
         self.timeout = ctx.timeout
-        self._globals = None
+        self._globals: dict | None = None
 
     def container(self, set_name: str):
         return self.ctx.view.container(set_name)
@@ -163,7 +163,12 @@ class _ConditionEnv:
 
 def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str):
     namespace = custom_namespace(
-        rule.code_key, rule.func_str, rule.label, ctx.view.key, ctx.view.namespaces, ctx.timeout
+        rule.code_key,
+        rule.func_str or "",
+        rule.label,
+        ctx.view.key,
+        ctx.view.namespaces,
+        ctx.timeout,
     )
     return namespace[name]
 
@@ -191,13 +196,13 @@ def _apply_filter(
     ref: FilterRef, values: list, lines: list, rule: CompiledRule, ctx: EvalContext, filepath: str
 ) -> tuple[list, list]:
     if ref.kind == "regex":
-        search = ref.pattern.search
+        search = ref.pattern.search  # type: ignore[union-attr]
         keep = [i for i, value in enumerate(values) if search(str(value))]
         return [values[i] for i in keep], [lines[i] for i in keep]
     if ref.kind == "predefined":
-        return PREDEFINED_FUNCTIONS[ref.name][0](values, lines, ctx)
+        return PREDEFINED_FUNCTIONS[ref.name][0](values, lines, ctx)  # type: ignore[index]
     try:
-        function = _custom_function(rule, ctx, ref.name)
+        function = _custom_function(rule, ctx, ref.name)  # type: ignore[arg-type]
         with time_limit(ctx.timeout):
             result = function(data=list(values), filepath=filepath)
     except CustomCodeTimeout as exc:
@@ -389,7 +394,7 @@ def to_json_value(value: Any) -> Any:
 
 def walk_files(root: str) -> list[str]:
     """Every file under `root` (hidden ones included; links to folders not followed), sorted."""
-    found = []
+    found: list[str] = []
     for folder, _dirs, files in os.walk(root, followlinks=False):
         rel_folder = to_posix(os.path.relpath(folder, root))
         prefix = "" if rel_folder == "." else rel_folder + "/"
@@ -406,14 +411,9 @@ def prepare(
     timeout: float | None = 30.0,
 ) -> tuple[RuleSet, Shared]:
     root = to_posix(os.path.abspath(root))
-    # Nothing of an in-process run is stored under the index's digest: the index object itself
-    # can key this process's views and custom-code namespaces (digesting a large index takes
-    # seconds; those caches hold the index or drop its entries, so an id is never reused
-    # while it is still cached).
     ruleset = load_rules(
         rule_files,
         index=index,
-        index_digest=f"object-{id(index)}",
         root=root,
         allow_custom_code=allow_custom_code,
         timeout=timeout,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,7 +144,7 @@ def read_rule_file(path: str | Path) -> list[tuple[str | None, Any, int]]:
     if unchanged:  # only what was parsed from exactly those bytes is remembered
         if len(_RULE_FILES) >= 16:
             _RULE_FILES.pop(next(iter(_RULE_FILES)))
-        _RULE_FILES[key] = rules
+        _RULE_FILES[key] = rules  # type: ignore[index]
     return list(rules)
 
 
@@ -166,25 +165,10 @@ def _parse_rule_file(path: Path) -> list[tuple[str | None, Any, int]]:
     )
 
 
-_INDEX_DIGESTS: dict[int, tuple[Any, str]] = {}
-
-
 def index_digest_of(index: Any) -> str:
-    """An index's digest, computed once per index object (indexes are read-only once built, and
-    digesting a 100,000-resource one takes seconds)."""
-    if not hasattr(index, "digest"):
-        return "none"
-    entry = _INDEX_DIGESTS.get(id(index))
-    if entry is not None and entry[0]() is index:
-        return entry[1]
-    digest = index.digest()
-    key = id(index)
-    try:
-        ref = weakref.ref(index, lambda _ref, key=key: _INDEX_DIGESTS.pop(key, None))
-    except TypeError:  # an index that cannot be weakly referenced is digested every time
-        return digest
-    _INDEX_DIGESTS[key] = (ref, digest)
-    return digest
+    """An index's digest ("none" without an index); indexes keep their own once computed, since
+    digesting a 100,000-resource one takes seconds."""
+    return index.digest() if hasattr(index, "digest") else "none"
 
 
 # -- compiling -----------------------------------------------------------------------------------
@@ -334,7 +318,7 @@ def _compile_fields(
         or rpath_set is not None
         or condition.uses_index
         or any(
-            ref is not None and ref.kind == "predefined" and PREDEFINED_FUNCTIONS[ref.name][1]
+            ref is not None and ref.kind == "predefined" and PREDEFINED_FUNCTIONS[ref.name][1]  # type: ignore[index]
             for ref in (filter_ref, subfilter)
         )
     )
@@ -348,7 +332,7 @@ def _compile_fields(
     rule = CompiledRule(
         position,
         label,
-        severity,
+        severity,  # type: ignore[arg-type]
         digest,
         rpath,
         rpath_set,

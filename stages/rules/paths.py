@@ -191,18 +191,18 @@ def _compile_checks(text: str, *, attributes: bool) -> Checks:
     pos = 0
     where = "attribute check" if attributes else "child check"
     while True:
-        pos = _SPACE.match(text, pos).end()
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
         path, pos = _parse_name(text, pos, attributes, where)
-        pos = _SPACE.match(text, pos).end()
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
         operator = text[pos : pos + 2]
         if operator not in ("==", "!="):
             shown = ".".join(path)
             hint = "" if attributes else f" (to extract it, write ',{shown}')"
             raise PathSyntaxError(f"{where} {shown!r} needs == or !={hint}")
-        pos = _SPACE.match(text, pos + 2).end()
+        pos = _SPACE.match(text, pos + 2).end()  # type: ignore[union-attr]
         value, pattern, pos = _parse_value(text, pos, where)
         terms.append(Comparison(path, operator == "!=", value, pattern))
-        pos = _SPACE.match(text, pos).end()
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
         if pos >= len(text):
             return Checks(tuple(terms), tuple(joins))
         if text[pos] not in "&|":

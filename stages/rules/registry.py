@@ -5,7 +5,7 @@
   failing values. The shipped ones are also known without the package installed.
 - `orchestrate.path_languages`: path languages for other file types, name → object implementing
   `PathLanguage`. XML is built in and is the language of every file no plug-in claims. The
-  shipped `unity_yaml` (stages/sources/unity_paths.py) is also known without the package
+  shipped `unity_yaml` (stages/sources/unity/paths.py) is also known without the package
   installed, as the shipped checks are.
 
 Compiled rules refer to plug-ins by name and "module:attribute" target (picklable); workers
@@ -83,7 +83,7 @@ def check_callable(target: str) -> tuple[Callable, bool]:
 
 @runtime_checkable
 class PathLanguage(Protocol):
-    """A path language for one family of files (Unity's YAML: stages/sources/unity_paths.py).
+    """A path language for one family of files (Unity's YAML: stages/sources/unity/paths.py).
 
     `parse` raises on content it cannot read (an exception with a `line`/`lineno` attribute gives
     the failure its line); `compile` raises ValueError on an expression it does not accept;

@@ -29,7 +29,9 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         for outcome in outcomes:
             checked_by_digest[outcome.digest].extend(outcome.checked)
             failures_by_digest[outcome.digest].extend(outcome.failures)
-    failures, checked, sources_checked = [], [], 0
+    failures: list[dict] = []
+    checked: list[list] = []
+    sources_checked = 0
     for rule in ruleset.rules:
         pairs = sorted(checked_by_digest.get(rule.digest, ()), key=_source_key)
         sources_checked += len(pairs)

@@ -11,7 +11,7 @@ files sets `rules.allow_custom_code: false`.
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]
 import builtins
 import re
 import signal

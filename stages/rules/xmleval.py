@@ -57,7 +57,8 @@ def _step_text(test: TagTest) -> str | None:
 
 def _node_path_text(steps: tuple[TagTest, ...]) -> str | None:
     parts = [_step_text(test) for test in steps]
-    return None if None in parts else "/" + "/".join(parts)
+    texts = [part for part in parts if part is not None]
+    return "/" + "/".join(texts) if len(texts) == len(parts) else None
 
 
 def _xpath(text: str) -> etree.XPath:
@@ -137,7 +138,8 @@ class NodeSet:
         self.nodes = nodes
         self._position: dict[int, int] | None = None
         self.columns: dict[Any, Column] = {}
-        self.selections: dict[Any, list[int] | None] = {}
+        # (checks) → sorted positions; ("term", attributes, term) → a term's set of positions
+        self.selections: dict[Any, Any] = {}
         self._everyone: frozenset[int] | None = None
 
     def everyone(self) -> frozenset[int]:
@@ -288,8 +290,8 @@ def _nodes_at(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> l
     top = root.getroottree().getroot()
     if len(steps) == 1:
         return [top] if last.matches(localname(top)) else []
-    if last.kind == "exact":
-        return node_set(steps[:-1], root, memo).child((last.text,)).elements
+    if last.kind == "exact" and last.text is not None:
+        return node_set(steps[:-1], root, memo).child((last.text,)).elements or []
     path_text = _node_path_text(steps)
     return _xpath(path_text)(top) if path_text is not None else _walk(steps, top)
 

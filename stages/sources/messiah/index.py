@@ -95,8 +95,11 @@ class MessiahIndex:
     def digest(self) -> str:
         """A digest of the whole index (rule units that use a predefined set key on it): the one
         the builder derived, else one of the content."""
-        if self.known_digest:
-            return self.known_digest
+        if not self.known_digest:
+            self.known_digest = self.content_digest()
+        return self.known_digest
+
+    def content_digest(self) -> str:
         return digest_value(
             {
                 "root": self.root,

@@ -71,7 +71,7 @@ def _xml_parser() -> etree.XMLParser:
 
 
 def is_guid(text: str | None) -> bool:
-    return bool(text) and GUID_RE.match(text) is not None
+    return bool(text) and GUID_RE.match(text) is not None  # type: ignore[arg-type]
 
 
 # -- the file table, read without opening a file ------------------------------------------------
@@ -252,6 +252,7 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
             message=f"malformed resource.repository: {problem.message}",
         )
         return RepositoryPart(path, (), (fatal,))
+    assert root is not None  # parsed, since there was no problem
     items, problems = [], []
     for item in root.iterfind("Items/Item"):
         fields: dict[str, str] = {}
@@ -301,6 +302,7 @@ def parse_map(path: str, kind: str, data: bytes) -> MapPart:
     root, problem = _parse_xml(data, path)
     if problem is not None:
         return MapPart(path, kind, (), (problem,))
+    assert root is not None
     refs: list[str] = []
     if kind == WORLD:
         for element in root.iterfind(".//Level/Path"):
@@ -465,11 +467,11 @@ class _Assembler:
                 )
         folders_by_guid: dict[str, list[ResourceFolder]] = {}
         for folder in layout.folders:
-            known = folders_by_guid.get(folder.guid)
-            if known is None:
+            same_guid = folders_by_guid.get(folder.guid)
+            if same_guid is None:
                 folders_by_guid[folder.guid] = [folder]
             else:
-                known.append(folder)
+                same_guid.append(folder)
         no_folders: list[ResourceFolder] = []
         for guid in sorted(by_guid.keys() | folders_by_guid.keys()):
             known = by_guid.get(guid)
@@ -518,11 +520,11 @@ class _Assembler:
                     prefix + folder.source if folder.source else None,
                 ),
             )
-            known = res_in_disk.get(guid)
-            if known is None:
+            files_of_guid = res_in_disk.get(guid)
+            if files_of_guid is None:
                 res_in_disk[guid] = [entry]
             else:
-                known.append(entry)
+                files_of_guid.append(entry)
         ilevels = frozenset(
             self.absolute(level) for path in self.layout.worlds for level in map_parts[path].refs
         )

@@ -18,7 +18,7 @@ _HEX = frozenset("0123456789abcdef")
 def guid_resolves(data: list, filepath: str, condition: list, context=None) -> list:
     """The values that name no existing asset of this project (malformed GUIDs included)."""
     index = getattr(getattr(context, "view", None), "index", None)
-    if not all(hasattr(index, name) for name in ("path_of", "external", "orphans")):
+    if index is None or not all(hasattr(index, n) for n in ("path_of", "external", "orphans")):
         raise ValueError("condfunc.unity_guid_resolves needs a Unity project index (source: unity)")
     external, orphans = set(index.external), set(index.orphans)
     return [

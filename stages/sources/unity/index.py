@@ -23,6 +23,7 @@ class UnityIndex:
     scenes: tuple[str, ...] = ()  # enabled scenes of EditorBuildSettings, in build order
     external: tuple[str, ...] = ()  # referenced GUIDs outside the project (built-ins, package code)
     orphans: tuple[str, ...] = ()  # paths whose `.meta` exists but whose file does not, sorted
+    known_digest: str = field(default="", compare=False, repr=False)
 
     def path_of(self, guid: str) -> str | None:
         """The project path a GUID names, or None when no `.meta` declares it."""
@@ -45,7 +46,12 @@ class UnityIndex:
         return None
 
     def digest(self) -> str:
-        """A digest of the whole index (rule units that consult it key on this)."""
+        """A digest of the whole index (rule units that consult it key on this), computed once."""
+        if not self.known_digest:
+            self.known_digest = self.content_digest()
+        return self.known_digest
+
+    def content_digest(self) -> str:
         return digest_value(
             {
                 "root": self.root,

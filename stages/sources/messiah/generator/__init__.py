@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from .catalog import MIN_ASSETS, REPOSITORIES, STARTER_RULES
+from .defects import DefectPlanter
 from .files import ProjectWriter, build_yaml
 from .model import ProjectPlan
 from .planner import Planner
@@ -49,7 +50,10 @@ def generate_project(
         raise ValueError(f"a generated project needs at least {MIN_ASSETS} assets, got {assets}")
     root = Path(dest)
     prepare_destination(root, overwrite)
-    plan = Planner(assets, seed).plan()
+    planner = Planner(assets, seed)
+    planner.plan_clean()
+    DefectPlanter(planner).plant_all()
+    plan = planner.result()
     writer = ProjectWriter(root / "project", plan)
     writer.write()
     rules_file = root / "rules.yaml"

@@ -3,8 +3,6 @@ change to resources that are otherwise clean against the starter rule library.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .catalog import (
     COMMON,
     FACE_BUDGET,
@@ -14,9 +12,7 @@ from .catalog import (
     SOURCE_TGA_MAX_SIZE,
 )
 from .model import Resource, is_dev
-
-if TYPE_CHECKING:
-    from .planner import Planner
+from .planner import Planner
 
 
 class DefectPlanter:

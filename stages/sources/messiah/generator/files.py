@@ -300,7 +300,7 @@ class ProjectWriter:
             files.append(("source.tga", _tga_rle(*source)))
         if r.type == "Sound":
             files.append(("sound.hdr", _wav_header(r)))
-        return files
+        return files  # type: ignore[return-value]
 
     def write_maps(self) -> None:
         for path, level in self.plan.levels.items():

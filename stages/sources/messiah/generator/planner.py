@@ -49,13 +49,14 @@ class Planner:
         self.used: set[str] = set()  # GUIDs already given a defect
         self.planted: dict[str, list[str]] = {}
 
-    def plan(self) -> ProjectPlan:
-        from .defects import DefectPlanter
-
+    def plan_clean(self) -> None:
+        """Resources, their dependencies, worlds and levels: a project with no defect yet."""
         self._make_resources()
         self._wire_dependencies()
         self._make_maps()
-        DefectPlanter(self).plant_all()
+
+    def result(self) -> ProjectPlan:
+        """The plan as drawn (call after planting the defects: the pool seed is drawn last)."""
         return ProjectPlan(
             self.resources,
             self.worlds,
@@ -333,7 +334,8 @@ class Planner:
             round(rng.uniform(0, 50), 2),
             round(rng.uniform(-500, 500), 2),
         )
-        level.entities.append((name, guid or resource.guid, position))
+        placed = guid or (resource.guid if resource is not None else "")
+        level.entities.append((name, placed, position))
 
     def place_in_used_level(self, resource: Resource | None, guid: str | None = None) -> None:
         used = sorted({p for levels in self.worlds.values() for p in levels})
@@ -352,7 +354,7 @@ ATTRIBUTE_DRAWS = {
     "Animation": Planner._draw_animation,
     "Skeleton": Planner._draw_skeleton,
 }
-WEIGHTS = {
+WEIGHTS: dict[str, dict] = {
     "repository": REPOSITORY_SHARES,
     "type": TYPE_WEIGHTS,
     "texture size": TEXTURE_SIZES,
