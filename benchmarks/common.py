@@ -214,6 +214,42 @@ def ensure_project(size: int, seed: int = 1, regenerate: bool = False) -> Projec
     return project
 
 
+def ensure_cocos_project(size: int, seed: int = 1, regenerate: bool = False) -> Project:
+    """The Cocos Creator project of `size` assets (`orchestrate generate --engine cocos`),
+    generated once under benchmarks/work and reused."""
+    dest = WORK / f"cocos-{size}-seed{seed}"
+    project = Project(size, seed, dest)
+    restore_leftover_edits(project)
+    meta = dest / "generated.json"
+    if not regenerate and meta.is_file() and (dest / "build.yaml").is_file():
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        if data.get("assets") == size and data.get("seed") == seed and project.root.is_dir():
+            log(f"reusing {dest.relative_to(ROOT)}")
+            return project
+    log(f"generating a Cocos project of {size} assets (seed {seed}) in {dest.relative_to(ROOT)}")
+    if dest.exists():
+        shutil.rmtree(dest)
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            *orchestrate_command(),
+            "generate",
+            str(dest),
+            "--engine",
+            "cocos",
+            "--assets",
+            str(size),
+            "--seed",
+            str(seed),
+        ],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    project.generated_s = time.perf_counter() - started
+    return project
+
+
 def bench_build_file(
     project: Project, name: str, fresh: bool = True, shared_paths: bool = True
 ) -> Path:
@@ -585,6 +621,23 @@ def pick_edit_targets(project: Project) -> EditTargets:
     for sub in sorted(base.rglob("texture.xml")):  # no character textures: any texture
         return EditTargets(sub, sub.parent.name, base / "resource.repository")
     raise BenchError("no texture to edit in the generated project")
+
+
+def pick_cocos_edit_target(project: Project) -> Path:
+    """Deterministic: the first image meta (by path) of the `shared` area, outside any auto
+    atlas: editing its sprite frame re-parses one folder and re-cooks one asset."""
+    for meta in sorted((project.root / "assets" / "shared").rglob("*.png.meta")):
+        return meta
+    raise BenchError("no image to edit in the generated Cocos project")
+
+
+def change_trim(k: int) -> Callable[[bytes], bytes]:
+    """A real value change in a sprite frame: `trimX` becomes k."""
+
+    def change(data: bytes) -> bytes:
+        return re.sub(rb'"trimX": \d+', f'"trimX": {k}'.encode(), data, count=1)
+
+    return change
 
 
 def change_width(k: int) -> Callable[[bytes], bytes]:

@@ -15,13 +15,16 @@ from common import (
     SizeResults,
     bench_build_file,
     change_item_name,
+    change_trim,
     change_width,
     dump_payloads,
     edited,
+    ensure_cocos_project,
     log,
     median,
     ninja_noop,
     output_dir,
+    pick_cocos_edit_target,
     pick_edit_targets,
     prepare_ninja,
     read_parse_floor,
@@ -324,3 +327,43 @@ def output(project: Project, results: SizeResults, options: Options) -> None:
         )
     else:
         results.notes.append("zstd not available: the zstd throughput figure is missing")
+
+
+# -- the Cocos source --------------------------------------------------------------------------------
+
+
+@section("cocos")
+def cocos(project: Project, results: SizeResults, options: Options) -> None:
+    """A generated Cocos Creator project of the same size: cold (Ray, 2 workers), no-op, and one
+    edited sprite frame, next to the Messiah figures."""
+    cocos_project = ensure_cocos_project(project.size, project.seed)
+    results.put("cocos.project", cocos_project.info())
+    runs = repeat_runs(
+        options.repeat_cold,
+        lambda i: run_orchestrate(
+            bench_build_file(cocos_project, "cocos-cold-ray2", shared_paths=options.shared_paths),
+            *RAY2,
+            timeout=options.timeout,
+        ),
+        "Cocos cold build, ray2",
+    )
+    results.put("cocos.cold.ray2", runs_figure(runs, lambda r: r.engine_s))
+    build = _warm_build(cocos_project, "cocos-cold-ray2", (), options)
+    runs = repeat_runs(
+        options.repeat,
+        lambda i: run_orchestrate(build, timeout=options.timeout),
+        "Cocos no-op rerun",
+    )
+    results.put("cocos.noop", runs_figure(runs, lambda r: r.wall))
+    target = pick_cocos_edit_target(cocos_project)
+
+    def one(i: int):
+        with edited(cocos_project, target, change_trim(i + 1)):
+            return run_orchestrate(build, timeout=options.timeout)
+
+    runs = repeat_runs(options.repeat, one, "Cocos, one edited sprite frame (trimX)")
+    figure = runs_figure(runs, lambda r: r.wall)
+    figure["what"] = f"trimX of {target.relative_to(cocos_project.root)}"
+    figure["engine_median"] = median([r.engine_s for r in runs])
+    results.put("cocos.edit", figure)
+    run_orchestrate(build, timeout=options.timeout)  # leave the cache matching the files

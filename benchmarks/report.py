@@ -271,6 +271,33 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
                     "Ray's object store pages mapped into the driver are shared",
                 )
             )
+    cocos_cold = f("cocos.cold.ray2")
+    if cocos_cold is not None or f("cocos.noop") is not None:
+        files = (figures.get("cocos.project") or {}).get("assets", "?")
+        rows.append(
+            (
+                f"Cocos project ({files} assets), cold build, Ray 2 workers, engine",
+                fmt_s(cocos_cold),
+                _x(_ratio(cocos_cold, f("cold.ray2"))),
+                "vs the Messiah cold build (Ray 2 workers)",
+            )
+        )
+        rows.append(
+            (
+                "Cocos no-op rerun, whole process",
+                fmt_s(f("cocos.noop")),
+                _x(_ratio(f("cocos.noop"), f("noop"))),
+                "vs the Messiah no-op rerun",
+            )
+        )
+        rows.append(
+            (
+                "Cocos, one edited sprite frame, whole process",
+                fmt_s(f("cocos.edit")),
+                _pct(_ratio(f("cocos.edit"), cocos_cold)),
+                "of the Cocos cold build",
+            )
+        )
     return rows
 
 

@@ -22,7 +22,7 @@ import common
 import figures as F
 import report
 
-SECTIONS = ("floors", "cold", "output", "noop", "edits", "collect", "validate")
+SECTIONS = ("floors", "cold", "output", "noop", "edits", "collect", "validate", "cocos")
 # The name each section records its failure under (figures.section).
 SECTION_ERRORS = {
     "floors": "floors",
@@ -32,6 +32,7 @@ SECTION_ERRORS = {
     "edits": "edits",
     "collect": "collect+dependency",
     "validate": "validation",
+    "cocos": "cocos",
 }
 
 
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             "edits": lambda: F.edits(project, results, options),
             "collect": lambda: F.collect(project, results, options),
             "validate": lambda: F.validation(project, results, options),
+            "cocos": lambda: F.cocos(project, results, options),
         }
         for name in SECTIONS:
             if name in sections:

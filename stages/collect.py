@@ -17,7 +17,7 @@ SPEC = StageSpec(
     version=1,
     inputs=(),
     outputs=("files", "source"),
-    config_keys=("project", "source", "collect"),
+    config_keys=("project", "source", "collect", "cocos"),
     description="walk the project; parse repositories, maps and attribute files",
 )
 
@@ -31,16 +31,28 @@ def project_files(ctx) -> list:
     return [entry for entry in ctx.walk() if not excluded(entry.path)]
 
 
+def source_options(ctx, source) -> dict:
+    """`collect` options, plus what a source reads of the build beyond them (its `configure`:
+    the Cocos source's `cocos` section and engine folder). Keys starting with `_` are for the
+    source's `plan` and `assemble` in the driver only, never sent with the parse units."""
+    options = dict(ctx.section("collect"))
+    configure = getattr(source, "configure", None)
+    if configure is not None:
+        options.update(configure(ctx))
+    return options
+
+
 def plan(ctx, inputs: dict) -> Plan:
     name = ctx.section("source")
     source = get_source(name)
-    options = ctx.section("collect")
+    options = source_options(ctx, source)
+    unit_options = {key: value for key, value in options.items() if not key.startswith("_")}
     units = []
     for unit in source.plan(project_files(ctx), options):
         units.append(
             Unit(
                 id=unit.id,
-                payload=(name, unit, options),
+                payload=(name, unit, unit_options),
                 # The file list is key material: a file joining a batch must re-run it
                 # even though the trace only records the files that were read.
                 key={
@@ -64,7 +76,7 @@ def run(payload, shared, reader):
 def finish(ctx, inputs: dict, results) -> dict:
     name = ctx.section("source")
     source = get_source(name)
-    options = ctx.section("collect")
+    options = source_options(ctx, source)
     entries = project_files(ctx)
     files = {entry.path: ctx.file_digest(entry.path) for entry in entries}
     parts = PartResults(results)

@@ -6,12 +6,14 @@ The payload flows on by digest: `cooked[id]["digest"]` names the stored `CookedA
 
 from __future__ import annotations
 
+import importlib
 from typing import NamedTuple
 
 from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes
 from orchestrator.typing import Plan, StageSpec, Unit
 from stages.cooking.cookers import CookerSpec, cook_files, cooker_for
+from stages.sources.base import Recipe
 
 # The cook section is not in config_keys on purpose: each unit keys on its own cooker, so editing
 # `cook.maps` (or one Type's cooker) does not re-cook every asset.
@@ -38,6 +40,7 @@ class CookJob(NamedTuple):
     files: tuple[str, ...]
     cooker: CookerSpec
     platform: str
+    recipe: Recipe | None = None  # a source's recipe for an asset it made (Cocos atlas pages)
 
 
 def plan(ctx, inputs: dict) -> Plan:
@@ -48,6 +51,7 @@ def plan(ctx, inputs: dict) -> Plan:
     platform = ctx.section("platform")
     # Type → (its cooker, that cooker's key material): looked up once per Type, not per asset.
     cookers_of: dict[str, tuple[CookerSpec, dict]] = {}
+    recipes = getattr(inputs["source"], "recipes", None) or {}
     units = []
     for asset_id in inputs["cooklist"].cooked:
         asset = assets[asset_id]
@@ -58,9 +62,16 @@ def plan(ctx, inputs: dict) -> Plan:
         spec, cooker_key = known
         folder = asset.folders[0] if asset.folders else ""
         files = tuple(asset.files)
-        job = CookJob(asset_id, folder, files, spec, platform)
+        recipe = recipes.get(asset_id)
+        job = CookJob(asset_id, folder, files, spec, platform, recipe)
         # `files` as a tuple: the key's JSON is that of the list it was before.
         key = {"asset": asset_id, "folder": folder, "files": files, "cooker": cooker_key}
+        if recipe is not None:  # the source's cooker, not the Type's
+            key["cooker"] = {
+                "recipe": recipe.cooker,
+                "version": recipe.version,
+                "data": recipe.data,
+            }
         units.append(Unit(id=asset_id, payload=job, key=key, files=files, cost=max(1, len(files))))
     return Plan(units=units)
 
@@ -76,7 +87,12 @@ def run(payload: CookJob, shared, reader) -> CookedAsset:
                 f"file of asset {payload.asset_id} vanished during the build", file=relpath
             ) from None
         files[_inner_name(relpath, payload.folder)] = data
-    data = cook_files(payload.asset_id, files, payload.cooker, payload.platform)
+    if payload.recipe is not None:
+        module, _, name = payload.recipe.cooker.partition(":")
+        cooker = getattr(importlib.import_module(module), name)
+        data = cooker(payload.asset_id, files, payload.recipe.data)
+    else:
+        data = cook_files(payload.asset_id, files, payload.cooker, payload.platform)
     return CookedAsset(digest_bytes(data), len(data), data)
 
 

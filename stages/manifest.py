@@ -66,6 +66,10 @@ def manifest_document(
             "reverse_dependencies": list(bundle.reverse_dependencies),
             "used_by": list(bundle.used_by),
         }
+        if bundle.priority is not None:  # `shared_dependencies: priority`
+            bundles[name]["priority"] = bundle.priority
+            bundles[name]["redirects"] = {r.asset: r.bundle for r in bundle.redirects}
+            bundles[name].update(bundle.source_fields)  # e.g. Cocos `paths`, `scenes`
     return {
         "format": FORMAT,
         "build": {

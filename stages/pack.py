@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+from functools import partial
+
 from orchestrator.hashing import digest_value
 from orchestrator.typing import Plan, StageSpec, Unit
 from stages.layout.packing import Packing, pack, source_bundles
+from stages.layout.priority import PRIORITY
+from stages.sources import get_source
+
+DEFAULT_POLICY = "extract"
 
 SPEC = StageSpec(
     name="pack",
@@ -16,6 +23,15 @@ SPEC = StageSpec(
 )
 
 
+def sharing_policy(bundles: dict, source_name: str) -> str:
+    """`bundles.shared_dependencies`, or when the build file names none the source's own policy
+    (`source: cocos` shares by priority, as Creator does), else `extract`."""
+    given = bundles.get("shared_dependencies")
+    if given:
+        return given
+    return getattr(get_source(source_name), "shared_dependencies", DEFAULT_POLICY)
+
+
 def plan(ctx, inputs: dict) -> Plan:
     """One unit; its key covers the cooked assets' graph and the options it packs by."""
     assets = inputs["source"].assets
@@ -25,7 +41,7 @@ def plan(ctx, inputs: dict) -> Plan:
     bundles = ctx.section("bundles")
     options = {
         "layout": bundles.get("layout", []),
-        "policy": bundles.get("shared_dependencies", "extract"),
+        "policy": sharing_policy(bundles, ctx.section("source")),
         "maps": list(cook.get("maps", [])),
         "follow_soft": bool(cook.get("follow_soft_references", True)),
         "assigned": (
@@ -34,15 +50,24 @@ def plan(ctx, inputs: dict) -> Plan:
             else {}
         ),
     }
+    source = inputs["source"]
+    hook = getattr(source, "pack_hook", None) if options["policy"] == PRIORITY else None
+    options["priorities"] = dict(getattr(source, "bundle_priorities", None) or {})
     # Payload digests do not shape the packing, only which assets are cooked and how they refer
     # to each other: a re-cooked asset does not re-pack. The assets are frozen dataclasses, which
     # the key's JSON encoder writes field by field itself (no list per asset and reference).
     key = {"graph": digest_value(["assets", cooked]), "options": options}
-    return Plan(units=[Unit(id="bundles", payload=(cooked, options), key=key)])
+    if hook is not None:  # what the source's refinement reads comes from the whole project
+        key["hook"] = [hook.target, source.digest or digest_value(hook.data)]
+    return Plan(units=[Unit(id="bundles", payload=(cooked, options, hook), key=key)])
 
 
 def run(payload, shared, reader) -> Packing:
-    cooked, options = payload
+    cooked, options, hook = payload
+    refine = None
+    if hook is not None:
+        module, _, name = hook.target.partition(":")
+        refine = partial(getattr(importlib.import_module(module), name), data=hook.data)
     return pack(
         cooked,
         options["layout"],
@@ -50,6 +75,8 @@ def run(payload, shared, reader) -> Packing:
         options["policy"],
         options["follow_soft"],
         options["assigned"],
+        options["priorities"],
+        refine,
     )
 
 

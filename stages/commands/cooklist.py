@@ -22,7 +22,8 @@ def cooklist(build_file, fmt) -> None:
     if fmt == "json":
         click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
     else:
-        click.echo(cooklist_text(cooked), nl=False)
+        describe = getattr(result.outputs["source"].index, "describe", None)
+        click.echo(cooklist_text(cooked, describe), nl=False)
     sys.exit(1 if build.section("cook")["fail_on_missing"] and cooked.missing else 0)
 
 
@@ -30,15 +31,17 @@ def cooklist(build_file, fmt) -> None:
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.argument("asset")
 def why(build_file, asset) -> None:
-    """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
+    """The chain from a root to ASSET (GUID, virtual path or path; for Cocos an id, a
+    compressed id or a db:// URL), or why it is not cooked."""
     from stages.cooklist.explain import why as why_answers
     from stages.cooklist.explain import why_text
 
     build, result = run_stages(build_file, ["dependency"])
-    answers = why_answers(
-        result.outputs["source"].assets, result.outputs["cooklist"], asset, build.section("cook")
-    )
-    click.echo(why_text(answers), nl=False)
+    source = result.outputs["source"]
+    canonical = getattr(source.index, "canonical", None)  # e.g. a Cocos compressed uuid
+    asset = canonical(asset) if canonical is not None else asset
+    answers = why_answers(source.assets, result.outputs["cooklist"], asset, build.section("cook"))
+    click.echo(why_text(answers, getattr(source.index, "describe", None)), nl=False)
 
 
 @click.command()

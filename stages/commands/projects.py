@@ -1,4 +1,5 @@
-"""`orchestrate generate` and `orchestrate demo`: Messiah-style projects with planted defects."""
+"""`orchestrate generate` and `orchestrate demo`: generated projects (Messiah-style with planted
+defects, or Cocos Creator) to build."""
 
 from __future__ import annotations
 
@@ -18,15 +19,26 @@ import click
     help="Number of resources (at least 100).",
 )
 @click.option("--seed", default=1, type=int, help="Random seed (same seed, same bytes).")
-def generate(dest, assets, seed) -> None:
-    """Write a Messiah-style project with a build file and a rule library."""
-    from stages.sources.messiah.generator import generate_project
-
+@click.option(
+    "--engine",
+    type=click.Choice(["messiah", "cocos"]),
+    default="messiah",
+    help="The kind of project: Messiah-style (default) or Cocos Creator 3.x.",
+)
+def generate(dest, assets, seed, engine) -> None:
+    """Write a project (Messiah-style or Cocos Creator) with a build file and a rule library."""
     started = time.perf_counter()
-    project = generate_project(dest, assets, seed)
+    if engine == "cocos":
+        from stages.sources.cocos.generator import generate_cocos_project
+
+        build_file = generate_cocos_project(dest, assets, seed).build_file
+    else:
+        from stages.sources.messiah.generator import generate_project
+
+        build_file = generate_project(dest, assets, seed).build_file
     click.echo(
         f"generated {assets} resources in {time.perf_counter() - started:.1f} s; "
-        f"build with: orchestrate run {project.build_file}"
+        f"build with: orchestrate run {build_file}"
     )
 
 

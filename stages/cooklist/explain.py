@@ -3,6 +3,7 @@ reference graph as JSON or Graphviz DOT."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from stages.sources.base import LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
@@ -75,18 +76,30 @@ def _not_cooked_reason(assets, cooklist: CookList, asset_id: str, cook: dict | N
     return "not cooked: unreachable (no root references it)"
 
 
-def why_text(answers: list[WhyAnswer]) -> str:
-    return "\n".join(f"{a.id}: {a.reason}" for a in answers) + "\n"
+Describe = Callable[[str], str | None]
+"""A source index's `describe(asset_id)`: a name to show beside the id (a Cocos asset's URL)."""
+
+
+def why_text(answers: list[WhyAnswer], describe: Describe | None = None) -> str:
+    """One line per answer; `describe` (a source index's) names each id beside it (a URL)."""
+    return "\n".join(f"{_named(a.id, describe)}: {a.reason}" for a in answers) + "\n"
+
+
+def _named(asset_id: str, describe: Describe | None) -> str:
+    label = describe(asset_id) if describe is not None else None
+    return f"{asset_id} ({label})" if label and label != asset_id else asset_id
 
 
 # -- text and graph exports ------------------------------------------------------------------
 
 
-def cooklist_text(cooklist: CookList) -> str:
-    """The cook list for people: cooked ids with their chains, then every problem."""
+def cooklist_text(cooklist: CookList, describe: Describe | None = None) -> str:
+    """The cook list for people: cooked ids with their chains, then every problem; `describe`
+    (a source index's) names each cooked id beside it (a Cocos asset's URL)."""
     lines = [f"cooked ({len(cooklist.cooked)}):"]
     lines += [
-        f"  {asset_id}  <- {chain_text(cooklist.chains[asset_id])}" for asset_id in cooklist.cooked
+        f"  {_named(asset_id, describe)}  <- {chain_text(cooklist.chains[asset_id])}"
+        for asset_id in cooklist.cooked
     ]
     for title, table in (
         ("missing", cooklist.missing),

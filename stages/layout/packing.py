@@ -15,6 +15,13 @@
 4. Dependencies: bundle A depends on B when an asset in A references an asset that B holds and A
    does not. Reverse edges and cycles (strongly connected components) follow.
 
+`shared_dependencies: priority` (Cocos Creator's rule, for any layout whose rules carry
+`priority:`, or bundles a source assigns with priorities) replaces 2–4: bundles are filled one
+priority group at a time, highest first (`priority.fill_by_priority`): an asset an earlier group
+owns is a *redirect* (the bundle records the owner and depends on it, and does not descend),
+anything else is held, and after each group its assets are owned by the group's first bundle
+holding them. A source may then refine the fill (`SourceResult.pack_hook`: Cocos auto atlases).
+
 Every list is ordered by the cook list (breadth-first from the roots) or by name: the same inputs
 always give the same bundles.
 """
@@ -24,8 +31,9 @@ from __future__ import annotations
 import posixpath
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
@@ -33,10 +41,20 @@ from stages.algorithms.globs import glob_match
 from stages.algorithms.graphs import strongly_connected
 from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
+from .priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority
+
 DEFAULT_BUNDLE = "default"
 SHARED_PREFIX = "shared/"
 TEMPLATE_FIELDS = ("stem", "package")
 RESERVED_NAMES = ("manifest.json", "staging.json", "link.xml", "reports")  # loose outputs
+POLICIES = ("extract", "duplicate", PRIORITY)
+
+
+class Redirect(NamedTuple):
+    """An asset a bundle names but does not hold: `bundle` (of a higher priority) owns it."""
+
+    asset: str
+    bundle: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +66,10 @@ class Bundle:
     dependencies: tuple[str, ...] = ()
     reverse_dependencies: tuple[str, ...] = ()
     used_by: tuple[str, ...] = ()  # shared bundles: the bundles whose assets use it
+    # `shared_dependencies: priority` only (None / empty otherwise):
+    priority: int | None = None
+    redirects: tuple[Redirect, ...] = ()
+    source_fields: dict[str, Any] = field(default_factory=dict)  # a source's manifest fields
 
     @property
     def assets(self) -> tuple[str, ...]:
@@ -71,16 +93,24 @@ def pack(
     policy: str = "extract",
     follow_soft: bool = True,
     assigned: dict[str, list[str]] | None = None,
+    priorities: dict[str, int] | None = None,
+    refine: Callable[[Fill, dict[str, Asset]], None] | None = None,
 ) -> Packing:
     """Pack the cooked `assets` (in cook-list order) per the build file's `bundles` section and
-    the bundles the project assigns itself (`assigned`, see `source_bundles`)."""
-    if policy not in ("extract", "duplicate"):
+    the bundles the project assigns itself (`assigned`, see `source_bundles`, with the
+    `priorities` the project gives them); `refine` is a source's hook on the priority fill."""
+    if policy not in POLICIES:
         raise ConfigError(
-            f"unknown policy {policy!r} (extract | duplicate)", key="bundles.shared_dependencies"
+            f"unknown policy {policy!r} ({' | '.join(POLICIES)})",
+            key="bundles.shared_dependencies",
         )
     cooked = {a.id: a for a in assets}
     rank = {asset_id: i for i, asset_id in enumerate(cooked)}
     edges = {a.id: _followed(a, cooked, follow_soft) for a in assets}
+    if policy == PRIORITY:
+        return _pack_by_priority(
+            cooked, edges, layout, maps, assigned or {}, priorities or {}, refine
+        )
 
     explicit = _explicit_assets(cooked, layout, maps, assigned or {})  # bundle → ids
     owner = {a: name for name, ids in explicit.items() for a in ids}
@@ -150,6 +180,93 @@ def pack(
     return Packing(bundles, asset_bundles, bundle_cycles(forward), policy)
 
 
+# -- sharing by priority ------------------------------------------------------------------------
+def _priority_roots(
+    cooked: dict[str, Asset],
+    layout: Sequence[dict],
+    maps: Sequence[str],
+    assigned: dict[str, list[str]],
+    priorities: dict[str, int],
+) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Bundle → roots and priority. An asset may be a root of several bundles: the fill decides
+    who owns it. Layout rules give their bundles their `priority:`."""
+    roots = {name: [a for a in assigned[name] if a in cooked] for name in sorted(assigned)}
+    for name in roots:
+        check_bundle_name(name, "bundles.from_meta")
+    bundle_priorities = {name: priorities.get(name, DEFAULT_PRIORITY) for name in roots}
+    rule_of: dict[str, int] = {}
+    for name, ids in _explicit_assets(cooked, layout, maps, {}, rule_of).items():
+        roots.setdefault(name, [])
+        roots[name] += [a for a in ids if a not in roots[name]]
+        given = layout[rule_of[name]].get("priority")
+        bundle_priorities[name] = given if given is not None else DEFAULT_PRIORITY
+    return roots, bundle_priorities
+
+
+def _pack_by_priority(
+    cooked: dict[str, Asset],
+    edges: dict[str, tuple[str, ...]],
+    layout: Sequence[dict],
+    maps: Sequence[str],
+    assigned: dict[str, list[str]],
+    priorities: dict[str, int],
+    refine: Callable[[Fill, dict[str, Asset]], None] | None,
+) -> Packing:
+    roots, priorities = _priority_roots(cooked, layout, maps, assigned, priorities)
+    fill = fill_by_priority(roots, priorities, edges)
+    if refine is not None:
+        refine(fill, cooked)
+    holders: dict[str, list[str]] = {}
+    for name in fill.order:
+        for asset_id in fill.held[name]:
+            holders.setdefault(asset_id, []).append(name)
+    leftovers = [a for a in cooked if a not in holders and a not in fill.dropped]
+    contents = {name: list(fill.held[name]) for name in fill.order}
+    if leftovers:  # cooked, but no bundle reached them (roots of the cook outside any bundle)
+        contents.setdefault(DEFAULT_BUNDLE, [])
+        for asset_id in leftovers:
+            holders[asset_id] = [DEFAULT_BUNDLE]
+            contents[DEFAULT_BUNDLE].append(asset_id)
+    forward = {name: sorted(fill.deps.get(name, ())) for name in contents}
+    if leftovers and DEFAULT_BUNDLE not in fill.held:
+        forward[DEFAULT_BUNDLE] = sorted(
+            {
+                h
+                for a in contents[DEFAULT_BUNDLE]
+                for t in edges[a]
+                for h in holders.get(t, ())
+                if h != DEFAULT_BUNDLE
+            }
+        )
+    reverse: dict[str, list[str]] = {name: [] for name in contents}
+    for name in sorted(forward):
+        for dep in forward[name]:
+            reverse.setdefault(dep, []).append(name)
+    _check_output_names(contents)
+    bundles = {}
+    for name in sorted(contents):
+        own_roots = set(fill.roots.get(name, ()))
+        held = contents[name]
+        explicit = tuple(a for a in held if a in own_roots)
+        implicit = tuple(a for a in held if a not in own_roots)
+        kind = "default" if name == DEFAULT_BUNDLE and name not in fill.held else "layout"
+        redirects = tuple(Redirect(a, b) for a, b in fill.redirects.get(name, {}).items())
+        bundles[name] = Bundle(
+            name,
+            kind,
+            explicit,
+            implicit,
+            tuple(forward[name]),
+            tuple(reverse.get(name, ())),
+            (),
+            fill.priority.get(name),
+            redirects,
+            dict(fill.fields.get(name, {})),
+        )
+    asset_bundles = {a: tuple(sorted(holders.get(a, ()))) for a in cooked}
+    return Packing(bundles, asset_bundles, bundle_cycles(forward), PRIORITY)
+
+
 def shared_bundle_name(users: Sequence[str]) -> str:
     """`shared/` + the first 16 hex of BLAKE3 over the users' sorted names, one per line."""
     return SHARED_PREFIX + digest_bytes("\n".join(sorted(users)).encode("utf-8"))[:16]
@@ -208,9 +325,10 @@ def _explicit_assets(
     layout: Sequence[dict],
     maps: Sequence[str],
     assigned: dict[str, list[str]],
+    rule_of: dict[str, int] | None = None,
 ) -> dict[str, list[str]]:
     """Bundle name → explicit asset ids (assigned first, then rule order, then cook order);
-    checks conflicts."""
+    checks conflicts. `rule_of`, when given, receives the layout rule index of each bundle."""
     bundles: dict[str, list[str]] = {}
     named_by: dict[str, tuple[int, str]] = {}  # asset → (rule index, bundle)
     for name in sorted(assigned):
@@ -267,6 +385,8 @@ def _explicit_assets(
                 continue  # a level two worlds share: it stays with the first
             named_by[asset_id] = (index, name)
             bundles.setdefault(name, []).append(asset_id)
+            if rule_of is not None:
+                rule_of.setdefault(name, index)
     return bundles
 
 

@@ -113,11 +113,11 @@ class _Documents:
 
     def load(self, relpath: str) -> tuple[Any, Any]:
         """(language, document), or raise _Stop with a message naming the file and line."""
-        language = registry.language_for(relpath)
         try:
             data = self.ctx.reader.read_bytes(relpath)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise _Absent(relpath) from None
+        language = registry.language_for(relpath, data)
         try:
             return language, language.parse(data, relpath)
         except DocumentError as exc:

@@ -5,8 +5,9 @@
   failing values. The shipped ones are also known without the package installed.
 - `orchestrate.path_languages`: path languages for other file types, name → object implementing
   `PathLanguage`. XML is built in and is the language of every file no plug-in claims. The
-  shipped `unity_yaml` (stages/sources/unity/paths.py) is also known without the package
-  installed, as the shipped checks are.
+  shipped `unity_yaml` (stages/sources/unity/paths.py) and `cocos_json`
+  (stages/sources/cocos/paths.py) are also known without the package installed, as the shipped
+  checks are.
 
 Compiled rules refer to plug-ins by name and "module:attribute" target (picklable); workers
 resolve them on first use and keep them for the process.
@@ -31,10 +32,14 @@ BUILTIN_CHECKS = {
     "rigidbody_deps": "stages.rules.builtins:rigidbody_deps",
     "compressed_src_tex": "stages.rules.builtins:compressed_src_tex",
     "unity_guid_resolves": "stages.sources.unity.checks:guid_resolves",
+    "cocos_uuid_resolves": "stages.sources.cocos.checks:uuid_resolves",
+    "cocos_in_auto_atlas": "stages.sources.cocos.checks:in_auto_atlas",
+    "cocos_bundle_not_nested": "stages.sources.cocos.checks:bundle_not_nested",
 }
 CHECK_PREFIXES = ("messiah_condfunc.", "condfunc.", "g83_runner.")
 BUILTIN_LANGUAGES = {
     "unity_yaml": "stages.sources.unity.paths:LANGUAGE",
+    "cocos_json": "stages.sources.cocos.paths:LANGUAGE",
 }
 
 
@@ -89,6 +94,8 @@ class PathLanguage(Protocol):
     the failure its line); `compile` raises ValueError on an expression it does not accept;
     `evaluate` returns (values, lines) — `lines[i]` is the 1-based line of `values[i]` or None.
     The compiled query need not pickle: rules keep the expression and compile it per process.
+    Optional: `accepts(data) -> bool`, for a language sharing a suffix with another (`.meta` is
+    Unity's YAML and Creator's JSON): it takes only the files whose content it accepts.
     """
 
     name: str
@@ -145,8 +152,10 @@ def path_languages() -> dict[str, Any]:
 _CLAIMS: list = [None, ()]  # [the languages dict they were taken from, ((suffixes, language), ...)]
 
 
-def language_for(relpath: str) -> Any:
-    """The language of a file: the plug-in whose suffix its name ends with, else XML."""
+def language_for(relpath: str, data: bytes | None = None) -> Any:
+    """The language of a file: the plug-in whose suffix its name ends with, else XML. When two
+    claim a suffix (`.meta` is Unity's YAML and Creator's JSON), a language with an `accepts`
+    method takes the file only if it accepts the content; without content, the others first."""
     languages = path_languages()
     if _CLAIMS[0] is not languages:  # once per registry, not per file
         _CLAIMS[:] = [
@@ -158,10 +167,15 @@ def language_for(relpath: str) -> Any:
             ),
         ]
     lowered = relpath.lower()
+    fallback = None
     for suffixes, language in _CLAIMS[1]:
         if lowered.endswith(suffixes):
-            return language
-    return XML
+            accepts = getattr(language, "accepts", None)
+            if accepts is None:
+                fallback = fallback or language
+            elif data is not None and accepts(data):
+                return language
+    return fallback or XML
 
 
 _QUERIES: dict[tuple[str, str], Any] = {}

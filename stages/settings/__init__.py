@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.typing import BuildSettings, Section
 
@@ -58,12 +58,36 @@ class LayoutRule(_Strict):
     maps: Literal["all"] | None = None
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+    priority: int | None = None  # for `shared_dependencies: priority` (default 1)
 
 
 class BundlesConfig(_Strict):
     layout: list[LayoutRule] = Field(default_factory=list)
-    shared_dependencies: Literal["extract", "duplicate"] = "extract"
+    # None: the source's own policy (`priority` for cocos, `extract` otherwise; stages/pack.py)
+    shared_dependencies: Literal["extract", "duplicate", "priority"] | None = None
     from_meta: bool = False
+
+
+COCOS_ENGINE_VARIABLE = "COCOS_ENGINE"
+ENGINE_ASSETS = ("editor", "assets")  # the built-in assets inside a Creator engine folder
+
+
+class CocosConfig(_Strict):
+    """`source: cocos`: the Creator install's engine folder, the included scenes, `internal`."""
+
+    engine: str | None = None  # default: $COCOS_ENGINE
+    scenes: list[str] | None = None  # None: every scene outside a bundle folder
+    internal: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_from_environment(cls, data: Any) -> Any:
+        """$COCOS_ENGINE unless `engine` is given: read as the build file loads, so the value
+        is part of the build file's slice and a changed variable re-collects."""
+        variable = os.environ.get(COCOS_ENGINE_VARIABLE)
+        if variable and isinstance(data, dict) and "engine" not in data:
+            return {**data, "engine": variable}
+        return data
 
 
 class ArchiveConfig(_Strict):
@@ -94,6 +118,30 @@ def rule_file_paths(build: BuildSettings) -> list[Path]:
     ]
 
 
+def cocos_engine_path(build: BuildSettings) -> Path | None:
+    """`cocos.engine` (or $COCOS_ENGINE), resolved against the build file's folder like
+    `project`; None when neither names one."""
+    engine = build.section("cocos")["engine"]
+    if not engine:
+        return None
+    return Path(os.path.normpath(Path(build.dir) / os.path.expanduser(engine)))
+
+
+def _check_cocos_engine(build: Any) -> None:
+    """For `source: cocos`, the engine folder, when named, holds the built-in assets."""
+    engine = cocos_engine_path(build)
+    if (
+        build.section("source") == "cocos"
+        and engine is not None
+        and not engine.joinpath(*ENGINE_ASSETS).is_dir()
+    ):
+        raise build.error(
+            f"cocos.engine {engine} holds no {'/'.join(ENGINE_ASSETS)} folder (name the "
+            f"engine folder of a Creator install, or unset {COCOS_ENGINE_VARIABLE})",
+            ("cocos", "engine"),
+        )
+
+
 def _check_rule_files(build: Any) -> None:
     """Every rule file the build names exists (found before anything runs)."""
     for path, name in zip(rule_file_paths(build), build.section("rules")["files"]):
@@ -104,7 +152,7 @@ def _check_rule_files(build: Any) -> None:
 SOURCE = Section(
     Annotated[str, AfterValidator(_source_name)],
     "messiah",
-    "the asset source that reads the project (messiah | unity)",
+    "the asset source that reads the project (messiah | unity | cocos)",
 )
 PLATFORM = Section(str, "generic", "the target platform, passed to cookers and the manifest")
 COLLECT = Section(CollectConfig, CollectConfig(), "what collect reads")
@@ -116,3 +164,10 @@ BUNDLES = Section(BundlesConfig, BundlesConfig(), "the bundle layout")
 ARCHIVE = Section(ArchiveConfig, ArchiveConfig(), "bundle compression")
 HASH = Section(HashConfig, HashConfig(), "bundle hashes and file names")
 LINK_XML = Section(LinkXmlConfig, LinkXmlConfig(), "link.xml")
+# Validated even when absent, so that $COCOS_ENGINE is read at each load.
+COCOS = Section(
+    Annotated[CocosConfig, Field(validate_default=True)],
+    {},
+    "source: cocos: the engine folder, the included scenes, the internal bundle",
+    check=_check_cocos_engine,
+)

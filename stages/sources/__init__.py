@@ -17,6 +17,7 @@ ENTRY_POINT_GROUP = "orchestrate.sources"
 BUILTIN_SOURCES = {
     "messiah": "stages.sources.messiah:SOURCE",
     "unity": "stages.sources.unity:SOURCE",
+    "cocos": "stages.sources.cocos:SOURCE",
 }
 
 

@@ -9,7 +9,7 @@ partial results are assembled in the driver (`assemble`) into a `SourceResult`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from orchestrator.hashing import fast_pickle
 from orchestrator.reads import Reader
@@ -72,6 +72,24 @@ class ParseUnit:
     files: tuple[str, ...]
 
 
+class Recipe(NamedTuple):
+    """How the cook makes an asset that no single project file holds (a Cocos auto-atlas page):
+    `cooker(asset_id, files, data)` ("module:function") returns the payload from the asset's
+    files, read through the reader; `version` and `data` (JSON-able) enter the unit's key."""
+
+    cooker: str
+    version: int
+    data: Any
+
+
+class PackHook(NamedTuple):
+    """A source's refinement of the bundles after the priority fill (Cocos: auto atlases, load
+    paths): `refine(fill, cooked, data)` ("module:function"), `data` picklable."""
+
+    target: str
+    data: Any
+
+
 @dataclass
 class SourceResult:
     """Everything collected: assets by id, the source-specific index for rules, problems, roots."""
@@ -90,10 +108,19 @@ class SourceResult:
     default_cooker: str = (
         ""  # cooker of Types `cook.cookers` does not list ("": the pipeline's default)
     )
+    # bundle → priority (`shared_dependencies: priority`)
+    bundle_priorities: dict[str, int] | None = None
+    recipes: dict[str, Recipe] = field(default_factory=dict)  # asset id → how it is cooked, if made
+    pack_hook: PackHook | None = None  # called by `shared_dependencies: priority` after the fill
 
 
 class AssetSource(Protocol):
-    """A project format. Implementations are module-level objects so they pickle by reference."""
+    """A project format. Implementations are module-level objects so they pickle by reference.
+
+    Optional: `configure(ctx) -> dict`, options the source reads of the build beyond `collect`
+    (keys starting with `_` stay in the driver, for `plan` and `assemble`); and
+    `shared_dependencies`, the bundle policy when the build file names none (`extract`).
+    """
 
     name: str
     version: int

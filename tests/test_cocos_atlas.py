@@ -1,0 +1,275 @@
+"""Auto atlases (`.pac`): membership, ids, the moves in the bundles, and the cooked page."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+import xxhash
+import yaml
+from cocos_projects import CocosProject, contents, frame, pack_project, redirects, texture
+from PIL import Image
+
+from orchestrator.cli import main
+from stages.cooking.cookers import unpack_files
+from stages.layout.priority import natural_key
+from stages.sources.cocos import collect_cocos
+from stages.sources.cocos.atlas import AtlasOptions, cook_page, layout_pages
+
+
+def expected_image_id(frames: list[str]) -> str:
+    """The spec's formula, computed here on its own."""
+    digest = xxhash.xxh32("".join(sorted(frames, key=natural_key)).encode(), seed=0).intdigest()
+    return "1" + format(digest, "x").ljust(8, "0")
+
+
+@pytest.fixture
+def atlas_project(tmp_path):
+    """An atlas folder outside any bundle: main uses one frame, bundle `low` (5) another."""
+    project = CocosProject(tmp_path)
+    project.folder("assets/low", bundle="low", priority=5)
+    pac = project.pac("assets/atlas/ui.pac")
+    one = project.image("assets/atlas/one.png", (10, 6), color=(255, 0, 0, 255))
+    two = project.image("assets/atlas/two.png", (4, 12), color=(0, 0, 255, 255))
+    unpackable = project.image("assets/atlas/big.png", (5, 5), packable=False)
+    huge = project.image("assets/atlas/huge.png", (1100, 4))
+    nested = project.image("assets/atlas/sub/n.png", (3, 3))
+    project.pac("assets/atlas/sub/sub.pac")
+    unused = project.image("assets/atlas/unused.png", (3, 3))
+    scene = project.scene(
+        "assets/s.scene", [frame(one), frame(unpackable), frame(huge), frame(nested)]
+    )
+    project.prefab("assets/low/p.prefab", [frame(two)])
+    return {
+        "root": tmp_path,
+        "pac": pac,
+        "one": one,
+        "two": two,
+        "unpackable": unpackable,
+        "huge": huge,
+        "nested": nested,
+        "unused": unused,
+        "scene": scene,
+    }
+
+
+def test_membership_and_ids(atlas_project):
+    """Packable frames under the .pac's folder (not a sub-.pac's), used, that fit; Creator's ids."""
+    source = collect_cocos(str(atlas_project["root"]))
+    atlas = next(a for a in source.pack_hook.data.atlases if a.pac == atlas_project["pac"])
+    members = [f.id for f in atlas.frames]
+    assert set(members) == {frame(atlas_project["one"]), frame(atlas_project["two"])}
+    (page,) = atlas.pages
+    assert page.image == expected_image_id(members)
+    assert page.texture == page.image + "@6c48a"
+    assert source.assets[page.texture].refs[0].target == page.image
+    assert page.image in source.roots["auto_atlas"] and page.texture in source.roots["auto_atlas"]
+    # The nested folder's .pac packs its own frame, which main uses.
+    sub = next(a for a in source.pack_hook.data.atlases if a.pac != atlas_project["pac"])
+    assert [f.id for f in sub.frames] == [frame(atlas_project["nested"])]
+
+
+def test_frames_move_textures_leave_and_the_lower_bundle_redirects(atlas_project):
+    """The first bundle gets the page; the lower one the texture as a redirect (and a dep);
+    unused frame textures and images leave both bundles."""
+    p = atlas_project
+    source, packing = pack_project(p["root"])
+    atlas = next(a for a in source.pack_hook.data.atlases if a.pac == p["pac"])
+    page = atlas.pages[0]
+    main_ids, low_ids = contents(packing, "main"), contents(packing, "low")
+    assert {frame(p["one"]), frame(p["two"]), page.image, page.texture} <= main_ids
+    for image in (p["one"], p["two"]):
+        assert image not in main_ids and texture(image) not in main_ids
+        assert image not in low_ids and texture(image) not in low_ids
+    assert redirects(packing, "low") == {page.texture: "main"}
+    assert "main" in packing.bundles["low"].dependencies
+    assert {frame(p["one"]), frame(p["two"])} <= low_ids
+    # Frames the atlas does not pack keep their own texture.
+    assert texture(p["unpackable"]) in main_ids
+    assert "default" not in packing.bundles
+
+
+def test_the_pac_in_a_bundle_folder_and_the_remove_options(tmp_path):
+    """With the .pac in the bundle's folder the remove options hold; the .pac leaves unless kept."""
+    project = CocosProject(tmp_path)
+    project.folder("assets/res", bundle="res")
+    pac = project.pac(
+        "assets/res/atlas.pac", removeTextureInBundle=False, removeSpriteAtlasInBundle=False
+    )
+    hero = project.image("assets/res/hero.png")
+    _, packing = pack_project(tmp_path)
+    held = set(packing.bundles["res"].assets)
+    assert texture(hero) in held and hero not in held  # texture kept, image removed
+    assert pac in held
+    project2 = CocosProject(tmp_path / "other")
+    project2.folder("assets/res", bundle="res")
+    pac2 = project2.pac("assets/res/atlas.pac")
+    hero2 = project2.image("assets/res/hero.png")
+    _, packing = pack_project(tmp_path / "other")
+    held = set(packing.bundles["res"].assets)
+    assert pac2 not in held and texture(hero2) not in held and frame(hero2) in held
+    assert pac2 not in packing.bundles["res"].source_fields["paths"]
+
+
+def test_the_page_is_cooked_with_every_frames_pixels(atlas_project):
+    """The page holds each frame's pixels at its recorded rectangle; same bytes every time."""
+    source = collect_cocos(str(atlas_project["root"]))
+    atlas = next(a for a in source.pack_hook.data.atlases if a.pac == atlas_project["pac"])
+    recipe = source.recipes[atlas.pages[0].image]
+    files = {
+        path: (atlas_project["root"] / path).read_bytes()
+        for path in source.assets[atlas.pages[0].image].files
+    }
+    payload = cook_page(atlas.pages[0].image, files, recipe.data)
+    assert payload == cook_page(atlas.pages[0].image, files, recipe.data)
+    parts = unpack_files(payload)
+    page = Image.open(io.BytesIO(parts["page.png"])).convert("RGBA")
+    records = {r["id"]: r for r in json.loads(parts["frames.json"])["frames"]}
+    one = records[frame(atlas_project["one"])]
+    two = records[frame(atlas_project["two"])]
+    assert (one["width"], one["height"]) in ((10, 6), (6, 10))
+    assert page.getpixel((one["x"] + one["width"] // 2, one["y"] + one["height"] // 2)) == (
+        255,
+        0,
+        0,
+        255,
+    )
+    assert page.getpixel((two["x"] + two["width"] // 2, two["y"] + two["height"] // 2)) == (
+        0,
+        0,
+        255,
+        255,
+    )
+    # Padding bleed: the pixel just outside a frame repeats its edge.
+    assert page.getpixel((one["x"] - 1, one["y"])) == (255, 0, 0, 255)
+    # Another interpreter (another process, as a worker is) writes the same bytes.
+    code = (
+        "import json,sys; from stages.sources.cocos.atlas import cook_page; "
+        "d=json.loads(sys.stdin.read()); "
+        "files={k: bytes.fromhex(v) for k, v in d['files'].items()}; "
+        "sys.stdout.write(cook_page(d['id'], files, d['data']).hex())"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        input=json.dumps(
+            {
+                "id": atlas.pages[0].image,
+                "data": recipe.data,
+                "files": {k: v.hex() for k, v in files.items()},
+            }
+        ),
+    )
+    assert bytes.fromhex(other.stdout) == payload
+
+
+def test_frames_that_need_several_pages_warn_and_each_page_has_its_own_id(tmp_path):
+    """More frames than one page holds: a warning naming the .pac; page ids from their frames."""
+    project = CocosProject(tmp_path)
+    project.folder("assets/res", bundle="res")
+    project.pac("assets/res/a.pac", maxWidth=32, maxHeight=32, padding=0)
+    images = [project.image(f"assets/res/i{n}.png", (20, 20)) for n in range(3)]
+    source, packing = pack_project(tmp_path)
+    atlas = source.pack_hook.data.atlases[0]
+    assert len(atlas.pages) == 3
+    (warning,) = [p for p in source.problems if p.kind == "atlas_pages"]
+    assert warning.file == "assets/res/a.pac.meta" and "3 pages" in warning.message
+    for page in atlas.pages:
+        assert page.image == expected_image_id(list(page.frames))
+        assert page.image in packing.bundles["res"].assets
+    assert {frame(i) for i in images} <= set(packing.bundles["res"].assets)
+
+
+def test_layout_is_deterministic_and_respects_the_page():
+    """Same frames, same placements; every rectangle inside the page with its padding."""
+    options = AtlasOptions(max_width=64, max_height=64, padding=1)
+    frames = [(f"f{n}", 5 + n, 9 - n % 4) for n in range(12)]
+    first = layout_pages(frames, options)
+    assert first == layout_pages(list(frames), options)
+    for page in first:
+        for p in page:
+            assert p.x - options.border >= 0 and p.x + p.width + options.border <= 64
+            assert p.y - options.border >= 0 and p.y + p.height + options.border <= 64
+
+
+def test_pipeline_cooks_the_page_and_reruns_byte_identically(atlas_project, tmp_path_factory):
+    """`orchestrate run` packs the cooked page into main; a second build writes the same bytes."""
+    root = atlas_project["root"]
+    work = tmp_path_factory.mktemp("atlas-runs")
+    outputs = []
+    for run in range(2):
+        build = work / f"build{run}.yaml"
+        build.write_text(
+            yaml.safe_dump(
+                {
+                    "project": str(root),
+                    "source": "cocos",
+                    "output": f"out{run}",
+                    "cache": f"cache{run}",
+                    "executor": {"kind": "local"},
+                    "bundles": {"from_meta": True},
+                }
+            ),
+            encoding="utf-8",
+        )
+        with pytest.raises(SystemExit) as stop:
+            main(["run", str(build)])
+        assert stop.value.code == 0
+        out = work / f"out{run}"
+        outputs.append(
+            {
+                p.relative_to(out).as_posix(): p.read_bytes()
+                for p in out.rglob("*")
+                if p.is_file() and "reports" not in p.parts
+            }
+        )
+    assert outputs[0] == outputs[1]
+    manifest = json.loads(outputs[0]["manifest.json"])
+    source = collect_cocos(str(root))
+    page = next(a for a in source.pack_hook.data.atlases if a.pac == atlas_project["pac"]).pages[0]
+    assert page.image in manifest["bundles"]["main"]["assets"]
+    assert manifest["bundles"]["low"]["redirects"][page.texture] == "main"
+
+
+@pytest.mark.ray
+def test_ray_workers_cook_the_same_page_bytes(
+    atlas_project, tmp_path_factory, ray_local, monkeypatch
+):
+    """Cooked on Ray workers (one-unit batches), the outputs equal the local executor's."""
+    import orchestrator.executors.ray as ray_executor
+
+    monkeypatch.setattr(ray_executor, "MIN_BATCH_UNITS", 1)
+    monkeypatch.setattr(ray_executor, "BATCHES_PER_WORKER", 1000)
+    root = atlas_project["root"]
+    work = tmp_path_factory.mktemp("atlas-executors")
+    outputs = {}
+    for executor in ("local", "ray"):
+        build = work / f"{executor}.yaml"
+        build.write_text(
+            yaml.safe_dump(
+                {
+                    "project": str(root),
+                    "source": "cocos",
+                    "output": f"out-{executor}",
+                    "cache": f"cache-{executor}",
+                    "executor": {"kind": executor},
+                    "bundles": {"from_meta": True},
+                }
+            ),
+            encoding="utf-8",
+        )
+        with pytest.raises(SystemExit) as stop:
+            main(["run", str(build)])
+        assert stop.value.code == 0
+        out = work / f"out-{executor}"
+        outputs[executor] = {
+            p.relative_to(out).as_posix(): p.read_bytes()
+            for p in out.rglob("*")
+            if p.is_file() and "reports" not in p.parts
+        }
+    assert outputs["local"] == outputs["ray"]
