@@ -56,10 +56,11 @@ def project(tmp_path) -> Path:
     return build
 
 
-
 def validate_json(build: Path, *extra: str) -> tuple[int, dict]:
     report = build.parent / "validate.json"
-    code = run_inprocess("validate", str(build), "--format", "json", "--output", str(report), *extra)
+    code = run_inprocess(
+        "validate", str(build), "--format", "json", "--output", str(report), *extra
+    )
     return code, json.loads(report.read_text(encoding="utf-8"))
 
 

@@ -103,7 +103,12 @@ def test_missing_rule_file(tmp_path):
             "command",
         ),
         ("project: project\nexecutor:\n  kindd: local\n", "executor.kindd", 3, "kind"),
-        ("project: project\ncollect:\n  skip_brokn: true\n", "collect.skip_brokn", 3, "skip_broken"),
+        (
+            "project: project\ncollect:\n  skip_brokn: true\n",
+            "collect.skip_brokn",
+            3,
+            "skip_broken",
+        ),
         ("project: project\nrules:\n  fail_onn: never\n", "rules.fail_onn", 3, "fail_on"),
         ("project: project\nhash:\n  append_hsh: true\n", "hash.append_hsh", 3, "append_hash"),
         ("project: project\nlink_xml:\n  assembli: A\n", "link_xml.assembli", 3, "assembly"),

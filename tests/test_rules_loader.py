@@ -142,9 +142,8 @@ def test_empty_or_non_text_severity_is_a_rule_error(tmp_path, given):
 
 def test_null_severity_is_the_default(tmp_path):
     """`severity:` with no value (null) is as if it were not given: error."""
-    assert load(tmp_path, "- {id: a, severity: , rpath: x, xpath: R, condition: [exists]}\n").rules[
-        0
-    ].severity == "error"
+    ruleset = load(tmp_path, "- {id: a, severity: , rpath: x, xpath: R, condition: [exists]}\n")
+    assert ruleset.rules[0].severity == "error"
 
 
 @pytest.mark.parametrize("field", ["rpath", "not_rpath", "filter", "not_filter"])

@@ -22,7 +22,7 @@ def cooklist(build_file, fmt) -> None:
     if fmt == "json":
         click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
     else:
-        click.echo(cooklist_text(cooked), nl=False)
+        click.echo(cooklist_text(cooked, result.outputs["source"].assets), nl=False)
     sys.exit(1 if build.section("cook")["fail_on_missing"] and cooked.missing else 0)
 
 
@@ -31,14 +31,14 @@ def cooklist(build_file, fmt) -> None:
 @click.argument("asset")
 def why(build_file, asset) -> None:
     """The chain from a root to ASSET (GUID, virtual path or path), or why it is not cooked."""
+    from stages.cooklist.explain import namer, why_text
     from stages.cooklist.explain import why as why_answers
-    from stages.cooklist.explain import why_text
 
     build, result = run_stages(build_file, ["dependency"])
-    answers = why_answers(
-        result.outputs["source"].assets, result.outputs["cooklist"], asset, build.section("cook")
-    )
-    click.echo(why_text(answers), nl=False)
+    assets = result.outputs["source"].assets
+    shown = namer(assets)
+    answers = why_answers(assets, result.outputs["cooklist"], asset, build.section("cook"), shown)
+    click.echo(why_text(answers, shown), nl=False)
 
 
 @click.command()
