@@ -12,7 +12,8 @@ import difflib
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -144,48 +145,91 @@ def _explain(exc: ValidationError, path: Path, node: Any, schema: type[BaseModel
     errors = exc.errors()
     # A misspelt key also leaves the key it meant missing: name the misspelling, which says both.
     error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = tuple(str(p) for p in error["loc"])
-    loc = tuple(p for p in loc if not p.startswith(("function-", "literal[", "ExternalCooker")))
-    key = ".".join(loc)
     kind = error["type"]
     if kind == "extra_forbidden":
-        parent = _model_at(schema, loc[:-1])
-        known = sorted(parent.model_fields) if parent else []
+        parent, model = _follow(schema, error["loc"][:-1])
+        loc = (*parent, str(error["loc"][-1]))
+        known = sorted(model.model_fields) if model is not None else []
         message = unknown_key_message(loc[-1], known)
-    elif kind == "missing":
-        message = f"required key '{loc[-1]}' is missing"
     else:
-        given = error.get("input")
-        message = f"{error['msg']} (got {given!r})" if not isinstance(given, dict) else error["msg"]
-    return ConfigError(message, file=str(path), line=line_of(node, loc), key=key)
+        loc, _ = _follow(schema, error["loc"])
+        if kind == "missing":
+            message = f"required key '{loc[-1]}' is missing"
+        else:
+            given = error.get("input")
+            message = (
+                f"{error['msg']} (got {given!r})" if not isinstance(given, dict) else error["msg"]
+            )
+    return ConfigError(message, file=str(path), line=line_of(node, loc), key=".".join(loc))
 
 
-def unknown_key_message(key: str, known: list[str]) -> str:
-    """`unknown key 'x' (did you mean 'y'?)`, or the keys there are when nothing is close."""
-    close = difflib.get_close_matches(key, known, n=1)
-    if close:
-        return f"unknown key '{key}' (did you mean '{close[0]}'?)"
-    return f"unknown key '{key}' (expected one of: {', '.join(known)})"
+def closest_key(key: str, known) -> str | None:
+    """The known key `key` is most likely a misspelling of, if any is close."""
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return close[0] if close else None
 
 
-def _model_at(schema: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] = schema
-    for part in loc:
-        if part.isdigit():
+def unknown_key_message(key: str, known: list[str], noun: str = "key") -> str:
+    """`unknown key 'x' (did you mean 'y'?)`, or the keys there are when nothing is close.
+
+    Rule files say the same of their fields (`noun="field"`).
+    """
+    close = closest_key(key, known)
+    if close is not None:
+        return f"unknown {noun} '{key}' (did you mean '{close}'?)"
+    return f"unknown {noun} '{key}' (expected one of: {', '.join(known)})"
+
+
+def _follow(schema: type[BaseModel], loc: tuple) -> tuple[tuple[str, ...], type[BaseModel] | None]:
+    """A pydantic error location as the user wrote it, and the model found at its end (None
+    when it ends elsewhere). pydantic puts a tag in the location where a value was tried
+    against one member of a union (`ExternalCooker`, `literal['copy','xml']`,
+    `function-after[...]`): tags are dropped, and a model's tag picks that member."""
+    shown: list[str] = []
+    options: list[Any] = [schema]  # what the value at this point of the path may be
+    for raw_part in loc:
+        part = str(raw_part)
+        members = [member for option in options for member in _members(option)]
+        tagged = [m for m in members if isinstance(m, type) and m.__name__ == part]
+        if tagged:
+            options = tagged
             continue
-        field = model.model_fields.get(part)
-        if field is None:
-            return None
-        annotation = field.annotation
-        inner = getattr(annotation, "__args__", None)
-        candidates = [annotation, *(inner or ())]
-        found = next(
-            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
-        )
-        if found is None:
-            return None
-        model = found
-    return model
+        if part.startswith(("function-", "literal[")):
+            continue
+        shown.append(part)
+        options = [inner for member in members for inner in _inner(member, part)]
+    models = [
+        member
+        for option in options
+        for member in _members(option)
+        if isinstance(member, type) and issubclass(member, BaseModel)
+    ]
+    return tuple(shown), (models[0] if models else None)
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The alternatives of an annotation: a union's members, Annotated and Optional unwrapped."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin is Union or origin is UnionType:
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    return [annotation]
+
+
+def _inner(annotation: Any, part: str) -> list[Any]:
+    """What `annotation` holds at key or index `part`: a model's field, a list's or a dict's
+    values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(part)
+        return [field.annotation] if field is not None else []
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin in (list, tuple, set, frozenset) and part.isdigit() and args:
+        return [args[0]]
+    if origin is dict and len(args) == 2:
+        return [args[1]]
+    return []
 
 
 def line_of(node: Any, loc: tuple[str, ...]) -> int | None:

@@ -24,10 +24,13 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
 
 
-def load(build_file: str, executor: str | None = None) -> Build:
-    """The build file, with `--executor` (when given) in place of `executor.kind`."""
-    overrides = {"executor": {"kind": executor}} if executor else None
-    return load_build(build_file, overrides)
+def load(build_file: str, executor: str | None = None, overrides: dict | None = None) -> Build:
+    """The build file, with `--executor` (when given) in place of `executor.kind`, and a
+    command's own `overrides` (section → keys) merged over what the file says."""
+    merged = {key: dict(value) for key, value in (overrides or {}).items()}
+    if executor:
+        merged.setdefault("executor", {})["kind"] = executor
+    return load_build(build_file, merged or None)
 
 
 def logger(log_format: str = "console", verbose: bool = False) -> Any:
@@ -145,14 +148,21 @@ def print_summary(table: str, rich_output: bool) -> None:
 
 
 def run_stages(
-    build_file: str, stages: list[str], executor: str | None = None, log_format: str = "console"
+    build_file: str,
+    stages: list[str],
+    executor: str | None = None,
+    log_format: str = "console",
+    overrides: dict | None = None,
 ) -> tuple[Build, Any]:
-    """Run just the named stages (and what they need) without the summary: (build, run)."""
+    """Run just the named stages (and what they need) without the summary: (build, run).
+
+    `overrides` (section → keys) are merged over the build file, as the command's own settings.
+    """
     from .lock import OutputLock
     from .scheduler import RunOptions, run_build
 
     log = logger(log_format)
-    build = load(build_file, executor)
+    build = load(build_file, executor, overrides)
     options = RunOptions(
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
         stages=stages,

@@ -14,7 +14,8 @@ from stages.sources import get_source, raise_on_fatal
 
 SPEC = StageSpec(
     name="collect",
-    version=1,
+    # 2: repository order compares folders segment by segment; empty Deps are kept in the index.
+    version=2,
     inputs=(),
     outputs=("files", "source"),
     config_keys=("project", "source", "collect", "cocos"),

@@ -17,7 +17,7 @@ from stages.layout.packing import source_bundles
 
 SPEC = StageSpec(
     name="dependency",
-    version=1,
+    version=2,  # 2: the cook list carries its findings by parts (CookList.findings)
     inputs=("source",),
     outputs=("cooklist", "cook_summary"),
     config_keys=("cook", "bundles"),

@@ -210,7 +210,10 @@ def test_graph_exports_and_text(tmp_path):
         dot.startswith("digraph")
         and f'"{B}" -> "{C}" [label="CollisionShape", style=dashed]' in dot
     )
-    assert f"{C}  <- Worlds/W.iworld > Levels/L.ilevel > {A} > {B} > {C}" in cooklist_text(cooklist)
+    a, b, c = (f"Props/{n} (Material) {g}" for n, g in (("a", A), ("b", B), ("c", C)))
+    text = cooklist_text(cooklist, assets)
+    assert f"  {c}  <- Worlds/W.iworld > Levels/L.ilevel > {a} > {b}\n" in text
+    assert "  Worlds/W.iworld  (root from maps)\n" in text
 
 
 def test_glob_semantics():

@@ -177,10 +177,16 @@ def test_why_and_cooklist_take_and_show_cocos_names(tmp_path, capsys):
     for name in ("db://assets/hero.png/spriteFrame", frame(hero), compress_uuid(frame(hero))):
         assert run("why", str(build), name) == 0
         out = capsys.readouterr().out
-        assert out.startswith(f"{frame(hero)} (db://assets/hero.png/spriteFrame): cooked: {scene}")
+        assert out.startswith(
+            f"db://assets/hero.png/spriteFrame (cc.SpriteFrame) {frame(hero)}: cooked: "
+            f"db://assets/s.scene {scene} > "
+        )
     assert run("cooklist", str(build)) == 0
     out = capsys.readouterr().out
-    assert f"{texture(hero)} (db://assets/hero.png/texture)  <- {scene} > " in out
+    assert (
+        f"db://assets/hero.png/texture (cc.Texture2D) {texture(hero)}  <- "
+        f"db://assets/s.scene {scene} > "
+    ) in out
 
 
 def test_a_nested_bundle_folder_stops_the_build_naming_both(tmp_path, capsys):

@@ -83,3 +83,56 @@ def test_missing_rule_file(tmp_path):
     """A rule file named by the build file must exist."""
     with pytest.raises(ConfigError, match="rule file 'nope.yaml' not found"):
         load_build(write(tmp_path, "project: project\nrules:\n  files: [nope.yaml]\n"))
+
+
+@pytest.mark.parametrize(
+    "text,key,line,meant",
+    [
+        ("projekt: project\n", "projekt", 1, "project"),
+        ("project: project\ncook:\n  mapz: []\n", "cook.mapz", 3, "maps"),
+        (
+            "project: project\nbundles:\n  layout:\n    - nmae: ui\n      include: [a]\n",
+            "bundles.layout.0.nmae",
+            4,
+            "name",
+        ),
+        (
+            "project: project\ncook:\n  cookers:\n    Texture: {comand: texconv}\n",
+            "cook.cookers.Texture.comand",
+            4,
+            "command",
+        ),
+        ("project: project\nexecutor:\n  kindd: local\n", "executor.kindd", 3, "kind"),
+        (
+            "project: project\ncollect:\n  skip_brokn: true\n",
+            "collect.skip_brokn",
+            3,
+            "skip_broken",
+        ),
+        ("project: project\nrules:\n  fail_onn: never\n", "rules.fail_onn", 3, "fail_on"),
+        ("project: project\nhash:\n  append_hsh: true\n", "hash.append_hsh", 3, "append_hash"),
+        ("project: project\nlink_xml:\n  assembli: A\n", "link_xml.assembli", 3, "assembly"),
+    ],
+)
+def test_misspelt_key_is_named_even_when_it_leaves_a_required_key_missing(
+    tmp_path, text, key, line, meant
+):
+    """Every section names a misspelt key with its suggestion, in one format, also when the
+    misspelling leaves a required key missing (project, a layout entry's name, a cooker's
+    command)."""
+    with pytest.raises(ConfigError) as err:
+        load_build(write(tmp_path, text))
+    misspelt = key.rsplit(".", 1)[-1]
+    assert err.value.message == f"unknown key '{misspelt}' (did you mean '{meant}'?)"
+    assert err.value.key == key and err.value.line == line
+    assert "required key" not in err.value.describe()
+
+
+def test_unknown_key_with_nothing_close_lists_the_keys_of_its_section(tmp_path):
+    """A key close to nothing lists the keys its section has (an external cooker's too)."""
+    path = write(tmp_path, "project: project\ncook:\n  cookers:\n    Mesh: {zzz: 1}\n")
+    with pytest.raises(ConfigError) as err:
+        load_build(path)
+    assert err.value.message == (
+        "unknown key 'zzz' (expected one of: command, output_ext, timeout, version)"
+    )

@@ -371,3 +371,69 @@ def test_duplicated_guid_keeps_hard_references_over_soft_ones_across_items(tmp_p
         (t1, HARD, "Deps"),
         (t2, SOFT, "attribute file"),
     ]
+
+
+def test_repository_order_puts_a_folder_before_its_subfolders(tmp_path):
+    """Repositories are ordered by folder, segment by segment (ExtraRepo, ExtraRepo/Sub,
+    ExtraRepoB): it orders a GUID's items in every set and decides a ResourceFile's Type."""
+    g = guid(40)
+    write_repository(tmp_path, "ExtraRepoB", [Item(g, "b", "P", type="Sound", folder=False)])
+    write_repository(tmp_path, "ExtraRepo/Sub", [Item(g, "s", "P", type="Mesh", folder=False)])
+    write_repository(tmp_path, "ExtraRepo", [Item(g, "e", "P", type="Model", folder=False)])
+    write(tmp_path, "Zed/resource.repository", "<Repository><Items/></Repository>")
+    write(tmp_path, f"Zed/P/{g}/resource.xml", "<R/>")
+    result = collect_project(str(tmp_path))
+    index = result.index
+    assert [r.Repository for r in index.res_in_repo[g]] == ["ExtraRepo", "Sub", "ExtraRepoB"]
+    root = posix(tmp_path)
+    assert [entry[4] for entry in index.all_res()[g]] == [
+        f"{root}/ExtraRepo/resource.repository",
+        f"{root}/ExtraRepo/Sub/resource.repository",
+        f"{root}/ExtraRepoB/resource.repository",
+    ]
+    (folder,) = index.res_in_disk[g]
+    assert folder.Repository == "Zed" and folder.Type == "Model"
+    asset = result.assets[g]
+    assert asset.type == "Model" and asset.virtual_paths == ("P/e", "P/s", "P/b")
+
+
+def test_repository_order_key_compares_segments():
+    """`repository_order` sorts the root's repository first and a parent before its children."""
+    from stages.sources.messiah.reader import repository_order
+
+    files = [
+        "ExtraRepoB/resource.repository",
+        "ExtraRepo/Sub/resource.repository",
+        "resource.repository",
+        "ExtraRepo/resource.repository",
+        "ExtraRepo/Sub/Deeper/resource.repository",
+        "ExtraRepo/Sub2/resource.repository",
+    ]
+    assert sorted(files, key=repository_order) == [
+        "resource.repository",
+        "ExtraRepo/resource.repository",
+        "ExtraRepo/Sub/resource.repository",
+        "ExtraRepo/Sub/Deeper/resource.repository",
+        "ExtraRepo/Sub2/resource.repository",
+        "ExtraRepoB/resource.repository",
+    ]
+
+
+def test_empty_deps_are_in_the_index_but_are_no_references(tmp_path):
+    """Every Deps child is in the index, an empty one as ''; references skip the empty ones."""
+    g, dep = guid(41), guid(42)
+    write(
+        tmp_path,
+        "Repo/resource.repository",
+        "<Repository><Items><Item><Type>Model</Type><GUID>"
+        + g
+        + "</GUID><Package>P</Package><Deps/><Deps>"
+        + dep
+        + "</Deps><Deps>  </Deps><Name>m</Name></Item></Items></Repository>",
+    )
+    write(tmp_path, f"Repo/P/{g}/resource.xml", "<R/>")
+    result = collect_project(str(tmp_path))
+    (resource,) = result.index.res_in_repo[g]
+    assert resource.Deps == ("", dep, "")
+    assert result.index.all_res()[g][0][3] == ["", dep, ""]
+    assert [(r.target, r.strength) for r in result.assets[g].refs] == [(dep, HARD)]

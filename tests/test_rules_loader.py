@@ -79,6 +79,25 @@ def test_unknown_field_suggests_the_close_one(tmp_path):
     assert "did you mean 'condition'" in error_of(tmp_path, id="a", conditon=["exists"])
 
 
+def test_misspelt_required_field_is_named_with_its_suggestion(tmp_path):
+    """`xpaht:` leaves xpath missing: the message names the misspelling with the suggestion,
+    in the build file's format, instead of only a missing field; other gaps are still named."""
+    import yaml
+
+    rule = {"id": "a", "rpath": "x", "xpaht": "*,Name"}
+    ruleset = load(tmp_path, yaml.safe_dump([rule]))
+    message = ruleset.rule_errors[0]["message"]
+    assert "unknown field 'xpaht' (did you mean 'xpath'?)" in message
+    assert "'xpath' is missing" not in message
+    assert "required field 'condition' is missing" in message
+
+
+def test_unknown_field_close_to_nothing_lists_the_fields(tmp_path):
+    """A field close to no known one is listed with the fields a rule may have."""
+    message = error_of(tmp_path, id="a", zzz=1)
+    assert "unknown field 'zzz' (expected one of: name, description, id, severity," in message
+
+
 @pytest.mark.parametrize("field", ["rpath", "xpath", "condition"])
 def test_missing_or_null_required_field(tmp_path, field):
     """A missing or null required field is a rule error."""
@@ -112,6 +131,19 @@ def test_severity_names(tmp_path, given, expected):
 def test_unknown_severity_is_a_rule_error(tmp_path):
     """An unknown severity is a rule error."""
     assert "unknown severity" in error_of(tmp_path, id="a", severity="fatal")
+
+
+@pytest.mark.parametrize("given", ["", "  ", 0, False])
+def test_empty_or_non_text_severity_is_a_rule_error(tmp_path, given):
+    """The empty string (or blanks, or a value that names no severity) is an unknown severity,
+    not the default."""
+    assert f"unknown severity {given!r}" in error_of(tmp_path, id="a", severity=given)
+
+
+def test_null_severity_is_the_default(tmp_path):
+    """`severity:` with no value (null) is as if it were not given: error."""
+    ruleset = load(tmp_path, "- {id: a, severity: , rpath: x, xpath: R, condition: [exists]}\n")
+    assert ruleset.rules[0].severity == "error"
 
 
 @pytest.mark.parametrize("field", ["rpath", "not_rpath", "filter", "not_filter"])

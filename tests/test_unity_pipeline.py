@@ -172,23 +172,28 @@ def test_cook_list_and_problems_through_the_pipeline(unity_copy: Path, capsys):
 
 
 def test_why_prints_the_chain_of_a_unity_asset(unity_copy: Path, capsys):
-    """`orchestrate why` names a Unity path's chain from its scene, or why it is not cooked."""
+    """`orchestrate why` names a Unity path's chain from its scene, or why it is not cooked:
+    each asset by its path and type (a Unity id is its path: not shown twice), scenes by path."""
     build = write_build(unity_copy)
     rage = "Assets/HalfSLG/ScriptableObjects/BBSystem/Chips/Rage.asset"
+    scriptable = "(UnityEngine.ScriptableObject)"
     assert run_cli("why", str(build), rage) == 0
     assert capsys.readouterr().out == (
-        f"{rage}: cooked: Assets/HalfSLG/Scenes/SceneBattle.unity > "
-        "Assets/HalfSLG/ScriptableObjects/BattleTeam/Hero.asset > "
-        f"Assets/HalfSLG/ScriptableObjects/BBSystem/System/Dps.asset > {rage} (root from source:scenes)\n"
+        f"{rage} {scriptable}: cooked: Assets/HalfSLG/Scenes/SceneBattle.unity > "
+        f"Assets/HalfSLG/ScriptableObjects/BattleTeam/Hero.asset {scriptable} > "
+        f"Assets/HalfSLG/ScriptableObjects/BBSystem/System/Dps.asset {scriptable} > "
+        f"{rage} {scriptable} (root from source:scenes)\n"
     )
-    frame = "Assets/HalfSLG/Textures/Common_0/hexWhiteFrame.png"
-    assert run_cli("why", str(build), frame) == 0
+    frame = "Assets/HalfSLG/Textures/Common_0/hexWhiteFrame.png (UnityEngine.Texture2D)"
+    assert run_cli("why", str(build), frame.split(" ")[0]) == 0
     assert capsys.readouterr().out == (
-        f"{frame}: cooked: Assets/HalfSLG/Resources/Prefabs/BattleMapUnits/BattleUnit.prefab > "
-        f"{frame} (root from source:resources)\n"
+        f"{frame}: cooked: Assets/HalfSLG/Resources/Prefabs/BattleMapUnits/BattleUnit.prefab "
+        f"(UnityEngine.GameObject) > {frame} (root from source:resources)\n"
     )
     assert run_cli("why", str(build), "Assets/HalfSLG/Scenes/SceneLobby.unity") == 0
-    assert "not cooked: unreachable" in capsys.readouterr().out
+    assert capsys.readouterr().out == (
+        "Assets/HalfSLG/Scenes/SceneLobby.unity: not cooked: unreachable (no root references it)\n"
+    )
     assert run_cli("why", str(build), CHINESE_FONT) == 0
     assert capsys.readouterr().out.startswith(f"{CHINESE_FONT}: missing: not found in the project")
 

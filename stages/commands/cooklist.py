@@ -22,8 +22,7 @@ def cooklist(build_file, fmt) -> None:
     if fmt == "json":
         click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
     else:
-        describe = getattr(result.outputs["source"].index, "describe", None)
-        click.echo(cooklist_text(cooked, describe), nl=False)
+        click.echo(cooklist_text(cooked, result.outputs["source"].assets), nl=False)
     sys.exit(1 if build.section("cook")["fail_on_missing"] and cooked.missing else 0)
 
 
@@ -33,15 +32,17 @@ def cooklist(build_file, fmt) -> None:
 def why(build_file, asset) -> None:
     """The chain from a root to ASSET (GUID, virtual path or path; for Cocos an id, a
     compressed id or a db:// URL), or why it is not cooked."""
+    from stages.cooklist.explain import namer, why_text
     from stages.cooklist.explain import why as why_answers
-    from stages.cooklist.explain import why_text
 
     build, result = run_stages(build_file, ["dependency"])
     source = result.outputs["source"]
     canonical = getattr(source.index, "canonical", None)  # e.g. a Cocos compressed uuid
     asset = canonical(asset) if canonical is not None else asset
-    answers = why_answers(source.assets, result.outputs["cooklist"], asset, build.section("cook"))
-    click.echo(why_text(answers, getattr(source.index, "describe", None)), nl=False)
+    assets = source.assets
+    shown = namer(assets)
+    answers = why_answers(assets, result.outputs["cooklist"], asset, build.section("cook"), shown)
+    click.echo(why_text(answers, shown), nl=False)
 
 
 @click.command()

@@ -9,6 +9,9 @@ import click
 
 from orchestrator.runs import run_stages
 
+# `collect` as `validate` runs it after a project file did not parse: going on without it.
+GO_ON_WITHOUT_BROKEN_FILES = {"collect": {"skip_broken": True}}
+
 
 @click.command()
 @click.argument("build_file", type=click.Path(dir_okay=False))
@@ -26,7 +29,7 @@ def validate(build_file, fmt, output, executor) -> None:
     from stages import validate as stage
     from stages.rules.report import render
 
-    build, result = run_stages(build_file, ["validate"], executor)
+    build, result = run_validation(build_file, executor)
     data = render(result.outputs["validation"], fmt)
     if output:
         from orchestrator.cache import atomic_write
@@ -36,3 +39,18 @@ def validate(build_file, fmt, output, executor) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     sys.exit(1 if stage.verdict(build, result.outputs) else 0)
+
+
+def run_validation(build_file: str, executor: str | None):
+    """Collect and validate. For `validate` a project file that does not parse is a finding,
+    not bad input (spec/pipeline.md, exit codes): when collect stops on one, collect runs again
+    going on without it, as `collect.skip_broken` does, so its items are absent from the index,
+    every rule that selects it fails on it with its line (spec/rules.md, parse failures), and
+    every other file is checked. The first attempt runs the build file as written, so a clean
+    project shares every cached unit with `orchestrate run`."""
+    from stages.sources import BrokenProjectFile
+
+    try:
+        return run_stages(build_file, ["validate"], executor)
+    except BrokenProjectFile:
+        return run_stages(build_file, ["validate"], executor, overrides=GO_ON_WITHOUT_BROKEN_FILES)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 from orchestrator.hashing import digest_value
 from stages.algorithms.graphs import strongly_connected
-from stages.sources.base import HARD, SOFT, Asset, CookList
+from stages.sources.base import HARD, SOFT, Asset, CookList, Finding
 
 from .roots import (
     COOK_DEFAULTS,
@@ -48,6 +48,7 @@ class _Closure:
         self.chains: dict[str, tuple[str, ...]] = {}
         self.missing: dict[str, str] = {}
         self.never_refs: dict[str, str] = {}
+        self.findings: dict[str, Finding] = {}  # the reasons of both, by parts
         self.external: dict[str, None] = {}
         self.queue: deque[str] = deque()
 
@@ -61,8 +62,11 @@ class _Closure:
                 return f"editor content ({segment}/)"
         return None
 
-    def reach(self, target: str, chain: tuple[str, ...], via: str) -> None:
-        """`target` reached by `chain` (its referrer's chain, or () for a root)."""
+    def reach(
+        self, target: str, chain: tuple[str, ...], reference: str = "", root: str = ""
+    ) -> None:
+        """`target` reached by `chain` (its referrer's chain, with the reference's "soft: label"
+        when soft), or as a root (`root`: "root from cook.maps", …)."""
         if target in self.chains or target in self.missing or target in self.never_refs:
             return
         if target in self.external_ids:
@@ -70,14 +74,20 @@ class _Closure:
             return
         asset = self.assets.get(target)
         if asset is None or not cookable(asset):
-            self.missing[target] = f"{unavailable_reason(target, asset)}; {via}"
+            self.found(
+                self.missing, target, unavailable_reason(target, asset), chain, reference, root
+            )
             return
         reason = self.excluded(asset)
         if reason is not None:
-            self.never_refs[target] = f"{reason}; {via}"
+            self.found(self.never_refs, target, reason, chain, reference, root)
             return
         self.chains[target] = chain + (target,)
         self.queue.append(target)
+
+    def found(self, table: dict[str, str], target: str, cause: str, *how) -> None:
+        finding = self.findings[target] = Finding(cause, *how)
+        table[target] = finding.text()
 
     def add_roots(self, kind: str, ids: list[str]) -> None:
         for asset_id in ids:
@@ -88,7 +98,7 @@ class _Closure:
                 if kind.startswith("source:")
                 else f"cook.{kind}"
             )
-            self.reach(asset_id, (), f"root from {origin}")
+            self.reach(asset_id, (), root=f"root from {origin}")
 
     def run(self) -> None:
         while self.queue:
@@ -99,8 +109,8 @@ class _Closure:
                     continue
                 if ref.target in self.chains:
                     continue
-                suffix = f" ({ref.strength}: {ref.label})" if ref.strength == SOFT else ""
-                self.reach(ref.target, chain, f"chain {chain_text(chain)}{suffix}")
+                reference = f"{ref.strength}: {ref.label}" if ref.strength == SOFT else ""
+                self.reach(ref.target, chain, reference)
 
     def followed(self, asset_id: str) -> list[str]:
         return [
@@ -173,7 +183,7 @@ def compute_cooklist(
     roots = cook_roots(assets, cook, bundles, source_roots)
     closure = _Closure(assets, cook, external)
     for name, reason in roots.unresolved.items():
-        closure.missing[name] = reason
+        closure.found(closure.missing, name, reason)
     for kind, ids in roots.first.items():
         # The fallback roots are already filtered; anything left out there is not an error.
         closure.add_roots(kind, ids)
@@ -197,6 +207,7 @@ def compute_cooklist(
         roots=all_roots,
         external=list(closure.external),
         failure=failure,
+        findings=closure.findings,
     )
 
 

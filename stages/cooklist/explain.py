@@ -1,5 +1,10 @@
 """The cook list for people: why an asset is (not) cooked, the cook list as text, and the
-reference graph as JSON or Graphviz DOT."""
+reference graph as JSON or Graphviz DOT.
+
+People know assets by name, not by id: the text forms show each asset as `display_name` gives
+it (a resource by virtual path, type and id; a world or level by its path), chains included.
+The data (`why`'s answers, `CookList.to_json`, the graph) keep ids, which machines read.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,47 @@ from .roots import (
     unavailable_reason,
 )
 
+# -- names for people ------------------------------------------------------------------------
+
+
+def display_name(asset: Asset) -> str:
+    """How people know an asset, from its own fields whatever the source: a resource as
+    `Package/Name (Type) GUID` (every virtual path, ` | `-separated, when the GUID has several
+    items; its folder when it has none; the id left out when a path already shows it, as a
+    Unity asset's path does); a world or level by its path."""
+    shown = " | ".join(asset.virtual_paths) or (asset.folders[0] if asset.folders else "")
+    if asset.kind in (WORLD, LEVEL):
+        shown = shown or asset.id
+        return shown if asset.id in shown else f"{shown} {asset.id}"
+    if not shown:
+        return f"{asset.id} ({asset.type})" if asset.type else asset.id
+    parts = [shown]
+    if asset.type:
+        parts.append(f"({asset.type})")
+    if asset.id not in shown:
+        parts.append(asset.id)
+    return " ".join(parts)
+
+
+def namer(assets: dict[str, Asset]) -> Callable[[str], str]:
+    """id → `display_name` of its asset; an id the project does not have (a missing reference,
+    a name from the build file) is shown as it is."""
+    names: dict[str, str] = {}
+
+    def name(asset_id: str) -> str:
+        known = names.get(asset_id)
+        if known is None:
+            asset = assets.get(asset_id)
+            known = names[asset_id] = display_name(asset) if asset is not None else asset_id
+        return known
+
+    return name
+
+
+def _ids(asset_id: str) -> str:
+    return asset_id
+
+
 # -- why -------------------------------------------------------------------------------------
 
 
@@ -30,32 +76,50 @@ class WhyAnswer(NamedTuple):
 
 
 def why(
-    assets: dict[str, Asset], cooklist: CookList, name: str, cook: dict | None = None
+    assets: dict[str, Asset],
+    cooklist: CookList,
+    name: str,
+    cook: dict | None = None,
+    shown: Callable[[str], str] = _ids,
 ) -> list[WhyAnswer]:
     """Why an asset (GUID, virtual path or project-relative path) is cooked — its chain — or why
-    not. `cook` (the build file's section) sharpens the answer for assets nothing reached."""
+    not. `cook` (the build file's section) sharpens the answer for assets nothing reached.
+    The reasons show the ids of their chains as `shown` gives them (ids by default; `namer`
+    for people)."""
     ids = resolve(assets, name) or [name.strip()]
     answers = []
     for asset_id in ids:
         if asset_id in cooklist.chains:
             chain = cooklist.chains[asset_id]
-            kinds = [kind for kind, members in cooklist.roots.items() if chain[0] in members]
-            root = f"root from {', '.join(kinds)}" if kinds else "root"
+            root = _root_text(cooklist, chain[0])
             answers.append(
-                WhyAnswer(asset_id, True, chain, f"cooked: {chain_text(chain)} ({root})")
+                WhyAnswer(
+                    asset_id, True, chain, f"cooked: {chain_text(map(shown, chain))} ({root})"
+                )
             )
         else:
-            answers.append(
-                WhyAnswer(asset_id, False, (), _not_cooked_reason(assets, cooklist, asset_id, cook))
-            )
+            reason = _not_cooked_reason(assets, cooklist, asset_id, cook, shown)
+            answers.append(WhyAnswer(asset_id, False, (), reason))
     return answers
 
 
-def _not_cooked_reason(assets, cooklist: CookList, asset_id: str, cook: dict | None) -> str:
+def _root_text(cooklist: CookList, root_id: str) -> str:
+    """The root kinds that name `root_id`, as "root from maps, layout"."""
+    kinds = [kind for kind, members in cooklist.roots.items() if root_id in members]
+    return f"root from {', '.join(kinds)}" if kinds else "root"
+
+
+def _found(cooklist: CookList, table: dict[str, str], asset_id: str, shown) -> str:
+    """A missing or never-cooked id's reason, with its chain as `shown` gives it."""
+    finding = cooklist.findings.get(asset_id)
+    return table[asset_id] if finding is None else finding.text(shown)
+
+
+def _not_cooked_reason(assets, cooklist: CookList, asset_id: str, cook: dict | None, shown) -> str:
     if asset_id in cooklist.missing:
-        return f"missing: {cooklist.missing[asset_id]}"
+        return f"missing: {_found(cooklist, cooklist.missing, asset_id, shown)}"
     if asset_id in cooklist.never_cook_refs:
-        return f"not cooked: {cooklist.never_cook_refs[asset_id]}"
+        return f"not cooked: {_found(cooklist, cooklist.never_cook_refs, asset_id, shown)}"
     asset = assets.get(asset_id)
     if asset is None:
         return "not found in the project (no asset with this GUID, virtual path or path)"
@@ -76,42 +140,41 @@ def _not_cooked_reason(assets, cooklist: CookList, asset_id: str, cook: dict | N
     return "not cooked: unreachable (no root references it)"
 
 
-Describe = Callable[[str], str | None]
-"""A source index's `describe(asset_id)`: a name to show beside the id (a Cocos asset's URL)."""
-
-
-def why_text(answers: list[WhyAnswer], describe: Describe | None = None) -> str:
-    """One line per answer; `describe` (a source index's) names each id beside it (a URL)."""
-    return "\n".join(f"{_named(a.id, describe)}: {a.reason}" for a in answers) + "\n"
-
-
-def _named(asset_id: str, describe: Describe | None) -> str:
-    label = describe(asset_id) if describe is not None else None
-    return f"{asset_id} ({label})" if label and label != asset_id else asset_id
+def why_text(answers: list[WhyAnswer], shown: Callable[[str], str] = _ids) -> str:
+    """`orchestrate why`: one line per answer, the asset as `shown` gives it (pass the same
+    `shown` as to `why`)."""
+    return "\n".join(f"{shown(a.id)}: {a.reason}" for a in answers) + "\n"
 
 
 # -- text and graph exports ------------------------------------------------------------------
 
 
-def cooklist_text(cooklist: CookList, describe: Describe | None = None) -> str:
-    """The cook list for people: cooked ids with their chains, then every problem; `describe`
-    (a source index's) names each cooked id beside it (a Cocos asset's URL)."""
+def cooklist_text(cooklist: CookList, assets: dict[str, Asset]) -> str:
+    """The cook list for people: each cooked asset with the chain that brought it in (or the
+    kinds of root it is), then every problem, each asset by its `display_name`."""
+    name = namer(assets)
     lines = [f"cooked ({len(cooklist.cooked)}):"]
-    lines += [
-        f"  {_named(asset_id, describe)}  <- {chain_text(cooklist.chains[asset_id])}"
-        for asset_id in cooklist.cooked
-    ]
-    for title, table in (
-        ("missing", cooklist.missing),
-        ("ambiguous", cooklist.ambiguous),
-        ("never_cook references", cooklist.never_cook_refs),
+    for asset_id in cooklist.cooked:
+        chain = cooklist.chains[asset_id]
+        if len(chain) > 1:
+            lines.append(f"  {name(asset_id)}  <- {chain_text(map(name, chain[:-1]))}")
+        else:
+            lines.append(f"  {name(asset_id)}  ({_root_text(cooklist, asset_id)})")
+    for title, table, has_chains in (
+        ("missing", cooklist.missing, True),
+        ("ambiguous", cooklist.ambiguous, False),
+        ("never_cook references", cooklist.never_cook_refs, True),
     ):
         if table:
             lines.append(f"{title} ({len(table)}):")
-            lines += [f"  {key}: {value}" for key, value in table.items()]
+            lines += [
+                f"  {name(key)}: "
+                + (_found(cooklist, table, key, name) if has_chains else table[key])
+                for key in table
+            ]
     if cooklist.cycles:
         lines.append(f"cycles ({len(cooklist.cycles)}):")
-        lines += [f"  {chain_text(cycle + cycle[:1])}" for cycle in cooklist.cycles]
+        lines += [f"  {chain_text(map(name, cycle + cycle[:1]))}" for cycle in cooklist.cycles]
     if cooklist.external:
         lines.append(f"external ({len(cooklist.external)}): {', '.join(cooklist.external)}")
     if cooklist.failure:

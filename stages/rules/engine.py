@@ -25,7 +25,7 @@ from orchestrator.reads import Reader, to_posix
 
 from . import registry
 from .conditions import Verdict, check, lines_of
-from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view
+from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
 from .sandbox import CustomCodeTimeout, custom_namespace, expression_globals, time_limit
@@ -254,7 +254,9 @@ class _RuleRun:
 
 def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
     """Check one file against `rules`; returns a tuple of RuleOutcome (one per rule digest)."""
-    with paused_gc():  # see orchestrator/memory.py: a large file's checking is such a burst
+    # paused_gc: see orchestrator/memory.py, a large file's checking is such a burst;
+    # reading_for: files that custom code reads through res_filter's functions are this unit's.
+    with paused_gc(), reading_for(reader):
         return _check_file(relpath, rules, shared, reader)
 
 

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from lxml import etree
+
+from orchestrator.reads import Reader
 
 from .paths import DocumentError, node_text, parse_xml
 
@@ -70,21 +75,21 @@ class IndexView:
         return getattr(self.index, attribute) if self.available else frozenset()
 
     def namespaces(self) -> tuple[Any, Any]:
-        """(res_store, res_filter), the objects `import res_store` / `import res_filter` give."""
+        """(res_store, res_filter), the objects `import res_store` / `import res_filter` give:
+        the 2.0 sets; the 1.x sets with the four predefined functions, as ArtEase's custom code
+        calls them (`res_filter.guidToRealPath(data=..., filepath=...)`)."""
         if self._namespaces is None:
             if self.available:
-                self._namespaces = self.index.namespaces()
+                res_store, sets = self.index.namespaces()
             else:
-                from types import SimpleNamespace
-
-                self._namespaces = (
-                    SimpleNamespace(
-                        res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()
-                    ),
-                    SimpleNamespace(
-                        ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(), ALL_USED_ILEVEL=set()
-                    ),
+                res_store = SimpleNamespace(
+                    res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()
                 )
+                sets = SimpleNamespace(
+                    ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(), ALL_USED_ILEVEL=set()
+                )
+            res_filter = SimpleNamespace(**vars(sets), **functions_for_custom_code(self))
+            self._namespaces = (res_store, res_filter)
         return self._namespaces
 
     def resource_files(self, guid: Any) -> tuple:
@@ -195,3 +200,45 @@ PREDEFINED_FUNCTIONS: dict[str, tuple[Callable, bool]] = {
     "res_filter.getResourcesInILevel": (resources_in_ilevel, False),
     "res_filter.validGUID": (valid_guid, False),
 }
+
+
+# -- the same functions for custom code ----------------------------------------------------------
+# Custom code (func_str, 满足表达式) calls them as ArtEase does: `f(data=[...], filepath=F)`,
+# returning the new list. The namespaces holding them live as long as the process, while the
+# files they read must enter the cache key of the unit being checked: the engine names that
+# unit's reader for the duration of the check (`reading_for`).
+
+_UNIT_READER: ContextVar[Any] = ContextVar("orchestrate_rule_unit_reader", default=None)
+
+
+@contextmanager
+def reading_for(reader: Any) -> Iterator[None]:
+    """Route reads of the predefined functions that custom code calls through `reader`."""
+    token = _UNIT_READER.set(reader)
+    try:
+        yield
+    finally:
+        _UNIT_READER.reset(token)
+
+
+def functions_for_custom_code(view: IndexView) -> dict[str, Callable]:
+    """`res_filter.<name>` → the predefined function as custom code calls it."""
+    found = {}
+    for qualified, (function, _) in PREDEFINED_FUNCTIONS.items():
+        name = qualified.partition(".")[2]
+        found[name] = _for_custom_code(function, view, name)
+    return found
+
+
+def _for_custom_code(function: Callable, view: IndexView, name: str) -> Callable:
+    def call(data: Any = (), filepath: Any = None, **_others: Any) -> list:
+        # `filepath` and any other keyword are accepted and unused, as ArtEase's **pdict
+        values = [data] if isinstance(data, (str, bytes)) else list(data or ())
+        # Outside a unit (func_str's top level runs when the rules load) files come from disk.
+        reader = _UNIT_READER.get() or Reader(view.root)
+        out, _ = function(values, [None] * len(values), EvalContext(view.root, view, reader))
+        return out
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = function.__doc__
+    return call

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config import unknown_key_message
 from orchestrator.errors import RuleFileError
 from orchestrator.hashing import digest_value
 from orchestrator.yamlfile import read_yaml
@@ -255,14 +256,17 @@ def _compile_fields(
     raw: dict, label: str, position: int, where: str, view, timeout
 ) -> tuple[CompiledRule, list[str]]:
     problems: list[str] = []
-    unknown = [key for key in raw if key not in FIELDS]
-    for key in unknown:
-        close = difflib.get_close_matches(str(key), FIELDS, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        problems.append(f"unknown field '{key}'{hint}")
+    meant: set[str] = set()  # fields a misspelling stands for
+    for key in raw:
+        if key not in FIELDS:
+            problems.append(unknown_key_message(str(key), list(FIELDS), noun="field"))
+            meant.update(difflib.get_close_matches(str(key), FIELDS, n=1))
     if "enabled" in raw and not isinstance(raw["enabled"], bool):
         problems.append(f"enabled must be true or false, not {raw['enabled']!r}")
     for key in REQUIRED:
+        # A misspelt field also leaves the field it meant missing: the misspelling says both.
+        if key in meant and key not in raw:
+            continue
         if raw.get(key) is None:
             problems.append(
                 f"required field '{key}' is missing"
@@ -281,7 +285,9 @@ def _compile_fields(
     ):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             problems.append(f"{key} must be a string, not {type(raw[key]).__name__}")
-    severity = SEVERITIES.get(str(raw.get("severity") or "error").strip().lower())
+    given = raw.get("severity")
+    # null is "not given"; any text, the empty string included, must name a severity.
+    severity = SEVERITIES.get("error" if given is None else str(given).strip().lower())
     if severity is None:
         problems.append(
             f"unknown severity {raw.get('severity')!r} (error, warning, info, 严重, 一般, 提示)"

@@ -45,10 +45,15 @@ def get_source(name: str) -> AssetSource:
     )
 
 
+class BrokenProjectFile(ProjectError):
+    """A project file the build cannot do without does not parse (a malformed
+    resource.repository): exit 2, unless `collect.skip_broken` goes on without it."""
+
+
 def raise_on_fatal(problems: list[Problem], skip_broken: bool) -> None:
     """Stop the build (exit 2) on the first fatal problem, unless `collect.skip_broken` is set."""
     if skip_broken:
         return
     for problem in problems:
         if problem.fatal:
-            raise ProjectError(problem.message, file=problem.file, line=problem.line)
+            raise BrokenProjectFile(problem.message, file=problem.file, line=problem.line)

@@ -8,6 +8,7 @@ partial results are assembled in the driver (`assemble`) into a `SourceResult`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -137,6 +138,27 @@ class AssetSource(Protocol):
         """Combine the parts (keyed by unit id) into assets, index and problems."""
 
 
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Why the closure did not cook an id it reached, and how it got there, by ids.
+
+    `text()` is the reason as `CookList.missing` / `never_cook_refs` give it; `text(name)` the
+    same with each id of the chain shown as `name(id)` (for people: stages/cooklist/explain.py).
+    """
+
+    cause: str  # "no repository item", "never_cook Dev/", …
+    chain: tuple[str, ...] = ()  # the chain of the asset whose reference reached it, root first
+    reference: str = ""  # a soft reference's "soft: <label>" (after the chain)
+    root: str = ""  # reached as a root: "root from cook.maps", …
+
+    def text(self, name: Callable[[str], str] | None = None) -> str:
+        if self.chain:
+            shown = self.chain if name is None else [name(asset_id) for asset_id in self.chain]
+            suffix = f" ({self.reference})" if self.reference else ""
+            return f"{self.cause}; chain {' > '.join(shown)}{suffix}"
+        return f"{self.cause}; {self.root}" if self.root else self.cause
+
+
 @dataclass
 class CookList:
     """The dependency stage's output: what to cook, why, and what went wrong on the way."""
@@ -150,6 +172,8 @@ class CookList:
     roots: dict[str, list[str]]  # root kind ("maps", "startup", "always_cook", …) → ids
     external: list[str] = field(default_factory=list)  # referenced ids outside the project
     failure: str = ""  # non-empty: publish, then exit 1 (cook.fail_on_missing found missing refs)
+    # id in `missing` or `never_cook_refs` → its reason by parts (the chain as ids, for people)
+    findings: dict[str, Finding] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The `orchestrate cooklist --format json` document."""

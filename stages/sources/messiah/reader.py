@@ -91,7 +91,7 @@ class ResourceFolder(NamedTuple):
 
 
 class Layout(NamedTuple):
-    repositories: tuple[str, ...]  # relpaths of resource.repository files, sorted
+    repositories: tuple[str, ...]  # relpaths of resource.repository files, in repository order
     worlds: tuple[str, ...]
     levels: tuple[str, ...]
     folders: tuple[ResourceFolder, ...]  # sorted by folder path
@@ -100,6 +100,14 @@ class Layout(NamedTuple):
 def _parent(path: str) -> str:
     cut = path.rfind("/")
     return path[:cut] if cut >= 0 else ""
+
+
+def repository_order(repository_file: str) -> tuple[str, ...]:
+    """The sort key of "repository order" (spec/asset-project.md): the repository's folder,
+    compared segment by segment, so a folder's repository comes before its subfolders' ones
+    (`ExtraRepo` < `ExtraRepo/Sub` < `ExtraRepoB`; plain string order puts `Sub` last)."""
+    folder = _parent(repository_file)
+    return tuple(folder.split("/")) if folder else ()
 
 
 _last_layout: tuple[str, Layout] | None = None
@@ -166,7 +174,10 @@ def _scan_layout(files: list[FileEntry]) -> Layout:
             )
         )
     return Layout(
-        tuple(sorted(repositories)), tuple(sorted(worlds)), tuple(sorted(levels)), tuple(folders)
+        tuple(sorted(repositories, key=repository_order)),
+        tuple(sorted(worlds)),
+        tuple(sorted(levels)),
+        tuple(folders),
     )
 
 
@@ -261,9 +272,9 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
         for child in item:
             tag = child.tag
             if tag == "Deps":
-                text = _text(child)
-                if text:
-                    deps.append(text)
+                # Every Deps child, an empty one as "": the index shows what the file says;
+                # references skip the empty ones (resource_asset).
+                deps.append(_text(child))
             elif tag == "Annotation":
                 for anno in child.iterfind("Anno"):
                     annos.append((_text(anno.find("Key")), _text(anno.find("Value"))))
@@ -326,7 +337,8 @@ class MessiahSource:
     """The Messiah project format, as an `AssetSource`."""
 
     name = "messiah"
-    version = 1
+    # 2: a repository part keeps empty Deps texts ("").
+    version = 2
 
     def plan(self, files: list[FileEntry], options: dict) -> list[ParseUnit]:
         layout = scan_layout(files)
@@ -417,8 +429,8 @@ class _Assembler:
                 attribute_refs.update(part.files)
                 self.problems.extend(part.problems)
 
-        # GUID → (its items, the same as MessiahResources), in sorted repository order, then
-        # document order.
+        # GUID → (its items, the same as MessiahResources), in repository order, then document
+        # order.
         by_guid: dict[str, tuple[list[RepositoryItem], list[MessiahResource]]] = {}
         all_resources: list[MessiahResource] = []
         new_resource = tuple.__new__
@@ -493,7 +505,7 @@ class _Assembler:
     def build_index(self, by_guid, all_resources, map_parts) -> MessiahIndex:
         res_in_repo = {guid: tuple(known[1]) for guid, known in by_guid.items()}
         res_virt_info: dict[str, list[MessiahResource]] = {}
-        for resource in all_resources:  # sorted repositories, then document order
+        for resource in all_resources:  # repository order, then document order
             known = res_virt_info.get(resource.VirtualPath)
             if known is None:
                 res_virt_info[resource.VirtualPath] = [resource]
@@ -547,7 +559,7 @@ class _Assembler:
         return digest_value(
             [
                 "messiah-index",
-                1,
+                2,  # 2: repositories in repository_order (segment by segment)
                 self.root,
                 index_layout_digest(layout),
                 [digests[f"repo:{path}"] for path in layout.repositories],
@@ -584,7 +596,7 @@ class _Assembler:
             if item.deps:
                 dep_refs = self._dep_refs
                 for dep in item.deps:
-                    if dep not in refs:
+                    if dep and dep not in refs:  # an empty <Deps/> is no reference
                         known = dep_refs.get(dep)
                         if known is None:
                             known = dep_refs[dep] = Ref(dep, HARD, "Deps")
@@ -604,7 +616,8 @@ class _Assembler:
 
             for item in items:
                 for dep in item.deps:
-                    add(dep, HARD, "Deps")
+                    if dep:
+                        add(dep, HARD, "Deps")
                 for key, value in item.annos:
                     for target in guids_in_attribute_file(value.encode("utf-8")):
                         add(target, SOFT, key or "Anno")

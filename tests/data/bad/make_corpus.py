@@ -39,6 +39,8 @@ case("build-rule-file-missing", {"build.yaml": build({"files: [rules.yaml]": "fi
 case("build-empty", {"build.yaml": ""})
 case("build-latin1", {"build.yaml": build().encode("utf-8") + "# caf\u00e9\n".encode("latin-1")})
 case("build-workers-zero", {"build.yaml": build({"  kind: local\n": "  kind: local\n  workers: 0\n"})})
+case("build-misspelt-project", {"build.yaml": build({"project: project\n": "projekt: project\n"})})
+case("build-misspelt-cooker-command", {"build.yaml": build({"  always_cook: [UI/]\n": "  always_cook: [UI/]\n  cookers:\n    Texture: {comand: texconv}\n"})})
 case("build-unknown-cooker", {"build.yaml": build({"  always_cook: [UI/]\n": "  always_cook: [UI/]\n  cookers:\n    Texture: magic\n"})})
 case("build-layout-not-list", {"build.yaml": build({"  layout:\n    - name: \"maps/{stem}\"\n      maps: all\n    - name: \"ui/{package}\"\n      include: [\"UI/**\"]\n": "  layout: ui\n"})})
 case("build-yaml-alias-bomb", {"build.yaml": build(append=(
@@ -76,6 +78,7 @@ case("rules-expression-syntax", {"rules.yaml": "- id: bad-expression\n  rpath: '
 case("rules-latin1", {"rules.yaml": "- id: latin\n  name: \"caf\u00e9\"\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['exists']\n".encode("latin-1")})
 # ---- project content the build cannot do without
 case("repo-broken-xml", {REPO: base_repo.replace("</Items>", "</Itemz>")})
+case("validate-repo-broken-xml", {REPO: base_repo.replace("</Items>", "</Itemz>")})
 case("repo-wrong-encoding", {REPO: base_repo.replace("Crate_tex", "Crat\u00e9_tex").encode("latin-1")})
 case("repo-empty", {REPO: b""})
 case("repo-binary-garbage", {REPO: bytes(range(256)) * 4})

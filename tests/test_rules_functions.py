@@ -1,0 +1,148 @@
+"""The predefined functions as custom code calls them: `import res_filter` gives the four."""
+
+from __future__ import annotations
+
+import yaml
+from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
+
+from orchestrator.reads import Reader
+from stages.rules.engine import check_file, prepare
+
+G_MODEL = "7a0c3d5e-1b2f-4c6d-8e9f-0a1b2c3d4e5f"
+G_MAT = "914fa3a0-62cd-4b5a-83df-92fdf494534a"
+G_TRIM = "e081bf41-a561-4750-83af-78c80468bc6c"
+MODEL_FILE = f"Repository/Characters/Hero/{G_MODEL}/resource.xml"
+LEVEL = "Levels/a.ilevel"
+
+# The seed's model face budget, written the ArtEase 1.x way: the filter is custom code that
+# imports res_filter and calls its function.
+FACE_BUDGET_BY_CUSTOM_FILTER = """
+def model_files(**pdict):
+    import res_filter
+    return res_filter.guidToRealPath(data=pdict['data'], filepath=pdict['filepath'])
+"""
+ALL_FOUR = """
+import res_filter
+
+def check(data, filepath, condition):
+    placed = res_filter.getResourcesInILevel(data=data, filepath=filepath)
+    guids = res_filter.validGUID(data=placed + ['not-a-guid'], filepath=filepath)
+    files = res_filter.guidToResourcePath(data=guids, filepath=filepath)
+    known = {path.rsplit('/', 2)[-2] for path in files}
+    return [guid for guid in guids if guid not in known]
+"""
+
+
+def project(tmp_path):
+    return write_files(
+        tmp_path / "p",
+        {
+            "Repository/resource.repository": REPOSITORY,
+            MODEL_FILE: "<Resource><ModelInfo><Root><Entity><NumFaces>6000</NumFaces></Entity>"
+            "</Root></ModelInfo></Resource>",
+            f"Repository/Test/{G_MAT}/resource.xml": "<Resource/>",
+            "Worlds/w.iworld": f"<World><Levels><Level><Path>{LEVEL}</Path></Level></Levels></World>",
+            LEVEL: f"<Level><E><R>{G_MAT}</R><R>{G_TRIM}</R></E></Level>",
+        },
+    )
+
+
+def index_of(root):
+    return make_index(
+        root,
+        {
+            G_MODEL: {"type": "Model", "file": MODEL_FILE},
+            G_MAT: {"file": f"Repository/Test/{G_MAT}/resource.xml"},
+            G_TRIM: {},
+        },
+        ilevels=(LEVEL,),
+    )
+
+
+def test_custom_filter_calls_guid_to_real_path_like_the_predefined_filter(tmp_path):
+    """`res_filter.guidToRealPath(data=..., filepath=...)` in custom code gives what
+    `filter: artfunc_res_filter.guidToRealPath` gives."""
+    root = project(tmp_path)
+    budget = {
+        "rpath": r"resource\.repository$",
+        "xpath": "*/Items/Item.Type==Model,GUID",
+        "subxpath": "*/ModelInfo/Root/Entity/NumFaces",
+        "condition": ["<=", 5000],
+    }
+    doc = run_rules(
+        root,
+        [
+            {**budget, "id": "custom", "filter": "artfunc_model_files"}
+            | {"func_str": FACE_BUDGET_BY_CUSTOM_FILTER},
+            {**budget, "id": "predefined", "filter": "artfunc_res_filter.guidToRealPath"},
+        ],
+        index_of(root),
+    )
+    expected = (MODEL_FILE, "Repository/resource.repository", ["6000"])
+    assert [(f[1], f[2], f[3]) for f in failures_of(doc, "custom")] == [expected]
+    assert [(f[1], f[2], f[3]) for f in failures_of(doc, "predefined")] == [expected]
+    assert doc["rule_errors"] == []
+
+
+def test_custom_condition_calls_all_four_functions(tmp_path):
+    """getResourcesInILevel, validGUID and guidToResourcePath from `import res_filter`: the
+    placed GUID without a resource folder fails."""
+    root = project(tmp_path)
+    doc = run_rules(
+        root,
+        [
+            {
+                "id": "placed-have-files",
+                "rpath": r"\.iworld$",
+                "xpath": "*/Levels/Level,Path",
+                "condition": ["func_check"],
+                "func_str": ALL_FOUR,
+            }
+        ],
+        index_of(root),
+    )
+    assert doc["rule_errors"] == []
+    assert failures_of(doc) == [("placed-have-files", "Worlds/w.iworld", None, [G_TRIM])]
+
+
+def test_expressions_see_the_functions_too(tmp_path):
+    """`满足表达式` expressions use the same res_filter, functions included."""
+    root = project(tmp_path)
+    doc = run_rules(
+        root,
+        [
+            {
+                "id": "valid",
+                "rpath": r"\.ilevel$",
+                "xpath": "*/E/*",
+                "condition": ["满足表达式", "res_filter.validGUID(data=[d]) == [d] and d != ''"],
+            }
+        ],
+        index_of(root),
+    )
+    assert doc["rule_errors"] == [] and doc["failures"] == []
+
+
+def test_files_custom_code_reads_through_res_filter_are_the_units_reads(tmp_path):
+    """A level that custom code reads with getResourcesInILevel enters the unit's trace, so
+    editing it invalidates the cached result."""
+    root = project(tmp_path)
+    rule_file = tmp_path / "rules.yaml"
+    rule_file.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "id": "placed-have-files",
+                    "rpath": r"\.iworld$",
+                    "xpath": "*/Levels/Level,Path",
+                    "condition": ["func_check"],
+                    "func_str": ALL_FOUR,
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
+    ruleset, shared = prepare(str(root), [rule_file], index_of(root))
+    reader = Reader(str(root))
+    check_file("Worlds/w.iworld", list(ruleset.rules), shared, reader)
+    assert LEVEL in reader.reads and reader.reads[LEVEL] is not None
