@@ -93,7 +93,9 @@ def test_attribute_edit_changes_one_asset_and_its_bundle(builds, capsys):
     files = {f["file"]: f for f in patch["files"]}
     assert set(files) == {bundle_file(new, shared), "manifest.json", "staging.json"}
     assert patch["download_bytes"] == sum(f["size"] for f in patch["files"])
-    assert files[bundle_file(new, shared)]["size"] == (new / bundle_file(new, shared)).stat().st_size
+    assert (
+        files[bundle_file(new, shared)]["size"] == (new / bundle_file(new, shared)).stat().st_size
+    )
     assert patch["deleted_files"] == [bundle_file(old, shared)]
 
 

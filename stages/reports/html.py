@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import gzip
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,9 @@ def content_key(output_dir: Path) -> str:
 
 
 def encode_data(data: dict) -> str:
-    """Compact JSON, gzip (no time stamp: same data, same bytes), base64."""
-    packed = gzip.compress(orjson.dumps(data), compresslevel=6, mtime=0)
+    """Compact JSON, gzip (no time stamp: same data, same bytes), base64. Level 5: at 100,000
+    assets 2 % larger than level 6 in 60 % of its time."""
+    packed = gzip.compress(orjson.dumps(data), compresslevel=5, mtime=0)
     return base64.b64encode(packed).decode("ascii")
 
 
@@ -79,16 +81,16 @@ def decode_data(text: str) -> dict:
     return orjson.loads(gzip.decompress(base64.b64decode(text)))
 
 
-class Content:
-    """The content part of the page: figures, the treemap, the encoded data."""
+@dataclass(frozen=True)
+class ContentPart:
+    """The content part of the page, ready to render: figures, the treemap, the encoded data."""
 
-    def __init__(self, figures: dict, treemap: str, data: str) -> None:
-        self.figures = figures
-        self.treemap = treemap
-        self.data = data
+    figures: dict
+    treemap: str
+    data: str
 
 
-def _read_cache(path: Path, key: str) -> Content | None:
+def _read_cache(path: Path, key: str) -> ContentPart | None:
     try:
         with open(path, "rb") as handle:
             header = orjson.loads(handle.readline())
@@ -96,12 +98,19 @@ def _read_cache(path: Path, key: str) -> Content | None:
                 return None
             parts = orjson.loads(handle.readline())
             data = handle.readline().decode("ascii").strip()
-    except (OSError, orjson.JSONDecodeError, AttributeError, UnicodeDecodeError):
+        return ContentPart(parts["figures"], parts["treemap"], data)
+    except (
+        OSError,
+        orjson.JSONDecodeError,
+        AttributeError,
+        UnicodeDecodeError,
+        KeyError,
+        TypeError,
+    ):
         return None
-    return Content(parts["figures"], parts["treemap"], data)
 
 
-def _write_cache(path: Path, key: str, part: Content) -> None:
+def _write_cache(path: Path, key: str, part: ContentPart) -> None:
     lines = [
         orjson.dumps({"key": key, "version": RENDER_VERSION}),
         orjson.dumps({"figures": part.figures, "treemap": part.treemap}),
@@ -110,7 +119,7 @@ def _write_cache(path: Path, key: str, part: Content) -> None:
     atomic_write(path, b"\n".join(lines) + b"\n")
 
 
-def build_content(output_dir: Path) -> tuple[Content, BuildState | None]:
+def build_content(output_dir: Path) -> tuple[ContentPart, BuildState | None]:
     """The content part from the folder's files, and the build's state (None without a
     manifest)."""
     try:
@@ -122,7 +131,7 @@ def build_content(output_dir: Path) -> tuple[Content, BuildState | None]:
     state = None
     if manifest is not None and not any(c.error for c in contents.values()):
         state = state_of(output_dir, manifest, contents)
-    return Content(page.figures, treemap_svg(page.tiles), encode_data(page.data)), state
+    return ContentPart(page.figures, treemap_svg(page.tiles), encode_data(page.data)), state
 
 
 # -- the build state, and what changed since the previous build ------------------------------------
@@ -283,7 +292,7 @@ def run_data(output_dir: Path, record: dict | None, changes: dict) -> dict:
     }
 
 
-def page_html(output_dir: Path, record: dict | None, part: Content, changes: dict) -> str:
+def page_html(output_dir: Path, record: dict | None, part: ContentPart, changes: dict) -> str:
     template = _environment().get_template("index.html.j2")
     stages = (record or {}).get("stages") or []
     return template.render(
@@ -312,7 +321,8 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
     fresh = None
     if part is None:
         part, fresh = build_content(output_dir)
-        _write_cache(cache, key, part)
+        if not part.figures["unreadable_bundles"]:  # a repaired file must be read again
+            _write_cache(cache, key, part)
     changes = track_state(output_dir, record, key, fresh)
     page = output_dir / PAGE
     atomic_write(page, page_html(output_dir, record, part, changes).encode("utf-8"))

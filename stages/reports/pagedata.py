@@ -27,6 +27,11 @@ from .outputs import (
 
 FORMAT = 1
 SEVERITIES = ("error", "warning", "info")
+#: Hex digits of a bundle's content hash the page holds (as many as `hash.append_hash` puts
+#: in a file name).
+HASH_DIGITS = 32
+FILE_IS_NAME_AND_HASH = 0  # the bundle's file is `<name>_<hash digits>`
+FILE_IS_NAME = 1  # the bundle's file is its name
 
 
 @dataclass
@@ -172,24 +177,23 @@ def _assets(manifest: dict, contents: dict[str, BundleContents], cooklist: dict)
         i = columns.add(asset, entry.get("type", ""))
         held = [bundle_index[b] for b in entry.get("bundles", []) if b in bundle_index]
         columns.bundles[i] = held[0] if len(held) == 1 else (held or -1)
+    index, names = columns.index, columns.names
     for bundle_contents in contents.values():
         for row in bundle_contents.entries:
-            i = columns.add(row.id)
-            if not columns.names[i]:
-                columns.names[i], columns.sizes[i], columns.raw[i] = (
-                    row.name,
-                    row.stored_size,
-                    row.size,
-                )
+            found = index.get(row.id)
+            i = columns.add(row.id) if found is None else found
+            if not names[i]:
+                names[i], columns.sizes[i], columns.raw[i] = row.name, row.stored_size, row.size
     chains = cooklist.get("chains") or {}
     for asset in chains:
-        columns.add(asset)
+        if asset not in index:
+            columns.add(asset)
     for asset, chain in chains.items():
-        i = columns.index[asset]
+        i = index[asset]
         if len(chain) == 1:
             columns.parents[i] = -1
         elif chains.get(chain[-2]) == chain[:-1]:
-            columns.parents[i] = columns.index[chain[-2]]
+            columns.parents[i] = index[chain[-2]]
         else:
             columns.parents[i] = -3
             columns.chains[str(i)] = [columns.add(member) for member in chain]
@@ -197,9 +201,9 @@ def _assets(manifest: dict, contents: dict[str, BundleContents], cooklist: dict)
     for kind, members in (cooklist.get("roots") or {}).items():
         for member in members:
             kinds.setdefault(member, []).append(kind)
-    for asset, found in kinds.items():
-        if asset in columns.index:
-            columns.roots[str(columns.index[asset])] = ", ".join(found)
+    for asset, root_kinds in kinds.items():
+        if asset in index:
+            columns.roots[str(index[asset])] = ", ".join(root_kinds)
     return columns
 
 
@@ -229,10 +233,17 @@ def _bundles(manifest: dict, contents: dict[str, BundleContents], asset_index: d
     for i, name in enumerate(names):
         bundle = manifest["bundles"][name]
         columns["name"].append(name)
-        columns["file"].append(bundle.get("file", ""))
+        content_hash = bundle.get("content_hash", "")[:HASH_DIGITS]
+        file = bundle.get("file", "")
+        # the usual file names are told by a number, not spelt out (a fifth of the data)
+        columns["file"].append(
+            FILE_IS_NAME_AND_HASH
+            if file == f"{name}_{content_hash}"
+            else (FILE_IS_NAME if file == name else file)
+        )
         columns["size"].append(bundle.get("size", 0))
         columns["kind"].append(bundle.get("kind", ""))
-        columns["hash"].append(bundle.get("content_hash", ""))
+        columns["hash"].append(content_hash)
         columns["assets"].append(
             [asset_index[a] for a in bundle.get("assets", []) if a in asset_index]
         )

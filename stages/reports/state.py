@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from orchestrator.hashing import digest_file
+from stages.bundlefile.format import TocEntry
 
 from .outputs import LOOSE_FILES, link_xml_types, read_manifest, read_toc
 
@@ -21,16 +23,16 @@ FORMAT = 1
 ENTRY_HASH_LEN = 32
 
 
-@dataclass(frozen=True)
-class BundleState:
+class BundleState(NamedTuple):
     file: str
     size: int
     content_hash: str
     raw_hash: str
 
 
-@dataclass(frozen=True)
-class AssetState:
+class AssetState(NamedTuple):
+    """Named tuples, not dataclasses: a state holds one per asset, 100,000 of them."""
+
     name: str  # the entry's name in its bundle: a virtual path, or a map's file name
     bundles: tuple[str, ...]
     hash: str  # of the payload (ENTRY_HASH_LEN hex digits)
@@ -86,6 +88,7 @@ def state_of(
     output_dir = Path(output_dir)
     manifest = manifest if manifest is not None else read_manifest(output_dir)
     state = BuildState()
+    first: dict[str, TocEntry] = {}
     holders: dict[str, list[str]] = {}
     for name in sorted(manifest["bundles"]):
         bundle = manifest["bundles"][name]
@@ -96,14 +99,16 @@ def state_of(
             contents[name].entries if contents is not None else read_toc(output_dir, bundle["file"])
         )
         for entry in entries:
-            holders.setdefault(entry.id, []).append(name)
-            if entry.id not in state.assets:
-                state.assets[entry.id] = AssetState(
-                    entry.name, (), entry.hash[:ENTRY_HASH_LEN], entry.stored_size
-                )
-    for asset, names in holders.items():
-        known = state.assets[asset]
-        state.assets[asset] = AssetState(known.name, tuple(names), known.hash, known.size)
+            held = holders.get(entry.id)
+            if held is None:
+                holders[entry.id] = [name]
+                first[entry.id] = entry
+            else:
+                held.append(name)
+    for asset, entry in first.items():
+        state.assets[asset] = AssetState(
+            entry.name, tuple(holders[asset]), entry.hash[:ENTRY_HASH_LEN], entry.stored_size
+        )
     for relpath in LOOSE_FILES:
         path = output_dir / relpath
         if path.is_file():

@@ -60,7 +60,8 @@
     const prev = el("button", { type: "button", text: "‹ previous", onclick: () => { page--; draw(); } });
     const next = el("button", { type: "button", text: "next ›", onclick: () => { page++; draw(); } });
     const where = el("span");
-    box.append(el("div", { class: "toolbar" }, input, count), body, el("div", { class: "pager" }, prev, where, next));
+    const toolbar = el("div", { class: "toolbar" }, input, count);
+    box.append(toolbar, body, el("div", { class: "pager" }, prev, where, next));
     container.replaceChildren(box);
 
     function apply() {
@@ -97,6 +98,7 @@
         })));
         fill(body, el("table", {}, el("thead", {}, head), el("tbody", {}, lines)));
       }
+      toolbar.hidden = !input && rows.length <= pageSize;  // a short list needs no count
       where.textContent = visible.length > pageSize ? `page ${page + 1} of ${pages}` : "";
       prev.hidden = next.hidden = visible.length <= pageSize;
       prev.disabled = page === 0;
@@ -115,6 +117,8 @@
     const assetIndex = new Map();
     for (let i = 0; i < assetCount; i++) assetIndex.set(A.id[i], i);
 
+    // A bundle's file: its name and hash digits, its name, or spelt out (pagedata.py).
+    const fileOf = (b) => (B.file[b] === 0 ? `${B.name[b]}_${B.hash[b]}` : B.file[b] === 1 ? B.name[b] : B.file[b]);
     const bundleLink = (b) => el("a", { class: "link", href: "#bundles", onclick: (e) => { e.preventDefault(); showBundle(b); } }, B.name[b]);
     const whyLink = (i) => el("a", { class: "link", href: "#why", onclick: (e) => { e.preventDefault(); explain(i); } }, "why?");
     const assetLink = (id) => {
@@ -126,7 +130,7 @@
     const bundleRows = B.name.map((_, i) => i).sort((a, b) => B.size[b] - B.size[a]);
     paged(byId("bundle-table"), {
       rows: bundleRows,
-      filter: (b, q) => B.name[b].toLowerCase().includes(q) || B.file[b].toLowerCase().includes(q),
+      filter: (b, q) => B.name[b].toLowerCase().includes(q) || fileOf(b).toLowerCase().includes(q),
       placeholder: "filter bundles by name or file…",
       empty: "no bundles",
       columns: [
@@ -136,7 +140,7 @@
         { title: "assets", num: true, cell: (b) => int(B.assets[b].length), sort: (b) => B.assets[b].length },
         { title: "depends on", num: true, cell: (b) => int(B.deps[b].length), sort: (b) => B.deps[b].length },
         { title: "needed by", num: true, cell: (b) => int(B.rdeps[b].length), sort: (b) => B.rdeps[b].length },
-        { title: "file", cls: "mono wrap", cell: (b) => B.file[b] },
+        { title: "file", cls: "mono wrap", cell: (b) => fileOf(b) },
       ],
     });
 
@@ -148,10 +152,10 @@
       fill(box,
         el("h3", {}, `Bundle ${B.name[b]}`),
         el("dl", { class: "kv" },
-          el("dt", {}, "file"), el("dd", { class: "mono" }, B.file[b]),
+          el("dt", {}, "file"), el("dd", { class: "mono" }, fileOf(b)),
           el("dt", {}, "kind"), el("dd", {}, B.kind[b]),
           el("dt", {}, "size"), el("dd", {}, `${bytes(B.size[b])} (${int(B.size[b])} bytes)`),
-          el("dt", {}, "content hash"), el("dd", { class: "mono" }, B.hash[b]),
+          el("dt", {}, "content hash"), el("dd", { class: "mono", title: "the first 32 hex digits" }, `${B.hash[b]}…`),
           el("dt", {}, "assets"), el("dd", {}, `${int(members.length)}: ${int(nx)} placed by the layout, ${int(members.length - nx)} pulled in as dependencies`),
           el("dt", {}, "depends on"), el("dd", {}, links(B.deps[b])),
           el("dt", {}, "needed by"), el("dd", {}, links(B.rdeps[b])),
