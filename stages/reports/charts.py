@@ -102,11 +102,14 @@ def _seconds(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _note(text: str, start: float, end: float, width: float, y: float) -> str:
-    """A bar's caption: after the bar, or before it when it would run off the picture."""
-    if end + 6 + len(text) * 5.6 <= width:
+def _note(text: str, start: float, end: float, bounds: tuple[float, float], y: float) -> str:
+    """A bar's caption: after the bar, else before it, else inside it (a long bar)."""
+    width = len(text) * 5.6
+    if end + 6 + width <= bounds[1]:
         return f'<text class="note" x="{end + 5:.1f}" y="{y}">{escape(text)}</text>'
-    return f'<text class="note end" x="{start - 5:.1f}" y="{y}">{escape(text)}</text>'
+    if start - 6 - width >= bounds[0]:
+        return f'<text class="note end" x="{start - 5:.1f}" y="{y}">{escape(text)}</text>'
+    return f'<text class="note inside" x="{start + 5:.1f}" y="{y}">{escape(text)}</text>'
 
 
 def timeline_svg(record: dict) -> str:
@@ -157,7 +160,7 @@ def timeline_svg(record: dict) -> str:
                 f"{state} · {_seconds(stage['seconds'])}",
                 start,
                 max(end, start + 1.5),
-                width,
+                (gutter, width),
                 y + 15,
             )
             + "</g>"

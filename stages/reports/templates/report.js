@@ -3,6 +3,7 @@
 // so that a build of 100,000 assets opens as fast as a small one. It loads nothing.
 (function () {
   const PAGE = 50;
+  const LINKS = 24;  // bundles named in a row before a "more" button
   const byId = (id) => document.getElementById(id);
 
   function el(tag, props, ...children) {
@@ -146,7 +147,15 @@
 
     function showBundle(b) {
       const box = byId("bundle-detail");
-      const links = (list) => (list.length ? el("span", { class: "links" }, list.map(bundleLink)) : el("span", { class: "muted", text: "none" }));
+      const links = (list) => {
+        if (!list.length) return el("span", { class: "muted", text: "none" });
+        const box = el("span", { class: "links" }, list.slice(0, LINKS).map(bundleLink));
+        if (list.length > LINKS) {
+          const more = el("button", { type: "button", text: `${int(list.length - LINKS)} more`, onclick: () => { more.replaceWith(...list.slice(LINKS).map(bundleLink)); } });
+          box.append(more);
+        }
+        return el("span", {}, `${int(list.length)}: `, box);
+      };
       const nx = B.explicit[b], members = B.assets[b];
       box.hidden = false;
       fill(box,
