@@ -119,7 +119,12 @@ def tool_version(tool: str, flag: str) -> str | None:
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else "?"
 
 
-APT_PACKAGES = {"ninja": "ninja-build", "zstd": "zstd"}
+APT_PACKAGES = {
+    "ninja": "ninja-build",
+    "zstd": "zstd",
+    "chromium": "chromium",
+    "chromedriver": "chromium-driver",
+}
 
 
 def ensure_tools(tools=("ninja", "zstd"), install: bool = True) -> dict[str, str | None]:

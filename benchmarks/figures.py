@@ -5,6 +5,7 @@ A section that fails records its error (results.errors) and the suite goes on wi
 
 from __future__ import annotations
 
+import json
 import traceback
 from dataclasses import dataclass, field
 from functools import wraps
@@ -367,3 +368,50 @@ def cocos(project: Project, results: SizeResults, options: Options) -> None:
     figure["engine_median"] = median([r.engine_s for r in runs])
     results.put("cocos.edit", figure)
     run_orchestrate(build, timeout=options.timeout)  # leave the cache matching the files
+
+
+# -- the build report --------------------------------------------------------------------------------
+
+
+@section("report page")
+def report_page(project: Project, results: SizeResults, options: Options) -> None:
+    """The HTML report of a local build: its size, the renderer's seconds (content made afresh,
+    and kept from the last run), and a headless Chromium opening it, clicking the largest
+    bundle and searching."""
+    import browser
+
+    name = "report-local"
+    build = bench_build_file(project, name, fresh=False, shared_paths=options.shared_paths)
+    out = output_dir(project, name)
+    if not (out / "manifest.json").is_file():
+        log("  building (local executor) for the report")
+        run_orchestrate(build, *LOCAL, timeout=options.timeout)
+    run = run_orchestrate(build, *LOCAL, timeout=options.timeout)  # the page as a rerun writes it
+    fresh = [browser.render_seconds(out, fresh=True) for _ in range(options.repeat)]
+    results.put("report.render", timed_figure(fresh))
+    kept = [browser.render_seconds(out, fresh=False) for _ in range(options.repeat)]
+    results.put("report.render_kept", timed_figure(kept))
+    log(f"  render: {median(fresh):.2f} s afresh, {median(kept):.2f} s with the kept content")
+    page = out / browser.PAGE
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    results.put(
+        "report.page_bytes",
+        {
+            "median": page.stat().st_size,
+            "assets": len(manifest["assets"]),
+            "bundles": len(manifest["bundles"]),
+            "noop_wall": run.wall,
+        },
+    )
+    log(
+        f"  page: {page.stat().st_size / 2**20:.2f} MB for {len(manifest['assets']):,} assets in "
+        f"{len(manifest['bundles']):,} bundles"
+    )
+    opened = browser.open_page(page, max(options.repeat, 1), search="no-such-asset-zz")
+    results.put("report.open", opened)
+    log(
+        f"  open in headless Chromium: {opened['median']:.2f} s to drawn "
+        f"(load event {opened['load_median']:.2f} s); click the largest bundle "
+        f"{opened['click_median'] * 1000:.0f} ms; a search over every asset "
+        f"{opened['search_median'] * 1000:.0f} ms"
+    )

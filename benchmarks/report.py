@@ -108,6 +108,24 @@ def targets(figures: dict) -> list[dict]:
         r is not None and r >= 20,
     )
 
+    opened = _f(figures, "report.open")
+    assets = _f(figures, "report.page_bytes", "assets")
+    add(
+        "build report: opens in a browser (navigation to drawn)",
+        opened,
+        f"{fmt_s(opened)}" + (f" ({assets:,} assets)" if assets else ""),
+        "< 3 s",
+        opened is not None and opened < 3,
+    )
+    page = _f(figures, "report.page_bytes")
+    add(
+        "build report: page size",
+        page,
+        "n/a" if page is None else f"{page / MB:.2f} MB",
+        "≤ 5 MB",
+        page is not None and page <= 5 * MB,
+    )
+
     driver = _f(figures, "cold.ray2", "driver_peak_rss")
     private = _f(figures, "cold.ray2", "driver_peak_private")
     add(
@@ -298,6 +316,28 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
                 "of the Cocos cold build",
             )
         )
+    page = f("report.page_bytes")
+    if page is not None:
+        rows.append(
+            (
+                "build report: reports/index.html",
+                f"{page / MB:.2f} MB",
+                "",
+                f"{f('report.page_bytes', 'assets') or 0:,} assets, "
+                f"{f('report.page_bytes', 'bundles') or 0:,} bundles",
+            )
+        )
+    add("build report: render, content made afresh (in process)", f("report.render"))
+    add("build report: render, content kept from the last run", f("report.render_kept"))
+    add(
+        "build report: open in headless Chromium, navigation to drawn",
+        f("report.open"),
+        None,
+        "load event: " + fmt_s(f("report.open", "load_median")),
+        ratio_text="",
+    )
+    add("build report: click the largest bundle (drawn)", f("report.open", "click_median"))
+    add("build report: search every asset (no match)", f("report.open", "search_median"))
     return rows
 
 

@@ -22,7 +22,7 @@ import common
 import figures as F
 import report
 
-SECTIONS = ("floors", "cold", "output", "noop", "edits", "collect", "validate", "cocos")
+SECTIONS = ("floors", "cold", "output", "noop", "edits", "collect", "validate", "cocos", "report")
 # The name each section records its failure under (figures.section).
 SECTION_ERRORS = {
     "floors": "floors",
@@ -33,6 +33,7 @@ SECTION_ERRORS = {
     "collect": "collect+dependency",
     "validate": "validation",
     "cocos": "cocos",
+    "report": "report page",
 }
 
 
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
 
-    tools = common.ensure_tools(install=not args.no_install)
+    wanted = ("ninja", "zstd") + (("chromium", "chromedriver") if "report" in sections else ())
+    tools = common.ensure_tools(wanted, install=not args.no_install)
     options = F.Options(
         repeat=args.repeat,
         repeat_cold=args.repeat_cold or args.repeat,
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "collect": lambda: F.collect(project, results, options),
             "validate": lambda: F.validation(project, results, options),
             "cocos": lambda: F.cocos(project, results, options),
+            "report": lambda: F.report_page(project, results, options),
         }
         for name in SECTIONS:
             if name in sections:

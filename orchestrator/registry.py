@@ -2,7 +2,9 @@
 
 - `orchestrate.stages`: name → a stage module (`SPEC`, `plan`, `run`, `finish`);
 - `orchestrate.sections`: build-file key → `typing.Section` (its schema and default);
-- `orchestrate.commands`: command name → a click command for the `orchestrate` CLI.
+- `orchestrate.commands`: command name → a click command for the `orchestrate` CLI;
+- `orchestrate.reports`: report name → `render(output_dir, run_record)`, called after every run
+  (runrecord.py).
 
 The engine knows no stage: the pipeline a build runs is whatever is registered here, ordered by
 the graph its declarations make (graph.py). A third party adds a stage, its build-file section
@@ -24,6 +26,7 @@ from .typing import Section
 STAGES_GROUP = "orchestrate.stages"
 SECTIONS_GROUP = "orchestrate.sections"
 COMMANDS_GROUP = "orchestrate.commands"
+REPORTS_GROUP = "orchestrate.reports"
 
 REQUIRED_ATTRIBUTES = ("SPEC", "plan", "run", "finish")
 
@@ -91,6 +94,12 @@ def registered_sections() -> dict[str, Section]:
 def registered_commands() -> dict[str, EntryPoint]:
     """Commands packages add to the CLI, by name (loaded only when invoked or listed)."""
     return _entries(COMMANDS_GROUP)
+
+
+@lru_cache(maxsize=1)
+def registered_reports() -> dict[str, EntryPoint]:
+    """Report renderers packages add, by name (loaded when a run ends)."""
+    return _entries(REPORTS_GROUP)
 
 
 def code_roots(stages: tuple[Stage, ...] | list[Stage]) -> list[str]:

@@ -3,18 +3,23 @@
 `run_command` is `orchestrate run`; `run_stages` runs some stages quietly for commands that
 query a build (`cooklist`, `why`, `validate`). Whether a build passed is the stages' to say:
 each may declare `verdict(build, outputs)` (the reasons it fails the build) and
-`summary(build, outputs)` (lines for the end of the run).
+`summary(build, outputs)` (lines for the end of the run). Every run but a dry run ends by
+writing its record and the registered reports (runrecord.py), whether it passed, failed a gate
+or stopped on an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import click
 
 from .config import Build, load_build
+from .errors import OrchestrateError
 from .graph import Stage
 
 
@@ -79,7 +84,8 @@ def run_command(
     verbose: bool = False,
     quiet: bool = False,
 ) -> int:
-    """Run a build and print its summary; returns the exit code (0 or 1)."""
+    """Run a build, record it, render its reports and print its summary; returns the exit code
+    (0 or 1; errors are raised, after the record of the run is written)."""
     from .lock import OutputLock
     from .observe import interactive, summary_table, write_profile
     from .scheduler import RunOptions, run_build
@@ -98,25 +104,34 @@ def run_command(
     )
     t0 = time.time()
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
-        result = run_build(build, options, log)
-    if profile:
-        write_profile(profile, result.reports, t0)
-    if dry_run:
-        for outcome in result.explained:
-            click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
-        if result.dry_run_stopped_at:
-            click.echo(
-                f"(stages after {result.dry_run_stopped_at} depend on its results and "
-                f"cannot be planned before it runs)"
-            )
-        elif not result.explained:
-            click.echo("nothing to do")
-        return 0
-    verdict = judge(build, result.stages, result.outputs)
+        try:
+            result = run_build(build, options, log)
+        except OrchestrateError as error:
+            if not dry_run:  # the record says how it ended, and the page shows what is there
+                with contextlib.suppress(OSError):  # never hide the error that stopped the run
+                    record_run(build, options, t0, error.exit_code, [error.describe()], None, log)
+            raise
+        if profile:
+            write_profile(profile, result.reports, t0)
+        if dry_run:
+            for outcome in result.explained:
+                click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
+            if result.dry_run_stopped_at:
+                click.echo(
+                    f"(stages after {result.dry_run_stopped_at} depend on its results and "
+                    f"cannot be planned before it runs)"
+                )
+            elif not result.explained:
+                click.echo("nothing to do")
+            return 0
+        verdict = judge(build, result.stages, result.outputs)
+        written = record_run(build, options, t0, verdict.exit_code, verdict.reasons, result, log)
     if not quiet:
         print_summary(summary_table(result.reports), interactive())
         for line in summary_lines(build, result.stages, result.outputs):
             click.echo(line)
+        for path in written:
+            click.echo(f"report: {path}")
         if result.ray_startup is not None:
             click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
     log.info(
@@ -128,6 +143,33 @@ def run_command(
     for reason in verdict.reasons:
         click.echo(f"build failed: {reason}", err=True)
     return verdict.exit_code
+
+
+def record_run(
+    build: Build,
+    options: Any,
+    started: float,
+    exit_code: int,
+    reasons: list[str],
+    result: Any,
+    log: Any,
+) -> list[Path]:
+    """Write the run record (reports/run.json) and call the registered report renderers; the
+    files they wrote. `result` is None when the run stopped on an error."""
+    from .runrecord import make_record, previous_record, render_reports, write_record
+
+    record = make_record(
+        build,
+        options,
+        started=started,
+        seconds=time.time() - started,
+        exit_code=exit_code,
+        reasons=reasons,
+        result=result,
+        previous=previous_record(build.output_dir),
+    )
+    write_record(build.output_dir, record)
+    return render_reports(build.output_dir, record, log)
 
 
 def print_summary(table: str, rich_output: bool) -> None:

@@ -27,7 +27,7 @@ from stages.settings import rule_file_paths
 
 SPEC = StageSpec(
     name="validate",
-    version=1,
+    version=2,
     inputs=("files", "source", "cooklist"),
     outputs=("validation", "validation_summary"),
     config_keys=("rules",),

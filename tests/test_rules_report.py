@@ -42,7 +42,9 @@ def test_document_shape(document):
         "rule_errors",
         "skipped",
         "warnings",
+        "rule_names",
     ]
+    assert doc["rule_names"] == {}  # these rules have ids and no names
     assert doc["schema_version"] == 1 and doc["rules"] == 5 and doc["sources_checked"] == 3
     assert [(f["rule"], f["severity"]) for f in doc["failures"]] == [
         ("warn-names", "warning"),
@@ -54,6 +56,21 @@ def test_document_shape(document):
     assert doc["skipped"] == [{"rule": "switched-off", "reason": "disabled (enabled: false)"}]
     assert doc["warnings"][0]["rule"] == "mixed"
     assert all(len(f["lines"]) == len(f["errors"]) for f in doc["failures"])
+
+
+def test_rule_names_tell_what_a_rule_known_by_its_id_is_about(tmp_path):
+    """`rule_names` maps a rule's id to its name, for rules that have both."""
+    root = write_files(tmp_path / "p", {"Repository/resource.repository": REPOSITORY})
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "- {id: named, name: packages are unique, rpath: 'resource\\.repository$',\n"
+        "   xpath: '*/Items/Item,Package', condition: [unique]}\n"
+        "- {name: only a name, rpath: 'resource\\.repository$', xpath: '*/Items/Item,GUID',\n"
+        "   condition: [exists]}\n",
+        encoding="utf-8",
+    )
+    doc = public(validate_project(str(root), [rules], make_index(root)))
+    assert doc["rule_names"] == {"named": "packages are unique"}
 
 
 @pytest.mark.parametrize(

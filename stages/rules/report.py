@@ -56,6 +56,10 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         "rule_errors": [dict(e) for e in ruleset.rule_errors],
         "skipped": [dict(s) for s in ruleset.skipped],
         "warnings": [dict(w) for w in ruleset.warnings],
+        # what a person reads for a rule known by its id (the build report shows it)
+        "rule_names": {
+            rule.label: rule.name for rule in ruleset.rules if rule.name and rule.name != rule.label
+        },
         "_checked": checked,
     }
 

@@ -1,0 +1,105 @@
+"""Reading an output folder as it was published: the manifest, each bundle's table of contents,
+the JSON reports and link.xml. Only files: it works on a CI artifact without the project."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from lxml import etree
+
+from orchestrator.errors import ProjectError
+from stages.bundlefile.format import BundleFormatError, BundleReader, TocEntry
+from stages.publishing.output import LINK_XML, MANIFEST, STAGING
+
+VALIDATE_JSON = "reports/validate.json"
+COOKLIST_JSON = "reports/cooklist.json"
+#: The files the page's content is made of (the run record aside).
+CONTENT_FILES = (MANIFEST, VALIDATE_JSON, COOKLIST_JSON, LINK_XML)
+LOOSE_FILES = (MANIFEST, STAGING, LINK_XML)
+
+
+class NotABuildOutput(ProjectError):
+    """The folder holds no build (no readable manifest.json): exit 2."""
+
+
+@dataclass(frozen=True)
+class BundleContents:
+    """A bundle's table of contents, or why it could not be read."""
+
+    entries: tuple[TocEntry, ...]
+    error: str | None = None
+
+
+def read_manifest(output_dir: Path) -> dict:
+    """The manifest of an output folder; NotABuildOutput when it is absent or not a manifest."""
+    path = Path(output_dir) / MANIFEST
+    if not Path(output_dir).is_dir():
+        raise NotABuildOutput("not a folder", file=str(output_dir))
+    try:
+        document = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise NotABuildOutput(
+            "not a build output folder (no manifest.json)", file=str(output_dir)
+        ) from None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise NotABuildOutput(f"unreadable manifest: {exc}", file=str(path)) from None
+    if (
+        not isinstance(document, dict)
+        or not isinstance(document.get("bundles"), dict)
+        or not isinstance(document.get("assets"), dict)
+    ):
+        raise NotABuildOutput("not a build manifest (no bundles or assets)", file=str(path))
+    return document
+
+
+def read_toc(output_dir: Path, relpath: str) -> tuple[TocEntry, ...]:
+    """A bundle file's table of contents (the header and TOC only: one short read)."""
+    path = Path(output_dir) / relpath
+    try:
+        with open(path, "rb") as handle:
+            return tuple(BundleReader(handle).entries)
+    except FileNotFoundError:
+        raise ProjectError(
+            "the manifest names a bundle file that is missing", file=str(path)
+        ) from None
+    except (OSError, BundleFormatError) as exc:
+        raise ProjectError(f"unreadable bundle: {exc}", file=str(path)) from None
+
+
+def bundle_contents(output_dir: Path, manifest: dict) -> dict[str, BundleContents]:
+    """Every bundle's table of contents; a missing or damaged file is noted, not fatal (the page
+    must still open for a broken build)."""
+    contents = {}
+    for name, bundle in manifest["bundles"].items():
+        try:
+            contents[name] = BundleContents(read_toc(output_dir, bundle["file"]))
+        except ProjectError as exc:
+            contents[name] = BundleContents((), exc.describe())
+    return contents
+
+
+def read_json(output_dir: Path, relpath: str) -> dict | None:
+    """A JSON report of the folder, or None when it is absent or unreadable."""
+    try:
+        document = orjson.loads((Path(output_dir) / relpath).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def link_xml_types(output_dir: Path) -> list[str] | None:
+    """The Types link.xml preserves, as `assembly: Type` sorted; None without a link.xml."""
+    path = Path(output_dir) / LINK_XML
+    try:
+        root = etree.fromstring(path.read_bytes(), etree.XMLParser(resolve_entities=False))
+    except OSError:
+        return None
+    except etree.XMLSyntaxError as exc:
+        raise ProjectError(f"link.xml is not XML: {exc}", file=str(path)) from None
+    found: list[str] = []
+    for assembly in root.iter("assembly"):
+        owner = assembly.get("fullname", "")
+        found.extend(f"{owner}: {node.get('fullname', '')}" for node in assembly.iter("type"))
+    return sorted(found)
