@@ -41,6 +41,7 @@ case("build-latin1", {"build.yaml": build().encode("utf-8") + "# caf\u00e9\n".en
 case("build-workers-zero", {"build.yaml": build({"  kind: local\n": "  kind: local\n  workers: 0\n"})})
 case("build-unknown-cooker", {"build.yaml": build({"  always_cook: [UI/]\n": "  always_cook: [UI/]\n  cookers:\n    Texture: magic\n"})})
 case("build-layout-not-list", {"build.yaml": build({"  layout:\n    - name: \"maps/{stem}\"\n      maps: all\n    - name: \"ui/{package}\"\n      include: [\"UI/**\"]\n": "  layout: ui\n"})})
+case("build-output-holds-project", {"build.yaml": build({"output: build/out\n": "output: .\n"})})
 case("build-yaml-alias-bomb", {"build.yaml": build(append=(
     "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
     "x1: &a1 [*a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0]\n"
@@ -74,6 +75,16 @@ case("rules-func-raises", {"rules.yaml": "- id: func-raises\n  rpath: 'texture\\
 case("rules-filter-returns-junk", {"rules.yaml": "- id: filter-junk\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  filter: artfunc_junk\n  condition: ['exists']\n  func_str: |\n    def junk(**kw):\n        return 42\n"})
 case("rules-expression-syntax", {"rules.yaml": "- id: bad-expression\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['expr', 'd >']\n"})
 case("rules-latin1", {"rules.yaml": "- id: latin\n  name: \"caf\u00e9\"\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['exists']\n".encode("latin-1")})
+bomb_levels = "".join(
+    f"&a{n} [{', '.join(['*a%d' % (n - 1)] * 9 if n else ['lol'] * 9)}], " for n in range(7)
+)
+case("rules-yaml-alias-bomb", {"rules.yaml": (
+    "- id: bomb\n  rpath: 'resource'\n  xpath: '*,Name'\n"
+    f"  condition: ['in', [{bomb_levels.rstrip(', ')}]]\n"
+)})
+case("rules-yaml-recursive-alias", {"rules.yaml": (
+    "- &loop\n  id: loop\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['in', *loop]\n"
+)})
 # ---- project content the build cannot do without
 case("repo-broken-xml", {REPO: base_repo.replace("</Items>", "</Itemz>")})
 case("repo-wrong-encoding", {REPO: base_repo.replace("Crate_tex", "Crat\u00e9_tex").encode("latin-1")})
