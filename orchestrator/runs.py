@@ -25,9 +25,23 @@ class Verdict:
 
 
 def load(build_file: str, executor: str | None = None) -> Build:
-    """The build file, with `--executor` (when given) in place of `executor.kind`."""
-    overrides = {"executor": {"kind": executor}} if executor else None
-    return load_build(build_file, overrides)
+    """The build file, with the switches in force (orchestrator/switches.py) and `--executor`
+    (when given) in place of `executor.kind`."""
+    from .switches import active_overrides
+
+    switched = active_overrides()
+    overrides = {section: dict(keys) for section, keys in switched.values.items()}
+    if executor:
+        overrides.setdefault("executor", {})["kind"] = executor
+    build = load_build(build_file, overrides or None)
+    build.set_by = switched.set_by
+    return build
+
+
+def log_switches(build: Build, log: Any) -> None:
+    """Say which build-file keys a switch set for this run (the report shows only the value)."""
+    for key, by in sorted(build.set_by.items()):
+        log.info("build.switch", key=key, set_by=by)
 
 
 def logger(log_format: str = "console", verbose: bool = False) -> Any:
@@ -83,6 +97,7 @@ def run_command(
 
     log = logger(log_format, verbose)
     build = load(build_file, executor)
+    log_switches(build, log)
     options = RunOptions(
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
         workers=workers,
@@ -153,6 +168,7 @@ def run_stages(
 
     log = logger(log_format)
     build = load(build_file, executor)
+    log_switches(build, log)
     options = RunOptions(
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
         stages=stages,

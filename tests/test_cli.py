@@ -115,3 +115,63 @@ def test_content_commands_come_from_the_registry(capsys):
     help_text = capsys.readouterr().out
     for name in ("cooklist", "why", "graph", "inspect", "validate", "generate", "demo", "stages"):
         assert f"  {name}" in help_text
+
+
+# -- faults outside the project's content --------------------------------------------------------
+
+OVER_QUOTA_UNDER = """
+import errno, os
+_target = {target!r}
+_fdopen, _write = os.fdopen, os.write
+
+def _path(fd):
+    try:
+        path = os.readlink(f"/proc/self/fd/{{fd}}")
+    except OSError:
+        return ""
+    return "" if os.path.basename(path).startswith(".orchestrate") else path  # the lock: not data
+
+class _OverQuota:
+    # a file whose writes fail as on a file system where the user's quota is used up
+    def __init__(self, handle, path):
+        self._handle, self._path = handle, path
+    def write(self, data):
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), self._path)
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        self._handle.close()
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+def _quota_fdopen(fd, *args, **kwargs):
+    handle = _fdopen(fd, *args, **kwargs)
+    path = _path(fd)
+    return _OverQuota(handle, path) if path.startswith(_target) else handle
+
+def _quota_write(fd, data):
+    path = _path(fd)
+    if path.startswith(_target):
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), path)
+    return _write(fd, data)
+
+os.fdopen, os.write = _quota_fdopen, _quota_write
+"""
+
+
+@pytest.mark.parametrize("where", ["output", "cache"])
+def test_a_full_quota_exits_4_like_a_full_disk(tmp_path, where):
+    """EDQUOT while writing outputs or the cache: exit 4, a message naming the file, no traceback,
+    no half-written file."""
+    from buildkit import make_project, published
+    from buildkit import run_cli as run_in_child
+
+    build = make_project(tmp_path, 100, 3, executor={"kind": "local"})
+    target = tmp_path / "build" / ("out" if where == "output" else "cache")
+    proc = run_in_child("run", str(build), prelude=OVER_QUOTA_UNDER.format(target=str(target)))
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert f"error: the disk quota is exceeded: {target}/" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    out = tmp_path / "build" / "out"
+    assert list(out.rglob(".tmp-*")) == [] if out.exists() else True
+    assert "manifest.json" not in (published(out) if out.exists() else {})

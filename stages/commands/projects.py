@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from orchestrator.switches import SwitchedCommand
+
 
 @click.command()
 @click.argument("dest", type=click.Path(file_okay=False))
@@ -30,7 +32,7 @@ def generate(dest, assets, seed) -> None:
     )
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("dest", type=click.Path(file_okay=False), required=False)
 @click.option("--assets", default=300, type=click.IntRange(min=100))
 @click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)

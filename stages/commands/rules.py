@@ -8,9 +8,10 @@ from pathlib import Path
 import click
 
 from orchestrator.runs import run_stages
+from orchestrator.switches import SwitchedCommand
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text")
 @click.option(
