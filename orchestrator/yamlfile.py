@@ -82,8 +82,9 @@ def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any
         raise error(f"{what} not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read the {what}: {exc}", file=str(path)) from None
-    loader = _CountingLoader(text)
+    loader = None
     try:
+        loader = _CountingLoader(text)  # its reader refuses some characters at once
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except AliasRefused as exc:
@@ -99,5 +100,6 @@ def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any
     except RecursionError:
         raise error(f"the {what} is nested too deeply", file=str(path)) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return node, data

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from buildkit import make_project, run_cli, run_inprocess
+from buildkit import cli_env, make_project, published, run_cli, run_inprocess
 
 from orchestrator.config import load_build
 from orchestrator.errors import ConfigError, ProjectError
@@ -163,3 +169,160 @@ def test_a_tampered_ledger_cannot_make_clean_delete_elsewhere(tmp_path):
     cleaned = clean_output(out)
     assert cleaned.removed == ["real"] and victim.read_text() == "keep"
     assert (out / "link").is_symlink()
+
+
+# -- nothing is written outside `output:` and `cache:` ------------------------------------------
+
+
+def _state(folders: list[Path], skip: tuple[Path, ...]) -> dict[str, tuple]:
+    """Every entry under `folders` (files, folders, links) → (kind, size, mtime_ns, mode)."""
+    found: dict[str, tuple] = {}
+    skip_text = tuple(str(p) for p in skip)
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [
+                d for d in dirnames if not os.path.join(dirpath, d).startswith(skip_text)
+            ]
+            for name in dirnames + filenames:
+                path = os.path.join(dirpath, name)
+                st = os.lstat(path)
+                kind = "dir" if stat.S_ISDIR(st.st_mode) else "file"
+                # a folder's own mtime moves when an entry is added or removed: that is a write
+                found[path] = (
+                    kind,
+                    st.st_size if kind == "file" else 0,
+                    st.st_mtime_ns,
+                    st.st_mode,
+                )
+    return found
+
+
+def test_a_build_writes_nothing_outside_output_and_cache(tmp_path):
+    """Cold build, warm rerun, validate and clean, with HOME and TMPDIR fresh: nothing under
+    them, the project, the build file's folder or anywhere else in the test folder is created,
+    modified or deleted."""
+    home, temp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    temp.mkdir()
+    build = make_project(tmp_path / "work", 150, 4, executor={"kind": "local"})
+    out, cache = build.parent / "build" / "out", build.parent / "build" / "cache"
+    out.mkdir(parents=True)
+    cache.mkdir(parents=True)
+    env = cli_env(HOME=str(home), TMPDIR=str(temp), PYTHONDONTWRITEBYTECODE="1")
+    watched = [tmp_path]
+    before = _state(watched, skip=(out, cache))
+    for args in (["run"], ["run"], ["validate", "--format", "json"]):
+        proc = run_cli(*args[:1], str(build), *args[1:], env=env)
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    after = _state(watched, skip=(out, cache))
+    created = sorted(set(after) - set(before))
+    deleted = sorted(set(before) - set(after))
+    modified = sorted(p for p in set(before) & set(after) if before[p] != after[p])
+    assert (created, deleted, modified) == ([], [], []), (created[:5], deleted[:5], modified[:5])
+
+
+PSEUDO_FILE_SYSTEMS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "devpts",
+        "mqueue",
+        "securityfs",
+        "debugfs",
+        "tracefs",
+        "bpf",
+        "pstore",
+        "configfs",
+        "fusectl",
+        "binfmt_misc",
+        "autofs",
+        "hugetlbfs",
+        "nsfs",
+    }
+)
+
+
+def _writable_mounts() -> list[str]:
+    """Mount points of this machine that can hold files and are mounted read-write."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" ")
+        separator = fields.index("-")
+        point, options, fstype = fields[4], fields[5].split(","), fields[separator + 1]
+        if "rw" in options and fstype not in PSEUDO_FILE_SYSTEMS:
+            found.append(point.encode("ascii").decode("unicode_escape"))
+    return found
+
+
+def _can_confine() -> str | None:
+    """Why a read-only mount namespace cannot be made here (None when it can)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "a read-only mount namespace needs root and unshare"
+    probe = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "mount",
+            "-o",
+            "remount,bind,ro",
+            "/",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return f"cannot make a read-only mount namespace here: {probe.stderr.strip()}"
+    return None
+
+
+def run_confined(build: Path, writable: list[Path], *args: str) -> subprocess.CompletedProcess:
+    """`orchestrate ARGS BUILD` in a mount namespace where every file system is read-only except
+    the `writable` folders (bind-mounted over themselves first, so they stay writable)."""
+    binds = " && ".join(
+        f"mount --bind {shlex.quote(str(p))} {shlex.quote(str(p))}" for p in writable
+    )
+    remounts = " && ".join(
+        f"mount -o remount,bind,ro {shlex.quote(point)}" for point in _writable_mounts()
+    )
+    command = " ".join(
+        shlex.quote(part)
+        for part in [
+            sys.executable,
+            "-c",
+            "from orchestrator.cli import main; main()",
+            args[0],
+            str(build),
+            *args[1:],
+        ]
+    )
+    script = f"{binds} && {remounts} && exec {command}"
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(_can_confine() is not None, reason=str(_can_confine()))
+def test_a_build_runs_with_every_file_system_read_only_but_output_and_cache(tmp_path):
+    """With the whole file system read-only except `output:` and `cache:` (a mount namespace),
+    a cold build, a rerun and validate give the exit code and outputs of an unconfined build:
+    any other write would have failed."""
+    reference = make_project(tmp_path / "reference", 150, 4, executor={"kind": "local"})
+    expected = run_cli("run", str(reference))
+    build = make_project(tmp_path / "confined", 150, 4, executor={"kind": "local"})
+    out, cache = build.parent / "build" / "out", build.parent / "build" / "cache"
+    out.mkdir(parents=True)
+    cache.mkdir(parents=True)
+    for args in (["run"], ["run"], ["validate"]):
+        proc = run_confined(build, [out, cache], *args)
+        assert proc.returncode == expected.returncode, proc.stderr[-3000:]
+        assert "Read-only file system" not in proc.stderr and "Traceback" not in proc.stderr
+    assert published(out) == published(reference.parent / "build" / "out")

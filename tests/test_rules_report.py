@@ -50,7 +50,7 @@ def test_document_shape(document):
     ]
     assert doc["failures"][0]["errors"] == ["Test/Test_Demo"]
     assert doc["rule_errors"][0]["rule"] == "broken"
-    assert doc["rule_errors"][0]["message"].startswith("rpath:")
+    assert doc["rule_errors"][0]["message"].startswith("rules.yaml:6: rpath:")
     assert doc["skipped"] == [{"rule": "switched-off", "reason": "disabled (enabled: false)"}]
     assert doc["warnings"][0]["rule"] == "mixed"
     assert all(len(f["lines"]) == len(f["errors"]) for f in doc["failures"])
@@ -92,7 +92,7 @@ def test_text_groups_failures_by_rule_with_file_and_line(document):
     text = render(document, "text").decode("utf-8")
     assert "guids-known [error]: 1 failing source(s)" in text
     assert "Repository/resource.repository:9: 12345678-9876-1234-abcd-1234567890ab" in text
-    assert "rule errors:" in text and "broken: rpath:" in text
+    assert "rule errors:" in text and "broken: rules.yaml:6: rpath:" in text
 
 
 def test_unknown_format_is_refused(document):

@@ -248,7 +248,10 @@ def _compile_one(
     try:
         rule, warnings = _compile_fields(raw, label, position, where, view, timeout)
     except _RuleProblem as exc:
-        ruleset.rule_errors.append({"rule": label, "message": str(exc)})
+        message = str(exc)  # every rule error names the rule file and the rule's line
+        if not message.startswith(f"{where}: "):
+            message = f"{where}: {message}"
+        ruleset.rule_errors.append({"rule": label, "message": message})
         return
     ruleset.rules.append(rule)
     ruleset.warnings.extend({"rule": label, "message": message} for message in warnings)
