@@ -178,16 +178,18 @@ def yaml_parses(data: bytes) -> bool:
 
 
 def check(case: Path, relpath: str, data: bytes, parses=None) -> tuple[int, str]:
-    """Write the mutated file, run, and check what the user sees: an exit code of 0, 1 or 2,
-    no traceback, and the file named when the build did not pass or when `parses` (what the
-    product must parse fully) says the file is broken."""
+    """Write the mutated file, run, and check what the user sees: an exit code of 0, 1 or 2, no
+    traceback, and the file named when it was refused — the build stopped (exit 2), `parses`
+    (what the product must read fully) finds it broken, or a rule in it is a rule error. (Exit 1
+    alone may be a rule that now fails other files: those are named.)"""
     target = case / relpath
     target.write_bytes(data)
     code, text = run_validate(case / "build.yaml")
     assert code in (0, 1, 2), f"exit {code} for a malformed {relpath}\n{text[-3000:]}"
     assert "Traceback" not in text and "internal error" not in text, text[-3000:]
     named = relpath.removeprefix("project/") in text or str(target) in text
-    if code != 0 or (parses is not None and not parses(data)):
+    rule_errors = '"rule_errors": []' not in text and relpath == "rules.yaml"
+    if code == 2 or rule_errors or (parses is not None and not parses(data)):
         assert named, f"{relpath} is not named (exit {code})\n{text[-3000:]}"
     return code, text
 

@@ -242,3 +242,39 @@ def test_a_timed_out_worker_is_killed_and_replaced(project, index):
     with pytest.raises(CustomCodeError, match="returned int, not a list of failing values"):
         host.call(code, view, "fast", "condition", {}, 5)
     assert host.worker_pids() != [first]
+
+
+@pytest.mark.ray
+def test_on_ray_custom_code_runs_beside_the_ray_worker_not_in_it(tmp_path, ray_local):
+    """Units on Ray call their func_str in a custom-code worker that the Ray worker started."""
+    import json
+    import shutil
+
+    import psutil
+    import yaml
+    from buildkit import TESTS, run_inprocess
+
+    case = tmp_path / "case"
+    shutil.copytree(TESTS / "data" / "bad" / "_base", case)
+    code = (
+        "import os, sys\n"
+        "def where(**kw):\n"
+        "    return [sys.argv[0].replace(os.sep, '/').endswith('rules/custom/worker.py'),\n"
+        "            os.getppid()]\n"
+    )
+    rules = [
+        {
+            "id": "where",
+            "rpath": "texture\\.xml$",
+            "xpath": "Texture,Width",
+            "condition": ["func_where"],
+            "func_str": code,
+        }
+    ]
+    (case / "rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    assert run_inprocess("run", str(case / "build.yaml"), "--executor", "ray") == 1
+    report = json.loads((case / "build" / "out" / "reports" / "validate.json").read_text())
+    [failure] = report["failures"]
+    in_custom_worker, parent = failure["errors"]
+    assert in_custom_worker is True and parent != os.getpid()
+    assert any("ray" in part.lower() for part in psutil.Process(parent).cmdline())

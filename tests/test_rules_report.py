@@ -99,3 +99,33 @@ def test_unknown_format_is_refused(document):
     """An unknown format raises ValueError."""
     with pytest.raises(ValueError):
         render(document, "yaml")
+
+
+def test_junit_holds_characters_xml_cannot():
+    """A rule id, file name or message with control characters still gives a JUnit file."""
+    from lxml import etree
+
+    from stages.rules.report import render
+
+    document = {
+        "rules": 2,
+        "sources_checked": 1,
+        "failures": [
+            {
+                "rule": "bell\x07",
+                "severity": "error",
+                "source": "odd\x1fname.xml",
+                "via": None,
+                "errors": ["nul\x00"],
+                "lines": [None],
+                "message": "bad \x0b message",
+            }
+        ],
+        "rule_errors": [{"rule": "0\x1f", "message": "rules.yaml:1: broken \x01"}],
+        "skipped": [],
+        "warnings": [],
+    }
+    root = etree.fromstring(render(document, "junit"))
+    names = [suite.get("name") for suite in root]
+    assert names == ["bell\\u0007", "0\\u001f"]
+    assert root[0][0].get("name") == "odd\\u001fname.xml"

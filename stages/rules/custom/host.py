@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from orchestrator.errors import StepFailed
+
 from ..sandbox import CustomCodeTimeout
 from .crossing import MAX_REPLY_BYTES, PROTOCOL, dump_request, load_reply
 
@@ -55,6 +57,15 @@ def _worker_environment() -> dict[str, str]:
     return env
 
 
+def _start(command: list[str], fds: tuple[int, int]) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(
+            command, pass_fds=fds, stdin=subprocess.DEVNULL, env=_worker_environment()
+        )
+    except OSError as exc:  # no processes or memory left: the machine's problem (exit 4)
+        raise StepFailed(f"cannot start a worker process for custom code: {exc}") from None
+
+
 class WorkerProcess:
     """One worker and the pipes to it; it knows which indexes and rules it was sent."""
 
@@ -63,7 +74,7 @@ class WorkerProcess:
         replies_read, replies_write = os.pipe()
         death_signal = threading.current_thread() is threading.main_thread()
         try:
-            self.process = subprocess.Popen(
+            self.process = _start(
                 [
                     sys.executable,
                     "-m",
@@ -73,10 +84,12 @@ class WorkerProcess:
                     str(os.getpid()),
                     str(int(death_signal)),
                 ],
-                pass_fds=(requests_read, replies_write),
-                stdin=subprocess.DEVNULL,
-                env=_worker_environment(),
+                (requests_read, replies_write),
             )
+        except BaseException:
+            os.close(requests_write)
+            os.close(replies_read)
+            raise
         finally:
             os.close(requests_read)
             os.close(replies_write)
