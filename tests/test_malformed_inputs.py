@@ -89,7 +89,7 @@ TOKENS = [
     b"\xe6\xa8\xa1\xe5\x9e\x8b",
 ]
 
-EXAMPLES = int(os.environ.get("ORCHESTRATE_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("ORCHESTRATE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -715,4 +715,4 @@ def test_registered_path_language_handles_its_files(tmp_path, monkeypatch):
     assert got[1][0] == "b.txt" and got[1][3].startswith("b.txt:1: cannot parse as lines")
     assert got[2][0] == "c.xml" and "not valid for XML files" in got[2][3]
     bad = run_rules(root, [rule(xpath="nothing-accepts-this.")], make_index(root))
-    assert bad["rule_errors"][0]["message"].startswith("xpath:")
+    assert bad["rule_errors"][0]["message"].startswith("p_rules.yaml:1: xpath:")

@@ -74,7 +74,6 @@ def test_without_the_switch_custom_code_runs(tmp_path):
     "args",
     [
         ["run", "--no-custom-code"],
-        ["run", "--dry-run", "--no-custom-code"],
         ["run", "--stages", "validate", "--no-custom-code"],
         ["validate", "--no-custom-code"],
         ["cooklist", "--no-custom-code"],
@@ -90,6 +89,19 @@ def test_no_custom_code_wins_over_the_build_file(tmp_path, capsys, args):
     if command == "run" and "--dry-run" not in options:
         reason = "rules.allow_custom_code is false"
         assert skipped(tmp_path) == [{"rule": "marks", "reason": reason}]
+
+
+def test_a_dry_run_plans_validate_without_running_refused_code(tmp_path):
+    """`run --dry-run` plans validate (it loads the rules) once collect is cached: with the
+    switch the code never runs; without it, it does (the control)."""
+    build, sentinel = custom_code_build(tmp_path)
+    assert run_inprocess("run", str(build), "--no-custom-code") == 0
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(rules.read_text().replace("id: plain", "id: plain-again"))
+    assert run_inprocess("run", str(build), "--dry-run", "--no-custom-code") == 0
+    assert not sentinel.exists()
+    assert run_inprocess("run", str(build), "--dry-run") == 0
+    assert sentinel.read_text() == "load "
 
 
 @pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
