@@ -6,6 +6,7 @@ Ray is never imported here: only an executor that has work to do imports it.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import traceback
@@ -16,8 +17,10 @@ import click
 from . import __version__
 from .errors import ConfigError, OrchestrateError
 from .runs import load
+from .switches import SwitchedCommand
 
 ISSUES_URL = "the orchestrate issue tracker"
+OUT_OF_SPACE = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded"}
 
 
 def _fail(error: OrchestrateError) -> NoReturn:
@@ -45,8 +48,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(130)
     except OSError as exc:
-        if exc.errno == 28:  # ENOSPC
-            click.echo(f"error: the disk is full: {exc.filename or ''} {exc.strerror}", err=True)
+        full = OUT_OF_SPACE.get(exc.errno or 0)
+        if full is not None:  # outside the project's content: exit 4, as for a failed tool
+            click.echo(f"error: {full}: {exc.filename or ''} {exc.strerror}", err=True)
             sys.exit(4)
         _internal(exc)
     except Exception as exc:  # a bug: show where, so it can be reported
@@ -90,7 +94,7 @@ def cli() -> None:
 
 
 # -- run -------------------------------------------------------------------------------------
-@cli.command()
+@cli.command(cls=SwitchedCommand)
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.option(
     "--executor",
@@ -211,20 +215,26 @@ def cache_clear(build_file) -> None:
 @cli.command()
 @click.argument("build_file", type=click.Path(dir_okay=False))
 def clean(build_file) -> None:
-    """Delete the output folder (the cache is kept)."""
-    import shutil
-
+    """Delete what builds published into the output folder (the cache is kept)."""
     from .lock import OutputLock
+    from .outputs import LEDGER, clean_output
 
     build = load(build_file)
-    if build.output_dir.exists():
-        with OutputLock(build.output_dir):
-            for child in build.output_dir.iterdir():
-                if child.name == "reports":
-                    continue
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-        shutil.rmtree(build.output_dir)
-    click.echo(f"removed {build.output_dir}")
+    if not build.output_dir.exists():
+        click.echo(f"nothing to remove: {build.output_dir} does not exist")
+        return
+    with OutputLock(build.output_dir):
+        cleaned = clean_output(build.output_dir)
+    if not cleaned.ledger_found:
+        click.echo(
+            f"nothing removed: {build.output_dir} has no list of published files ({LEDGER}); "
+            "delete the folder by hand if it holds only build outputs"
+        )
+        return
+    click.echo(f"removed {len(cleaned.removed)} published files from {build.output_dir}")
+    if cleaned.kept:
+        plural = "" if cleaned.kept == 1 else "s"
+        click.echo(f"kept {cleaned.kept} file{plural} builds did not publish there")
 
 
 # -- the registered stages ---------------------------------------------------------------------

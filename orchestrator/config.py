@@ -79,6 +79,7 @@ class Build:
         self.project_root = _resolve(self.dir, config.project)  # type: ignore[attr-defined]
         self.output_dir = _resolve(self.dir, config.output)  # type: ignore[attr-defined]
         self.cache_dir = _resolve(self.dir, config.cache)  # type: ignore[attr-defined]
+        self.set_by: dict[str, str] = {}  # `section.key` → the switch that set it for this run
 
     def section(self, name: str) -> Any:
         """A top-level section as plain data with defaults filled in (a dict for mappings)."""
@@ -135,10 +136,29 @@ def load_build(
     build = Build(path, config, raw, node, sections)
     if not build.project_root.is_dir():
         raise build.error(f"project folder {build.project_root} does not exist", ("project",))
+    _check_output_folder(build)
     for section in sections.values():
         if section.check is not None:
             section.check(build)
     return build
+
+
+def _check_output_folder(build: Build) -> None:
+    """The output folder is the build's alone: it may not hold the project, the build file or
+    the cache, which `clean` and the removal of stale outputs would otherwise reach."""
+    output = Path(os.path.realpath(build.output_dir))
+    for what, path in (
+        ("the project", build.project_root),
+        ("the build file", build.path),
+        ("the cache", build.cache_dir),
+    ):
+        real = Path(os.path.realpath(path))
+        if real == output or real.is_relative_to(output):
+            raise build.error(
+                f"the output folder {output} holds {what} ({real}); give the outputs a folder "
+                "of their own (the default is build/out)",
+                ("output",),
+            )
 
 
 def _explain(exc: ValidationError, path: Path, node: Any, schema: type[BaseModel]) -> ConfigError:

@@ -11,6 +11,7 @@ from .config import Build
 from .errors import ProjectError
 from .hashing import digest_file
 from .outcomes import StageReport
+from .outputs import Ledger, OutputFolder
 from .reads import to_posix
 from .tree import Tree, TreeStore, scan
 from .typing import FileEntry
@@ -25,6 +26,8 @@ class Context:
         self.root = to_posix(str(build.project_root))
         self.build_dir = build.dir
         self.output_dir = build.output_dir
+        self.output_folder = OutputFolder(build.output_dir)
+        self.ledger = Ledger(self.output_folder)
         self.cache_dir = build.cache_dir
         self.log = log
         self.stats = stat_cache
@@ -127,28 +130,21 @@ class Context:
 
     # -- the output folder -------------------------------------------------------------------
     def output_path(self, relpath: str) -> Path:
-        """The absolute path of an output file; refuses anything that would land outside."""
-        clean = relpath.replace("\\", "/")
-        parts = clean.split("/")
-        if (
-            not clean
-            or clean.startswith("/")
-            or ".." in parts
-            or ":" in parts[0]
-            or any(p in ("", ".") for p in parts)
-        ):
-            raise ProjectError(f"unsafe output path {relpath!r}", key="output")
-        return self.output_dir / clean
+        """The absolute path of an output file; refuses anything that would land outside
+        (orchestrator/outputs.py)."""
+        return self.output_folder.path(relpath)
 
     def mark_published(self, relpath: str) -> None:
         """Note an output file the stage found already right (so a later skip checks it too)."""
         self.output_path(relpath)
+        self.ledger.record(relpath)
         self.published.add(relpath)
         self.stage_published.add(relpath)
 
     def publish_bytes(self, relpath: str, data: bytes) -> bool:
         """Write an output file atomically; an unchanged file is left alone (keeps its mtime)."""
         target = self.output_path(relpath)
+        self.ledger.record(relpath)  # listed before it exists: `clean` finds every file
         self.published.add(relpath)
         self.stage_published.add(relpath)
         try:

@@ -13,15 +13,17 @@ from pathlib import Path
 
 from .cache import TEMP_PREFIX
 from .errors import OutputLocked
+from .outputs import LOCK, OutputFolder
 
 
 class OutputLock:
     def __init__(self, output_dir: Path, keep: tuple[Path, ...] = ()) -> None:
-        self.path = Path(output_dir) / "reports" / ".orchestrate.lock"
+        self.path = Path(output_dir) / LOCK
         self._keep = {str(Path(p)) for p in keep}  # e.g. a cache folder inside the output
         self._fd: int | None = None
 
     def __enter__(self) -> OutputLock:
+        OutputFolder(self.path.parent.parent).path(LOCK)  # not through a link out of the folder
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -204,7 +204,9 @@ def write_record(output_dir: Path, record: dict) -> Path:
     """Keep the last run's record as `run.previous.json`, then write this one (atomically)."""
     target = Path(output_dir) / RECORD
     if target.exists():
+        _listed(output_dir, [Path(output_dir) / PREVIOUS])
         os.replace(target, Path(output_dir) / PREVIOUS)
+    _listed(output_dir, [target])
     data = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
     atomic_write(target, data.encode("utf-8"))
     return target
@@ -232,6 +234,21 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> li
             log.error("report.failed", report=name, error=f"{type(exc).__name__}: {exc}")
             continue
         written.extend(Path(f) for f in files or ())
+        _listed(output_dir, [Path(f) for f in files or ()])
         if log is not None:
             log.debug("report.done", report=name, seconds=round(time.perf_counter() - began, 3))
     return written
+
+
+def _listed(output_dir: Path, paths: list[Path]) -> None:
+    """Note report files in the output folder's ledger, so `clean` removes them too."""
+    from .outputs import Ledger, OutputFolder
+
+    ledger = Ledger(OutputFolder(output_dir))
+    base = Path(output_dir).resolve()
+    for path in paths:
+        try:
+            relpath = Path(path).resolve().relative_to(base).as_posix()
+        except ValueError:
+            continue
+        ledger.record(relpath)

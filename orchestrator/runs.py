@@ -30,12 +30,25 @@ class Verdict:
 
 
 def load(build_file: str, executor: str | None = None, overrides: dict | None = None) -> Build:
-    """The build file, with `--executor` (when given) in place of `executor.kind`, and a
-    command's own `overrides` (section → keys) merged over what the file says."""
-    merged = {key: dict(value) for key, value in (overrides or {}).items()}
+    """The build file, with the switches in force (orchestrator/switches.py), a command's own
+    `overrides` (section → keys) and `--executor` (when given) in place of `executor.kind`."""
+    from .switches import active_overrides
+
+    switched = active_overrides()
+    merged = {section: dict(keys) for section, keys in switched.values.items()}
+    for section, keys in (overrides or {}).items():
+        merged.setdefault(section, {}).update(keys)
     if executor:
         merged.setdefault("executor", {})["kind"] = executor
-    return load_build(build_file, merged or None)
+    build = load_build(build_file, merged or None)
+    build.set_by = switched.set_by
+    return build
+
+
+def log_switches(build: Build, log: Any) -> None:
+    """Say which build-file keys a switch set for this run (the report shows only the value)."""
+    for key, by in sorted(build.set_by.items()):
+        log.info("build.switch", key=key, set_by=by)
 
 
 def logger(log_format: str = "console", verbose: bool = False) -> Any:
@@ -92,6 +105,7 @@ def run_command(
 
     log = logger(log_format, verbose)
     build = load(build_file, executor)
+    log_switches(build, log)
     options = RunOptions(
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
         workers=workers,
@@ -205,6 +219,7 @@ def run_stages(
 
     log = logger(log_format)
     build = load(build_file, executor, overrides)
+    log_switches(build, log)
     options = RunOptions(
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
         stages=stages,

@@ -72,6 +72,20 @@ class FileEntry(NamedTuple):
     inode: int
 
 
+@dataclass(frozen=True)
+class Switch:
+    """A command-line flag, and an environment variable, that set one key of a section for a run
+    whatever the build file says: the policy of a machine over build files it does not control
+    (`--no-custom-code` sets `rules.allow_custom_code` to false). Every command that runs stages
+    offers the switches of the registered sections (orchestrator/switches.py)."""
+
+    flag: str  # "--no-custom-code"
+    key: str  # the key it sets inside its section
+    value: Any  # the value it sets
+    help: str = ""
+    env: str | None = None  # set to 1/true/yes/on, this variable does what the flag does
+
+
 @dataclass(frozen=True, eq=False)  # compared by identity: each is one registered object
 class Section:
     """A top-level key of the build file that a package adds (entry-point group
@@ -79,13 +93,15 @@ class Section:
 
     `annotation` is the value's type as pydantic validates it (a model for a mapping); `default`
     is used when the key is absent; `check(build)` runs after loading, for what a schema cannot
-    say (a file the section names must exist), and raises `ConfigError`.
+    say (a file the section names must exist), and raises `ConfigError`; `switches` are the
+    command-line flags that override its keys.
     """
 
     annotation: Any
     default: Any
     description: str = ""
     check: Any = None
+    switches: tuple[Switch, ...] = ()
 
 
 class ProjectReader(Protocol):

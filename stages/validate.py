@@ -12,6 +12,7 @@ project file is read; custom code runs there once and again, lazily, once per wo
 from __future__ import annotations
 
 from orchestrator.typing import Plan, StageSpec, Unit
+from stages.rules.custom.host import close_workers
 from stages.rules.engine import Shared, check_file, plan_files
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import file_size, split_rules, unit_cost
@@ -122,6 +123,7 @@ def run(payload, shared: Shared, reader):
 
 
 def finish(ctx, inputs: dict, results) -> dict:
+    close_workers()  # the driver's custom-code workers (loading, local units) are done
     ruleset: RuleSet = results.plan.state
     document = build_document(ruleset, (results[unit_id] for unit_id in results))
     fail_on = ctx.section("rules").get("fail_on", "error")

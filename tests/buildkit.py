@@ -89,6 +89,17 @@ def published(output_dir: Path) -> dict[str, bytes]:
     return found
 
 
+CONTENT_REPORTS = ("validate.json", "junit.xml", "validate.txt", "cooklist.json")
+
+
+def content_reports(output_dir: Path) -> dict[str, bytes]:
+    """The reports that say what the build found (not when it ran): name → bytes."""
+    folder = Path(output_dir) / "reports"
+    return {
+        name: (folder / name).read_bytes() for name in CONTENT_REPORTS if (folder / name).is_file()
+    }
+
+
 def cache_problems(
     cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"), torn_ok: bool = False
 ) -> list[str]:

@@ -468,12 +468,13 @@ def test_func_str_timeout_at_load_is_a_rule_error(project, index):
 
 
 def test_worker_compiles_custom_code_lazily(project, index, tmp_path):
-    """Rules shipped to a fresh process run their func_str there on first use."""
+    """Rules shipped to a fresh process run their func_str in a new custom-code worker on first
+    use."""
     import pickle
 
     import yaml
 
-    from stages.rules import sandbox
+    from stages.rules.custom.host import close_workers
 
     path = tmp_path / "c.yaml"
     path.write_text(
@@ -481,7 +482,7 @@ def test_worker_compiles_custom_code_lazily(project, index, tmp_path):
     )
     ruleset, shared = prepare(str(project), [path], index)
     shipped = pickle.loads(pickle.dumps(shared))
-    sandbox._NAMESPACES.clear()  # as in a new worker process
+    close_workers()  # as in a new process: its workers have seen neither index nor code
     [outcome] = check_file(
         "Repository/resource.repository", list(shipped.rules), shipped, Reader(str(project))
     )
@@ -714,4 +715,4 @@ def test_registered_path_language_handles_its_files(tmp_path, monkeypatch):
     assert got[1][0] == "b.txt" and got[1][3].startswith("b.txt:1: cannot parse as lines")
     assert got[2][0] == "c.xml" and "not valid for XML files" in got[2][3]
     bad = run_rules(root, [rule(xpath="nothing-accepts-this.")], make_index(root))
-    assert bad["rule_errors"][0]["message"].startswith("xpath:")
+    assert bad["rule_errors"][0]["message"].startswith("p_rules.yaml:1: xpath:")

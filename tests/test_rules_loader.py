@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,14 @@ def rule_yaml(**fields) -> str:
 
 
 def error_of(tmp_path, **fields) -> str:
+    """The rule error's message after the rule file and line that every one starts with."""
     ruleset = load(tmp_path, rule_yaml(**fields))
     assert not ruleset.rules, "expected a rule error"
     assert len(ruleset.rule_errors) == 1
-    return ruleset.rule_errors[0]["message"]
+    message = ruleset.rule_errors[0]["message"]
+    where = re.match(r"[^:/]+\.yaml:\d+: ", message)
+    assert where is not None, f"the rule file and line are not named: {message!r}"
+    return message[where.end() :]
 
 
 def test_invalid_yaml_raises_rule_file_error_with_line(tmp_path):

@@ -52,7 +52,7 @@ def test_document_shape(document):
     ]
     assert doc["failures"][0]["errors"] == ["Test/Test_Demo"]
     assert doc["rule_errors"][0]["rule"] == "broken"
-    assert doc["rule_errors"][0]["message"].startswith("rpath:")
+    assert doc["rule_errors"][0]["message"].startswith("rules.yaml:6: rpath:")
     assert doc["skipped"] == [{"rule": "switched-off", "reason": "disabled (enabled: false)"}]
     assert doc["warnings"][0]["rule"] == "mixed"
     assert all(len(f["lines"]) == len(f["errors"]) for f in doc["failures"])
@@ -109,10 +109,40 @@ def test_text_groups_failures_by_rule_with_file_and_line(document):
     text = render(document, "text").decode("utf-8")
     assert "guids-known [error]: 1 failing source(s)" in text
     assert "Repository/resource.repository:9: 12345678-9876-1234-abcd-1234567890ab" in text
-    assert "rule errors:" in text and "broken: rpath:" in text
+    assert "rule errors:" in text and "broken: rules.yaml:6: rpath:" in text
 
 
 def test_unknown_format_is_refused(document):
     """An unknown format raises ValueError."""
     with pytest.raises(ValueError):
         render(document, "yaml")
+
+
+def test_junit_holds_characters_xml_cannot():
+    """A rule id, file name or message with control characters still gives a JUnit file."""
+    from lxml import etree
+
+    from stages.rules.report import render
+
+    document = {
+        "rules": 2,
+        "sources_checked": 1,
+        "failures": [
+            {
+                "rule": "bell\x07",
+                "severity": "error",
+                "source": "odd\x1fname.xml",
+                "via": None,
+                "errors": ["nul\x00"],
+                "lines": [None],
+                "message": "bad \x0b message",
+            }
+        ],
+        "rule_errors": [{"rule": "0\x1f", "message": "rules.yaml:1: broken \x01"}],
+        "skipped": [],
+        "warnings": [],
+    }
+    root = etree.fromstring(render(document, "junit"))
+    names = [suite.get("name") for suite in root]
+    assert names == ["bell\\u0007", "0\\u001f"]
+    assert root[0][0].get("name") == "odd\\u001fname.xml"

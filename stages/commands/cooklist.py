@@ -8,9 +8,10 @@ import sys
 import click
 
 from orchestrator.runs import run_stages
+from orchestrator.switches import SwitchedCommand
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def cooklist(build_file, fmt) -> None:
@@ -26,7 +27,7 @@ def cooklist(build_file, fmt) -> None:
     sys.exit(1 if build.section("cook")["fail_on_missing"] and cooked.missing else 0)
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.argument("asset")
 def why(build_file, asset) -> None:
@@ -45,7 +46,7 @@ def why(build_file, asset) -> None:
     click.echo(why_text(answers, shown), nl=False)
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
 @click.option("--cooked-only", is_flag=True, help="Only assets in the cook list.")

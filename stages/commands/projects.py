@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from orchestrator.switches import SwitchedCommand
+
 
 @click.command()
 @click.argument("dest", type=click.Path(file_okay=False))
@@ -42,7 +44,7 @@ def generate(dest, assets, seed, engine) -> None:
     )
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("dest", type=click.Path(file_okay=False), required=False)
 @click.option("--assets", default=300, type=click.IntRange(min=100))
 @click.option("--executor", type=click.Choice(["auto", "local", "ray"]), default=None)

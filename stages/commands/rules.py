@@ -8,12 +8,13 @@ from pathlib import Path
 import click
 
 from orchestrator.runs import run_stages
+from orchestrator.switches import SwitchedCommand
 
 # `collect` as `validate` runs it after a project file did not parse: going on without it.
 GO_ON_WITHOUT_BROKEN_FILES = {"collect": {"skip_broken": True}}
 
 
-@click.command()
+@click.command(cls=SwitchedCommand)
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text")
 @click.option(

@@ -18,24 +18,12 @@ import orjson
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes, digest_file
+from orchestrator.outputs import OutputFolder as SafeOutputFolder
+from orchestrator.outputs import remove_empty_folders
 
 MANIFEST = "manifest.json"
 STAGING = "staging.json"
 LINK_XML = "link.xml"
-
-
-def _relative_parts(relpath: str) -> list[str]:
-    """The segments of an output-relative path; ProjectError if it could leave the folder."""
-    parts = relpath.split("/")
-    if (
-        not relpath
-        or relpath.startswith("/")
-        or "\\" in relpath
-        or ":" in relpath
-        or any(p in ("", ".", "..") for p in parts)
-    ):
-        raise ProjectError(f"refusing to write outside the output folder: {relpath!r}")
-    return parts
 
 
 def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
@@ -43,16 +31,16 @@ def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
     return OutputFolder(output_dir).path(relpath)
 
 
-class OutputFolder:
-    """The output folder of one publish: resolved once, each parent folder checked once.
+class OutputFolder(SafeOutputFolder):
+    """The output folder of one publish: the engine's safe paths (each parent folder checked
+    once), and whether a file already holds given bytes.
 
     A publish names thousands of bundle files in a few folders; resolving every file's path
     again cost more than the checks themselves.
     """
 
     def __init__(self, output_dir: str | os.PathLike, stats=None) -> None:
-        self.base = Path(output_dir).resolve()
-        self._parents: dict[str, bool] = {}
+        super().__init__(output_dir)
         # The engine's stat cache keeps digests by (size, mtime_ns, inode) for paths relative to
         # the project; an output file is addressed from there too, so an unchanged bundle is
         # not read again on every publish.
@@ -64,21 +52,6 @@ class OutputFolder:
                 self._stats_prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
             except ValueError:  # another drive: no relative path, hash the files instead
                 self._stats_prefix = None
-
-    def path(self, relpath: str) -> Path:
-        parts = _relative_parts(relpath)
-        target = self.base.joinpath(*parts)
-        parent = relpath.rpartition("/")[0]
-        inside = self._parents.get(parent)
-        if inside is None:
-            # A symlinked folder inside the output could still point elsewhere: resolve what
-            # exists.
-            inside = self._parents[parent] = target.parent.resolve().is_relative_to(self.base)
-        if not inside:
-            raise ProjectError(
-                f"refusing to write through a link out of the output folder: {relpath!r}"
-            )
-        return target
 
     def matches(self, relpath: str, size: int, raw_hash: str) -> bool:
         """Whether the output file `relpath` already holds exactly these bytes."""
@@ -138,10 +111,7 @@ def remove_stale(output_dir: str | os.PathLike, previous: list[str], keep: set[s
         if target.is_file() and not target.is_symlink():
             target.unlink()
             removed.append(relpath)
-            folder = target.parent
-            while folder != base and folder.is_relative_to(base) and not any(folder.iterdir()):
-                folder.rmdir()
-                folder = folder.parent
+            remove_empty_folders(base, target.parent)
     return removed
 
 

@@ -313,7 +313,8 @@ def page_html(output_dir: Path, record: dict | None, part: ContentPart, changes:
 
 
 def render(output_dir: Path, record: dict | None) -> list[Path]:
-    """Write `reports/index.html` for the output folder; the files written."""
+    """Write `reports/index.html` for the output folder; the files it keeps there (the page,
+    its content cache and the build summaries it compares), so `clean` knows them."""
     output_dir = Path(output_dir)
     key = content_key(output_dir)
     cache = output_dir / CONTENT_CACHE
@@ -326,4 +327,5 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
     changes = track_state(output_dir, record, key, fresh)
     page = output_dir / PAGE
     atomic_write(page, page_html(output_dir, record, part, changes).encode("utf-8"))
-    return [page]
+    kept = [output_dir / name for name in (CONTENT_CACHE, STATE, PREVIOUS_STATE)]
+    return [page, *(path for path in kept if path.exists())]

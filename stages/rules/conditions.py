@@ -15,10 +15,12 @@ from lxml import etree
 
 from orchestrator.errors import MissingInput
 
+from .custom.host import CustomCodeError
+from .expressions import ExpressionError, compile_expression
 from .functions import PREDEFINED_SETS
 from .paths import element_label
 from .registry import CHECK_PREFIXES, CheckRef, available_checks
-from .sandbox import CustomCodeTimeout, compile_expression, time_limit
+from .sandbox import CustomCodeTimeout, time_limit
 
 METHODS = {
     "存在": "exists",
@@ -46,7 +48,6 @@ COMPARISONS = {
     "==": operator.eq,
     "!=": operator.ne,
 }
-INDEX_MODULES = ("res_store", "res_filter")
 MAX_MESSAGES = 5
 
 
@@ -165,23 +166,14 @@ def _expression(raw: tuple, source: Any, index_available: bool) -> Condition:
     if not isinstance(source, str):
         raise ConditionError(f"the expression must be a string, got {source!r}")
     try:
-        code = compile_expression(source)
-    except SyntaxError as exc:
-        raise ConditionError(f"expression does not compile: {exc.msg} ({source!r})") from None
-    uses_index = bool(_code_names(code) & set(INDEX_MODULES))
-    if uses_index and not index_available:
+        compiled = compile_expression(source)
+    except ExpressionError as exc:
+        raise ConditionError(f"expression {source!r}: {exc}") from None
+    if compiled.uses_index and not index_available:
         raise ConditionError(
             "the expression uses res_store/res_filter, which need a Messiah project index"
         )
-    return Condition("expr", raw, text=source, uses_index=uses_index)
-
-
-def _code_names(code) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _code_names(const)
-    return names
+    return Condition("expr", raw, text=source, uses_index=compiled.uses_index)
 
 
 # -- checking ------------------------------------------------------------------------------------
@@ -289,12 +281,12 @@ def _value_test(condition: Condition, env):
 
 
 def _expression_test(condition: Condition, env):
-    code = compile_expression(condition.text)  # type: ignore[arg-type]
+    code = compile_expression(condition.text).code  # type: ignore[arg-type]
     scope = env.expression_globals()
 
     def test(d):
         scope["d"] = d
-        return eval(code, scope)  # noqa: S307 - rule-supplied expression, restricted names
+        return eval(code, scope)  # noqa: S307 - checked by an allow-list, guarded attributes
 
     return test
 
@@ -305,7 +297,9 @@ def _per_value(test, values: list, lines: list) -> Verdict:
         try:
             if test(value):
                 continue
-        except Exception as exc:  # a value that cannot be checked fails, with the reason
+        except (KeyboardInterrupt, CustomCodeTimeout):
+            raise
+        except BaseException as exc:  # a value that cannot be checked fails, with the reason
             messages.append(f"{_short(value)}: {type(exc).__name__}: {exc}")
         errors.append(value)
         error_lines.append(lines[i])
@@ -332,18 +326,21 @@ def _unique(values: list, lines: list) -> Verdict:
 def _call_function(condition: Condition, values: list, lines: list, env) -> Verdict:
     label = condition.raw[0]
     try:
-        with time_limit(env.timeout):
-            if condition.method == "custom":
-                result = env.custom(condition.function)(
-                    data=list(values), filepath=env.filepath, condition=list(condition.raw)
-                )
-            else:
+        if condition.method == "custom":
+            # a custom-code worker enforces the timeout itself, by killing the worker
+            result = env.custom(condition.function)(
+                data=list(values), filepath=env.filepath, condition=list(condition.raw)
+            )
+        else:
+            with time_limit(env.timeout):
                 result = env.call_check(condition.check, list(values), list(condition.raw))
     except CustomCodeTimeout as exc:
         return Verdict(True, [], [], f"condition {label}: {exc}")
-    except MissingInput:  # the executor resends the unit with the file: not a rule failure
+    except CustomCodeError as exc:
+        return Verdict(True, [], [], f"condition {label} {exc}")
+    except (MissingInput, KeyboardInterrupt):  # MissingInput: the executor resends the unit
         raise
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: a check must not end the build
         return Verdict(True, [], [], f"condition {label} raised {type(exc).__name__}: {exc}")
     return interpret_return(result, values, lines, label)
 

@@ -25,10 +25,12 @@ from orchestrator.reads import Reader, to_posix
 
 from . import registry
 from .conditions import Verdict, check, lines_of
+from .custom.host import CustomCode, CustomCodeError, custom_code_host
+from .expressions import expression_globals
 from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
-from .sandbox import CustomCodeTimeout, custom_namespace, expression_globals, time_limit
+from .sandbox import CustomCodeTimeout
 
 
 class Failure(NamedTuple):
@@ -150,7 +152,7 @@ class _ConditionEnv:
         return self._globals
 
     def custom(self, name: str):
-        return _custom_function(self.rule, self.ctx, name)
+        return _custom_function(self.rule, self.ctx, name, "condition")
 
     def call_check(self, ref, data: list, condition: list):
         function, accepts_context = registry.check_callable(ref.target)
@@ -161,16 +163,14 @@ class _ConditionEnv:
         return function(data=data, filepath=self.filepath, condition=condition)
 
 
-def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str):
-    namespace = custom_namespace(
-        rule.code_key,
-        rule.func_str or "",
-        rule.label,
-        ctx.view.key,
-        ctx.view.namespaces,
-        ctx.timeout,
-    )
-    return namespace[name]
+def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str, role: str):
+    """Function `name` of the rule's func_str, called in a custom-code worker (custom/host.py)."""
+    code = CustomCode(rule.code_key, rule.label, rule.func_str or "")
+
+    def call(**kwargs):
+        return custom_code_host().call(code, ctx.view, name, role, kwargs, ctx.timeout)
+
+    return call
 
 
 def _extract(ref: PathRef, language: Any, document: Any, relpath: str) -> tuple[list, list]:
@@ -201,14 +201,13 @@ def _apply_filter(
         return [values[i] for i in keep], [lines[i] for i in keep]
     if ref.kind == "predefined":
         return PREDEFINED_FUNCTIONS[ref.name][0](values, lines, ctx)  # type: ignore[index]
+    function = _custom_function(rule, ctx, ref.name, "filter")  # type: ignore[arg-type]
     try:
-        function = _custom_function(rule, ctx, ref.name)  # type: ignore[arg-type]
-        with time_limit(ctx.timeout):
-            result = function(data=list(values), filepath=filepath)
+        result = function(data=list(values), filepath=filepath)
     except CustomCodeTimeout as exc:
         raise _Stop(f"filter {ref.text}: {exc}") from None
-    except Exception as exc:
-        raise _Stop(f"filter {ref.text} raised {type(exc).__name__}: {exc}") from None
+    except CustomCodeError as exc:
+        raise _Stop(f"filter {ref.text} {exc}") from None
     if not isinstance(result, (list, tuple)):
         raise _Stop(f"filter {ref.text} returned {type(result).__name__}, not a list")
     result = list(result)
@@ -332,9 +331,9 @@ def _check(
         return check(rule.condition, values, lines, _ConditionEnv(rule, ctx, filepath))
     except CustomCodeTimeout as exc:
         return Verdict(True, [], [], str(exc))
-    except MissingInput:  # control flow: the executor resends the unit with the file
+    except (MissingInput, KeyboardInterrupt):  # MissingInput: the executor resends the unit
         raise
-    except Exception as exc:  # a failure of the engine itself must not stop the other rules
+    except BaseException as exc:  # rule code's SystemExit too: it must not end the build
         return Verdict(True, [], [], f"checking failed: {type(exc).__name__}: {exc}")
 
 

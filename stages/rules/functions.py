@@ -221,6 +221,14 @@ def reading_for(reader: Any) -> Iterator[None]:
         _UNIT_READER.reset(token)
 
 
+def record_reads(reads: dict[str, str | None]) -> None:
+    """Files a custom-code worker read through these functions for the unit being checked:
+    they enter that unit's trace as if its reader had read them."""
+    reader = _UNIT_READER.get()
+    if reader is not None and reads:
+        reader.reads.update(reads)
+
+
 def functions_for_custom_code(view: IndexView) -> dict[str, Callable]:
     """`res_filter.<name>` → the predefined function as custom code calls it."""
     found = {}

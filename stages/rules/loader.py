@@ -1,7 +1,8 @@
 """Reading rule files and compiling each rule, before any project file is read.
 
 `load_rules(...)` returns a `RuleSet`: the runnable `CompiledRule`s (frozen, picklable: regexes,
-compiled XML queries, and the *source* of custom code, which workers compile on first use), and
+compiled XML queries, and the *source* of custom code, which custom-code workers run: see
+custom/host.py), and
 what could not run — `rule_errors`, `skipped`, `warnings` — exactly as the report lists them.
 A rule file that is not YAML, or not a list/mapping of rules, raises `RuleFileError`.
 """
@@ -22,9 +23,10 @@ from orchestrator.yamlfile import read_yaml
 
 from . import registry
 from .conditions import Condition, ConditionError, compile_condition
+from .custom.host import CustomCode, CustomCodeError, custom_code_host
 from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
 from .paths import PathSyntaxError, XmlQuery
-from .sandbox import CustomCodeTimeout, names_used, remember_namespace, run_func_str
+from .sandbox import CustomCodeTimeout, names_used
 
 # Bump when a change to the engine can change what a rule reports (it enters every rule digest).
 ENGINE_VERSION = 1
@@ -184,7 +186,8 @@ def load_rules(
     allow_custom_code: bool = True,
     timeout: float | None = 30.0,
 ) -> RuleSet:
-    """Read every rule file and compile its rules (func_str code runs here, once)."""
+    """Read every rule file and compile its rules (each func_str runs once, in a custom-code
+    worker, to find its functions)."""
     from .functions import index_view
 
     if index_digest is None:
@@ -246,7 +249,10 @@ def _compile_one(
     try:
         rule, warnings = _compile_fields(raw, label, position, where, view, timeout)
     except _RuleProblem as exc:
-        ruleset.rule_errors.append({"rule": label, "message": str(exc)})
+        message = str(exc)  # every rule error names the rule file and the rule's line
+        if not message.startswith(f"{where}: "):
+            message = f"{where}: {message}"
+        ruleset.rule_errors.append({"rule": label, "message": message})
         return
     ruleset.rules.append(rule)
     ruleset.warnings.extend({"rule": label, "message": message} for message in warnings)
@@ -385,18 +391,14 @@ def _run_custom_code(
     if uses_index and not view.available:
         raise _RuleProblem("func_str uses res_store/res_filter, which need a Messiah project index")
     try:
-        namespace = run_func_str(source, label, view.namespaces(), timeout)
-    except SyntaxError as exc:
-        raise _RuleProblem(f"func_str does not compile: {exc.msg} (line {exc.lineno})") from None
+        names = custom_code_host().define(CustomCode(digest, label, source), view, timeout)
     except CustomCodeTimeout as exc:
         raise _RuleProblem(f"func_str: {exc}") from None
-    except Exception as exc:
-        raise _RuleProblem(f"func_str raised {type(exc).__name__}: {exc}") from None
-    remember_namespace(digest, view.key, namespace)
-    names = frozenset(
-        name for name, value in namespace.items() if callable(value) and not name.startswith("__")
-    )
-    return names, uses_index
+    except CustomCodeError as exc:
+        if str(exc).startswith("raised SyntaxError:"):
+            raise _RuleProblem(f"func_str does not compile: {str(exc)[20:]}") from None
+        raise _RuleProblem(f"func_str {exc}") from None
+    return frozenset(names), uses_index
 
 
 def _regex(key: str, text: str | None) -> re.Pattern | None:

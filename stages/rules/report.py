@@ -4,6 +4,7 @@ them"), exit gating, and the JSON / JUnit XML / text renderings."""
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -167,27 +168,35 @@ def render_junit(document: dict) -> bytes:
     root = etree.Element("testsuites", name="orchestrate validate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for rule, pairs in suites.items():
-        suite = etree.SubElement(root, "testsuite", name=rule)
+        suite = etree.SubElement(root, "testsuite", name=xml_safe(rule))
         counts = {"tests": len(pairs), "failures": 0, "errors": 0, "skipped": 0}
         for source, via in pairs:
             case = etree.SubElement(
-                suite, "testcase", classname=rule, name=source + (f" (via {via})" if via else "")
+                suite,
+                "testcase",
+                classname=xml_safe(rule),
+                name=xml_safe(source + (f" (via {via})" if via else "")),
             )
             failure = failures_at.get((rule, source, via))
             if failure is not None:
                 counts["failures"] += 1
                 message = failure["message"] or f"{len(failure['errors'])} failing value(s)"
-                node = etree.SubElement(case, "failure", type=failure["severity"], message=message)
-                node.text = "\n".join(_value_lines(failure)) or message
+                node = etree.SubElement(
+                    case, "failure", type=failure["severity"], message=xml_safe(message)
+                )
+                node.text = xml_safe("\n".join(_value_lines(failure)) or message)
         _set_counts(suite, counts, totals)
     for kind, entries, key in (
         ("errors", document["rule_errors"], "message"),
         ("skipped", document["skipped"], "reason"),
     ):
         for entry in entries:
-            suite = etree.SubElement(root, "testsuite", name=entry["rule"])
-            case = etree.SubElement(suite, "testcase", classname=entry["rule"], name="(rule)")
-            etree.SubElement(case, "error" if kind == "errors" else "skipped", message=entry[key])
+            label = xml_safe(entry["rule"])
+            suite = etree.SubElement(root, "testsuite", name=label)
+            case = etree.SubElement(suite, "testcase", classname=label, name="(rule)")
+            etree.SubElement(
+                case, "error" if kind == "errors" else "skipped", message=xml_safe(entry[key])
+            )
             _set_counts(
                 suite,
                 {
@@ -201,6 +210,16 @@ def render_junit(document: dict) -> bytes:
     for name, count in totals.items():
         root.set(name, str(count))
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+
+
+# Characters XML 1.0 cannot hold (control characters, lone surrogates, U+FFFE/U+FFFF): a rule
+# id, a file name or a value may contain them.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """`text` with the characters XML cannot hold written as `\\uXXXX`."""
+    return _NOT_XML.sub(lambda match: f"\\u{ord(match.group()):04x}", str(text))
 
 
 def _set_counts(suite, counts: dict, totals: dict) -> None:

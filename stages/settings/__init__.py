@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.typing import BuildSettings, Section
+from orchestrator.typing import BuildSettings, Section, Switch
 
 
 class _Strict(BaseModel):
@@ -157,8 +157,20 @@ SOURCE = Section(
 PLATFORM = Section(str, "generic", "the target platform, passed to cookers and the manifest")
 COLLECT = Section(CollectConfig, CollectConfig(), "what collect reads")
 COOK = Section(CookConfig, CookConfig(), "cook roots and cookers")
+NO_CUSTOM_CODE = Switch(
+    "--no-custom-code",
+    "allow_custom_code",
+    False,
+    help="Refuse rules' custom code (func_str) whatever the build file says: such rules are "
+    "listed as skipped",
+    env="ORCHESTRATE_NO_CUSTOM_CODE",
+)
 RULES = Section(
-    RulesConfig, RulesConfig(), "the rule library and its gate", check=_check_rule_files
+    RulesConfig,
+    RulesConfig(),
+    "the rule library and its gate",
+    check=_check_rule_files,
+    switches=(NO_CUSTOM_CODE,),
 )
 BUNDLES = Section(BundlesConfig, BundlesConfig(), "the bundle layout")
 ARCHIVE = Section(ArchiveConfig, ArchiveConfig(), "bundle compression")

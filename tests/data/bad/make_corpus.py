@@ -43,6 +43,7 @@ case("build-misspelt-project", {"build.yaml": build({"project: project\n": "proj
 case("build-misspelt-cooker-command", {"build.yaml": build({"  always_cook: [UI/]\n": "  always_cook: [UI/]\n  cookers:\n    Texture: {comand: texconv}\n"})})
 case("build-unknown-cooker", {"build.yaml": build({"  always_cook: [UI/]\n": "  always_cook: [UI/]\n  cookers:\n    Texture: magic\n"})})
 case("build-layout-not-list", {"build.yaml": build({"  layout:\n    - name: \"maps/{stem}\"\n      maps: all\n    - name: \"ui/{package}\"\n      include: [\"UI/**\"]\n": "  layout: ui\n"})})
+case("build-output-holds-project", {"build.yaml": build({"output: build/out\n": "output: .\n"})})
 case("build-yaml-alias-bomb", {"build.yaml": build(append=(
     "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
     "x1: &a1 [*a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0]\n"
@@ -72,10 +73,24 @@ case("rules-func-syntax-error", {"rules.yaml": "- id: func-syntax\n  rpath: 'res
 case("rules-func-raises-at-load", {"rules.yaml": "- id: func-raises-at-load\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['func_check']\n  func_str: |\n    raise RuntimeError('exploded while loading')\n    def check(**kw):\n        return []\n"})
 case("rules-func-loops-at-load", {"rules.yaml": "- id: func-loops-at-load\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['func_check']\n  func_str: |\n    while True:\n        pass\n    def check(**kw):\n        return []\n"})
 case("rules-func-loops", {"rules.yaml": "- id: func-loops\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['func_check']\n  func_str: |\n    def check(**kw):\n        while True:\n            pass\n"})
+case("rules-func-stuck-in-c", {"rules.yaml": "- id: func-stuck\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['func_check']\n  func_str: |\n    def check(**kw):\n        return [sum(range(10 ** 13))]\n"})
+case("rules-func-exits", {"rules.yaml": "- id: func-exits\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['func_check']\n  func_str: |\n    import sys\n    def check(**kw):\n        sys.exit(0)\n"})
+case("rules-func-exits-at-load", {"rules.yaml": "- id: func-exits-at-load\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['exists']\n  func_str: |\n    import sys\n    sys.exit(0)\n"})
+case("rules-expression-escape", {"rules.yaml": "- id: escape\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['expr', \"re.__builtins__['__import__']('os').system('touch /tmp/orchestrate-escaped')\"]\n"})
 case("rules-func-raises", {"rules.yaml": "- id: func-raises\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['func_check']\n  func_str: |\n    def check(**kw):\n        raise ValueError('custom check exploded')\n"})
 case("rules-filter-returns-junk", {"rules.yaml": "- id: filter-junk\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  filter: artfunc_junk\n  condition: ['exists']\n  func_str: |\n    def junk(**kw):\n        return 42\n"})
 case("rules-expression-syntax", {"rules.yaml": "- id: bad-expression\n  rpath: 'texture\\.xml$'\n  xpath: 'Texture,Width'\n  condition: ['expr', 'd >']\n"})
 case("rules-latin1", {"rules.yaml": "- id: latin\n  name: \"caf\u00e9\"\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['exists']\n".encode("latin-1")})
+bomb_levels = "".join(
+    f"&a{n} [{', '.join(['*a%d' % (n - 1)] * 9 if n else ['lol'] * 9)}], " for n in range(7)
+)
+case("rules-yaml-alias-bomb", {"rules.yaml": (
+    "- id: bomb\n  rpath: 'resource'\n  xpath: '*,Name'\n"
+    f"  condition: ['in', [{bomb_levels.rstrip(', ')}]]\n"
+)})
+case("rules-yaml-recursive-alias", {"rules.yaml": (
+    "- &loop\n  id: loop\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['in', *loop]\n"
+)})
 # ---- project content the build cannot do without
 case("repo-broken-xml", {REPO: base_repo.replace("</Items>", "</Itemz>")})
 case("validate-repo-broken-xml", {REPO: base_repo.replace("</Items>", "</Itemz>")})

@@ -1,0 +1,441 @@
+"""`满足表达式` / `expr` expressions: an AST allow-list, then evaluation among the allowed names.
+
+Rule libraries come from many teams, and a farm that refuses custom code still runs their
+expressions, so an expression must not reach anything the rule language does not offer
+(spec/rules.md "Conditions"). Checking happens when the rules are loaded, so a refused expression
+is a rule error naming the construct:
+
+- only expression syntax: no assignment (`:=`), no `await`/`yield`;
+- names: `d`, `res_store`, `res_filter`, `re` and the listed builtins, plus the names the
+  expression binds itself (comprehension targets, lambda parameters); no dunder name;
+- attributes: never one starting with `_`, nor `format`/`format_map` (their field syntax reads
+  attributes: `"{0.__class__}".format(d)`), nor the frame and code attributes of generators;
+  `re.X` only for the functions and flags listed in REGEX_NAMES; `res_store.X` / `res_filter.X`
+  only for the predefined sets.
+
+Evaluation then closes what names alone cannot: every attribute read goes through
+`guarded_attribute`, which admits the attributes of plain data (strings, numbers, containers, the
+index's records), of compiled patterns and matches, and the read-only navigation of an extracted
+element — so `d.getroottree().write(...)` or a generator's frame are refused at run time, and the
+value fails with the reason. `**`, `<<` and sequence `*` refuse results that would take minutes or
+gigabytes to compute: those run inside one C call, where `rules.timeout` cannot stop them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from types import SimpleNamespace
+from typing import Any, NamedTuple
+
+from lxml import etree
+
+BUILTIN_NAMES: dict[str, Any] = {
+    "len": len,
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "list": list,
+    "tuple": tuple,
+    "dict": dict,
+    "set": set,
+    "any": any,
+    "all": all,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "sum": sum,
+    "sorted": sorted,
+}
+INDEX_MODULES = ("res_store", "res_filter")
+INDEX_ATTRIBUTES = {
+    "res_store": frozenset({"res_in_repo", "res_in_disk", "res_virt_info", "ilevels"}),
+    "res_filter": frozenset(
+        {
+            "ALL_RES",
+            "ALL_RES_GUID",
+            "ALL_USED_FILTER",
+            "ALL_USED_ILEVEL",
+            # the four functions, as custom code calls them (rules.md)
+            "guidToRealPath",
+            "guidToResourcePath",
+            "getResourcesInILevel",
+            "validGUID",
+        }
+    ),
+}
+#: What `re` offers an expression: its functions and flags; not its modules, caches or classes.
+REGEX_NAMES = (
+    "compile",
+    "search",
+    "match",
+    "fullmatch",
+    "findall",
+    "finditer",
+    "sub",
+    "subn",
+    "split",
+    "escape",
+    "IGNORECASE",
+    "I",
+    "MULTILINE",
+    "M",
+    "DOTALL",
+    "S",
+    "VERBOSE",
+    "X",
+    "ASCII",
+    "A",
+    "UNICODE",
+    "U",
+)
+ALLOWED_NAMES = frozenset({"d", "re", *INDEX_MODULES, *BUILTIN_NAMES})
+
+# Attribute names refused wherever they appear (see the module docstring).
+DENIED_ATTRIBUTES = frozenset(
+    {
+        "format",
+        "format_map",
+        "mro",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "gi_running",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_back",
+        "f_code",
+        "tb_frame",
+        "tb_next",
+        "co_code",
+    }
+)
+
+_OPERATORS = (
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.MatMult,
+    ast.Div,
+    ast.Mod,
+    ast.Pow,
+    ast.LShift,
+    ast.RShift,
+    ast.BitOr,
+    ast.BitXor,
+    ast.BitAnd,
+    ast.FloorDiv,
+    ast.Invert,
+    ast.Not,
+    ast.UAdd,
+    ast.USub,
+    ast.And,
+    ast.Or,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.Is,
+    ast.IsNot,
+    ast.In,
+    ast.NotIn,
+)
+_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Lambda,
+    ast.IfExp,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.comprehension,
+    ast.Compare,
+    ast.Call,
+    ast.keyword,
+    ast.FormattedValue,
+    ast.JoinedStr,
+    ast.Constant,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Starred,
+    ast.Name,
+    ast.List,
+    ast.Tuple,
+    ast.Slice,
+    ast.arguments,
+    ast.arg,
+    ast.Load,
+    ast.Store,
+    *_OPERATORS,
+)
+_GUARD = "__orchestrate_attribute__"
+_BINOP = "__orchestrate_binop__"
+
+#: Bounds on results computed inside one C call (see `bounded_binop`).
+MAX_RESULT_BITS = 1 << 20
+MAX_RESULT_ITEMS = 10_000_000
+
+
+class ExpressionError(ValueError):
+    """An expression that does not compile or uses what expressions may not (a rule error)."""
+
+
+class CompiledExpression(NamedTuple):
+    code: Any
+    names: frozenset[str]  # the global names it reads
+
+    @property
+    def uses_index(self) -> bool:
+        return bool(self.names & set(INDEX_MODULES))
+
+
+def _describe(node: ast.AST) -> str:
+    try:
+        return repr(ast.unparse(node))
+    except Exception:  # an unparseable fragment: its kind says enough
+        return type(node).__name__
+
+
+def check_expression(tree: ast.Expression) -> frozenset[str]:
+    """Refuse what expressions may not use; the global names the expression reads."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, _NODES):
+            raise ExpressionError(f"{type(node).__name__} is not allowed in expressions")
+        if isinstance(node, (ast.Name, ast.arg)):
+            name = node.id if isinstance(node, ast.Name) else node.arg
+            if name.startswith("__"):
+                raise ExpressionError(f"the name {name!r} is not allowed in expressions")
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if name in bound:
+                    continue
+                if name not in ALLOWED_NAMES:
+                    raise ExpressionError(
+                        f"the name {name!r} is not available in expressions (available: "
+                        f"{', '.join(sorted(ALLOWED_NAMES))})"
+                    )
+                read.add(name)
+        elif isinstance(node, ast.Attribute):
+            _check_attribute(node, bound)
+        elif isinstance(node, ast.Constant) and not isinstance(
+            node.value, (str, bytes, int, float, complex, bool, type(None), type(...))
+        ):
+            raise ExpressionError(f"the constant {_describe(node)} is not allowed")
+    return frozenset(read)
+
+
+def _check_attribute(node: ast.Attribute, bound: set[str]) -> None:
+    name = node.attr
+    if name.startswith("_") or name in DENIED_ATTRIBUTES:
+        raise ExpressionError(f"the attribute {name!r} is not allowed in expressions")
+    owner = node.value
+    if isinstance(owner, ast.Name) and owner.id not in bound:
+        if owner.id == "re" and name not in REGEX_NAMES:
+            raise ExpressionError(
+                f"re.{name} is not available (re offers {', '.join(REGEX_NAMES)})"
+            )
+        allowed = INDEX_ATTRIBUTES.get(owner.id)
+        if allowed is not None and name not in allowed:
+            raise ExpressionError(
+                f"{owner.id}.{name} is not a predefined set (known: {', '.join(sorted(allowed))})"
+            )
+
+
+class _Guard(ast.NodeTransformer):
+    """Route attribute reads and the operators that can explode through the run-time guards."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        return ast.copy_location(
+            ast.Call(
+                ast.Name(_GUARD, ast.Load()), [node.value, ast.Constant(node.attr)], keywords=[]
+            ),
+            node,
+        )
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.op, (ast.Pow, ast.LShift, ast.Mult)):
+            return node
+        return ast.copy_location(
+            ast.Call(
+                ast.Name(_BINOP, ast.Load()),
+                [ast.Constant(type(node.op).__name__), node.left, node.right],
+                keywords=[],
+            ),
+            node,
+        )
+
+
+_COMPILED: dict[str, CompiledExpression] = {}
+
+
+def compile_expression(source: str) -> CompiledExpression:
+    """Check and compile an expression (cached per process: code objects do not pickle).
+
+    Raises ExpressionError naming what is wrong."""
+    compiled = _COMPILED.get(source)
+    if compiled is not None:
+        return compiled
+    try:
+        tree = ast.parse(source.strip(), "<满足表达式>", mode="eval")
+    except SyntaxError as exc:
+        raise ExpressionError(f"does not compile: {exc.msg}") from None
+    except (ValueError, MemoryError, RecursionError) as exc:  # NUL bytes, absurd nesting
+        raise ExpressionError(f"does not compile: {exc}") from None
+    names = check_expression(tree)
+    guarded = ast.fix_missing_locations(_Guard().visit(tree))
+    try:
+        code = compile(guarded, "<满足表达式>", "eval")
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        raise ExpressionError(f"does not compile: {exc}") from None
+    compiled = _COMPILED[source] = CompiledExpression(code, names)
+    return compiled
+
+
+# -- run time ------------------------------------------------------------------------------------
+
+
+class RegexFunctions:
+    """What `re` is inside an expression: the functions and flags of REGEX_NAMES, nothing else."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in REGEX_NAMES:
+            return getattr(re, name)
+        raise AttributeError(f"re.{name} is not available in expressions")
+
+    def __repr__(self) -> str:
+        return "<re: functions and flags only>"
+
+
+REGEX = RegexFunctions()
+
+_DATA_TYPES = (str, bytes, int, float, complex, list, tuple, dict, set, frozenset, range)
+_VIEW_TYPES: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_ELEMENT_READS = frozenset(
+    {
+        "tag",
+        "text",
+        "tail",
+        "attrib",
+        "get",
+        "keys",
+        "values",
+        "items",
+        "find",
+        "findall",
+        "findtext",
+        "iterfind",
+        "iter",
+        "iterchildren",
+        "iterdescendants",
+        "iterancestors",
+        "itersiblings",
+        "getparent",
+        "getnext",
+        "getprevious",
+        "getchildren",
+        "sourceline",
+        "prefix",
+        "nsmap",
+    }
+)
+_ATTRIB_READS = frozenset({"get", "keys", "values", "items", "has_key"})
+_BUILTIN_TYPES = frozenset(value for value in BUILTIN_NAMES.values() if isinstance(value, type))
+
+
+class ExpressionRefused(Exception):
+    """An expression reached, at run time, something expressions may not use."""
+
+
+def guarded_attribute(owner: Any, name: str) -> Any:
+    """`owner.name`, if it is an attribute of data an expression may read."""
+    if not name.startswith("_") and name not in DENIED_ATTRIBUTES and _readable(owner, name):
+        return getattr(owner, name)
+    raise ExpressionRefused(
+        f"the attribute {name!r} of a {type(owner).__name__} is not available in expressions"
+    )
+
+
+def _readable(owner: Any, name: str) -> bool:
+    if owner is REGEX:
+        return name in REGEX_NAMES
+    if isinstance(owner, (_DATA_TYPES, _VIEW_TYPES, re.Pattern, re.Match, SimpleNamespace)):
+        return True
+    if isinstance(owner, etree._Element):
+        return name in _ELEMENT_READS
+    if isinstance(owner, etree._Attrib):
+        return name in _ATTRIB_READS
+    return any(owner is kind for kind in _BUILTIN_TYPES)  # str.join, dict.fromkeys, …
+
+
+def bounded_binop(operator: str, left: Any, right: Any) -> Any:
+    """`left op right` for `**`, `<<` and `*`, refusing results too big to compute."""
+    if operator == "Pow":
+        if (
+            type(left) in (int, bool)
+            and type(right) in (int, bool)
+            and right > 0
+            and abs(left) > 1
+            and right * left.bit_length() > MAX_RESULT_BITS
+        ):
+            raise ExpressionRefused(f"{left} ** {right} is too large to compute")
+        return left**right
+    if operator == "LShift":
+        if (
+            type(left) in (int, bool)
+            and type(right) in (int, bool)
+            and left
+            and right > MAX_RESULT_BITS
+        ):
+            raise ExpressionRefused(f"{left} << {right} is too large to compute")
+        return left << right
+    for sequence, count in ((left, right), (right, left)):
+        if (
+            isinstance(sequence, (str, bytes, list, tuple))
+            and type(count) in (int, bool)
+            and len(sequence) * count > MAX_RESULT_ITEMS
+        ):
+            raise ExpressionRefused(
+                f"repeating a {type(sequence).__name__} of {len(sequence)} {count} times is too "
+                "large"
+            )
+    return left * right
+
+
+def expression_globals(namespaces: tuple[Any, Any]) -> dict:
+    """Globals for an expression: `d` (set per value), the index modules, the allowed names."""
+    res_store, res_filter = namespaces
+    return {
+        "__builtins__": {},
+        **BUILTIN_NAMES,
+        "re": REGEX,
+        "res_store": res_store,
+        "res_filter": res_filter,
+        "d": None,
+        _GUARD: guarded_attribute,
+        _BINOP: bounded_binop,
+    }

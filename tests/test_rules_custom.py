@@ -1,0 +1,280 @@
+"""Custom code (`func_str`) in killable worker processes: isolation, time limits, what crosses."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rules_helpers import REPOSITORY, make_index, run_rules, write_files
+
+from stages.rules.custom.host import (
+    CustomCode,
+    CustomCodeError,
+    close_workers,
+    custom_code_host,
+)
+from stages.rules.functions import IndexView
+from stages.rules.sandbox import CustomCodeTimeout
+
+REPOSITORY_FILE = "Repository/resource.repository"
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return write_files(tmp_path / "proj", {REPOSITORY_FILE: REPOSITORY})
+
+
+@pytest.fixture
+def index(project):
+    return make_index(project, {})
+
+
+@pytest.fixture(autouse=True)
+def fresh_workers():
+    """Each test starts and ends without custom-code workers."""
+    close_workers()
+    yield
+    close_workers()
+
+
+def rule(**fields) -> dict:
+    base = {"id": "r", "rpath": r"resource\.repository$", "xpath": "*/Items/Item,Name"}
+    return {**base, **fields}
+
+
+def only_failure(doc: dict) -> dict:
+    assert doc["rule_errors"] == [], doc["rule_errors"]
+    [failure] = doc["failures"]
+    return failure
+
+
+def test_custom_code_runs_in_another_process(project, index):
+    """A func_str never runs in the validating process (the driver or a Ray worker)."""
+    code = "import os\ndef f(**kw):\n    return [os.getpid()]\n"
+    failure = only_failure(run_rules(project, [rule(condition=["func_f"], func_str=code)], index))
+    [pid] = failure["errors"]
+    assert pid != os.getpid()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import time\n    time.sleep(60)",  # one long C call: no signal or trace reaches it
+        "return sum(range(10 ** 12))",  # a C loop that holds the interpreter
+        "import re\n    re.match('(a*)*b', 'a' * 40)",  # catastrophic backtracking
+    ],
+)
+def test_a_long_c_call_is_stopped_at_the_timeout(project, index, body):
+    """Rule code stuck inside one C call is killed at rules.timeout; the source fails, naming it."""
+    code = f"def f(**kw):\n    {body}\n"
+    started = time.monotonic()
+    doc = run_rules(project, [rule(condition=["func_f"], func_str=code)], index, timeout=0.5)
+    assert time.monotonic() - started < 20
+    failure = only_failure(doc)
+    assert failure["rule"] == "r" and failure["errors"] == []
+    assert (
+        "condition func_f: custom code timed out after 0.5 s (rules.timeout)" in failure["message"]
+    )
+
+
+def test_a_filter_stuck_in_c_is_stopped_too(project, index):
+    """A custom filter gets the same limit; the next rule still runs in a fresh worker."""
+    slow = rule(
+        filter="artfunc_f",
+        condition=["exists"],
+        func_str=("import time\ndef f(data, filepath):\n    time.sleep(60)\n"),
+    )
+    fine = rule(
+        id="fine", condition=["func_g"], func_str="def g(data, **kw):\n    return data[:1]\n"
+    )
+    doc = run_rules(project, [slow, fine], index, timeout=0.5)
+    messages = {f["rule"]: f for f in doc["failures"]}
+    assert "filter artfunc_f: custom code timed out after 0.5 s" in messages["r"]["message"]
+    assert messages["fine"]["errors"] == ["Hole_mat"]
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ("import sys\n    sys.exit(0)", "condition func_f raised SystemExit: 0"),
+        ("raise KeyboardInterrupt", "condition func_f raised KeyboardInterrupt"),
+        ("import os\n    os._exit(3)", "condition func_f ended its worker process (exit status 3)"),
+        (
+            "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
+            "condition func_f ended its worker process (killed by signal 9)",
+        ),
+    ],
+)
+def test_rule_code_that_ends_its_process_is_that_rules_error(project, index, body, message):
+    """sys.exit, KeyboardInterrupt raised by rule code, os._exit, a kill: the rule's failure only."""
+    code = f"def f(**kw):\n    {body}\n"
+    doc = run_rules(
+        project,
+        [rule(condition=["func_f"], func_str=code), rule(id="ok", condition=["exists"])],
+        index,
+    )
+    failure = only_failure(doc)
+    assert failure["rule"] == "r" and message in failure["message"]
+
+
+def test_sys_exit_while_loading_is_a_rule_error(project, index):
+    """func_str whose top level calls sys.exit(0) is a rule error, not the end of the build."""
+    doc = run_rules(
+        project, [rule(condition=["exists"], func_str="import sys\nsys.exit(0)\n")], index
+    )
+    [error] = doc["rule_errors"]
+    assert error["rule"] == "r" and "func_str raised SystemExit: 0" in error["message"]
+
+
+def test_prints_in_rule_code_do_not_garble_replies(project, index, capfd):
+    """Rule code's prints go to standard error; the reply still arrives."""
+    code = "def f(data, **kw):\n    print('noise ' * 1000)\n    return data[:1]\n"
+    failure = only_failure(run_rules(project, [rule(condition=["func_f"], func_str=code)], index))
+    assert failure["errors"] == ["Hole_mat"]
+    assert "noise" not in capfd.readouterr().out
+
+
+def test_the_index_modules_and_plain_results_cross(project):
+    """`import res_store` sees the index in the worker; a NamedTuple comes back as a tuple."""
+    index = make_index(project, {"914fa3a0-62cd-4b5a-83df-92fdf494534a": {}})
+    code = (
+        "import res_store, res_filter, collections\n"
+        "Pair = collections.namedtuple('Pair', 'guid known')\n"
+        "def f(data, **kw):\n"
+        "    return [Pair(g, g in res_store.res_in_repo and g in res_filter.ALL_RES) for g in data]\n"
+    )
+    doc = run_rules(
+        project, [rule(xpath="*/Items/Item,GUID", condition=["func_f"], func_str=code)], index
+    )
+    errors = only_failure(doc)["errors"]
+    assert ["914fa3a0-62cd-4b5a-83df-92fdf494534a", True] in errors
+    assert all(isinstance(e, list) and len(e) == 2 for e in errors)
+
+
+def test_elements_cross_as_copies_and_come_back_with_their_lines(project, index):
+    """{dom} elements reach custom code with their subtree and lines; given ones come back as
+    themselves, new ones as copies with their lines."""
+    code = (
+        "def given(data, **kw):\n"
+        "    return [e for e in data if e.findtext('Type') == 'Mesh']\n"
+        "def child(data, **kw):\n"
+        "    return [e.find('Name') for e in data if e.findtext('Type') == 'Model']\n"
+        "def parent(data, **kw):\n"
+        "    return [str(e.getparent()) for e in data[:1]]\n"
+    )
+    rules = [
+        rule(id=name, xpath="*/Items/Item,{dom}", condition=[f"func_{name}"], func_str=code)
+        for name in ("given", "child", "parent")
+    ]
+    doc = run_rules(project, rules, index)
+    found = {f["rule"]: (f["errors"], f["lines"]) for f in doc["failures"]}
+    assert found["given"] == (["<Item> line 20"], [20])
+    assert found["child"] == (["<Name> line 34"], [None])
+    assert found["parent"] == (["None"], [None])  # the parent stays behind
+
+
+def test_a_rogue_worker_cannot_run_code_in_the_validating_process(project, index, tmp_path):
+    """Rule code that writes a crafted pickle on the reply pipe gets its call refused; nothing runs."""
+    sentinel = tmp_path / "escaped"
+    code = (
+        "import os, pickle, sys\n"
+        "from multiprocessing.connection import Connection\n"
+        "class Evil:\n"
+        "    def __reduce__(self):\n"
+        f"        return (os.system, ('touch {sentinel}',))\n"
+        "def f(**kw):\n"
+        "    Connection(int(sys.argv[2]), readable=False).send_bytes(pickle.dumps(Evil()))\n"
+        "    return []\n"
+    )
+    failure = only_failure(run_rules(project, [rule(condition=["func_f"], func_str=code)], index))
+    assert "sent back an unreadable reply" in failure["message"]
+    assert "os.system" in failure["message"] or "posix.system" in failure["message"]
+    assert not sentinel.exists()
+
+
+def test_workers_are_reused_and_a_thread_gets_its_own(project, index):
+    """Calls reuse an idle worker; concurrent calls get one each; close ends them all."""
+    host = custom_code_host()
+    view = IndexView(index, str(project), "test-view")
+    code = CustomCode("k", "r", "import time\ndef f(**kw):\n    time.sleep(0.5)\n    return [1]\n")
+    assert host.define(code, view, 5) == ["f"]
+    assert host.call(code, view, "f", "condition", {}, 5) == [1]
+    assert len(host.worker_pids()) == 1
+    results = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(host.call(code, view, "f", "condition", {}, 5))
+        )
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [[1], [1]]
+    pids = host.worker_pids()
+    assert len(pids) == 2
+    close_workers()
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_timed_out_worker_is_killed_and_replaced(project, index):
+    """The worker of a call past its timeout is gone; the next call starts a fresh one."""
+    host = custom_code_host()
+    view = IndexView(index, str(project), "test-view")
+    code = CustomCode(
+        "k2",
+        "r",
+        "import time\ndef slow(**kw):\n    time.sleep(60)\ndef fast(**kw):\n    return 7\n",
+    )
+    host.define(code, view, 5)
+    [first] = host.worker_pids()
+    with pytest.raises(CustomCodeTimeout):
+        host.call(code, view, "slow", "condition", {}, 0.3)
+    assert host.worker_pids() == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(first, os.WNOHANG)
+    with pytest.raises(CustomCodeError, match="returned int, not a list of failing values"):
+        host.call(code, view, "fast", "condition", {}, 5)
+    assert host.worker_pids() != [first]
+
+
+@pytest.mark.ray
+def test_on_ray_custom_code_runs_beside_the_ray_worker_not_in_it(tmp_path, ray_local):
+    """Units on Ray call their func_str in a custom-code worker that the Ray worker started."""
+    import json
+    import shutil
+
+    import psutil
+    import yaml
+    from buildkit import TESTS, run_inprocess
+
+    case = tmp_path / "case"
+    shutil.copytree(TESTS / "data" / "bad" / "_base", case)
+    code = (
+        "import os, sys\n"
+        "def where(**kw):\n"
+        "    return [sys.argv[0].replace(os.sep, '/').endswith('rules/custom/worker.py'),\n"
+        "            os.getppid()]\n"
+    )
+    rules = [
+        {
+            "id": "where",
+            "rpath": "texture\\.xml$",
+            "xpath": "Texture,Width",
+            "condition": ["func_where"],
+            "func_str": code,
+        }
+    ]
+    (case / "rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    assert run_inprocess("run", str(case / "build.yaml"), "--executor", "ray") == 1
+    report = json.loads((case / "build" / "out" / "reports" / "validate.json").read_text())
+    [failure] = report["failures"]
+    in_custom_worker, parent = failure["errors"]
+    assert in_custom_worker is True and parent != os.getpid()
+    assert any("ray" in part.lower() for part in psutil.Process(parent).cmdline())

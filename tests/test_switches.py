@@ -1,0 +1,183 @@
+"""Switches: `--no-custom-code` and ORCHESTRATE_NO_CUSTOM_CODE win over the build file, on every
+command that runs stages, while the engine stays ignorant of rules."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from buildkit import REPO, run_inprocess
+
+from orchestrator.errors import ConfigError
+from orchestrator.switches import active_overrides, registered_switches
+from orchestrator.typing import Section, Switch
+
+PROJECT_FILE = "Repository/resource.repository"
+
+
+def custom_code_build(tmp_path: Path) -> tuple[Path, Path]:
+    """A build whose rule file runs custom code that leaves a mark, at load and when called."""
+    sentinel = tmp_path / "custom-code-ran"
+    project = tmp_path / "project" / "Repository"
+    project.mkdir(parents=True)
+    (project / "resource.repository").write_text(
+        "<Repository><Items><Item><GUID>g</GUID></Item></Items></Repository>", encoding="utf-8"
+    )
+    rules = [
+        {
+            "id": "marks",
+            "rpath": r"resource\.repository$",
+            "xpath": "*/Items/Item,GUID",
+            "condition": ["func_check"],
+            "func_str": (
+                f"open({str(sentinel)!r}, 'a').write('load ')\n"
+                "def check(**kw):\n"
+                f"    open({str(sentinel)!r}, 'a').write('call ')\n"
+                "    return []\n"
+            ),
+        },
+        {
+            "id": "plain",
+            "rpath": r"resource\.repository$",
+            "xpath": "*/Items/Item,GUID",
+            "condition": ["exists"],
+        },
+    ]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    build = tmp_path / "build.yaml"
+    build.write_text(
+        "project: project\nrules:\n  files: [rules.yaml]\n  allow_custom_code: true\n"
+        "executor:\n  kind: local\n",
+        encoding="utf-8",
+    )
+    return build, sentinel
+
+
+def skipped(tmp_path: Path) -> list:
+    return json.loads((tmp_path / "build" / "out" / "reports" / "validate.json").read_text())[
+        "skipped"
+    ]
+
+
+def test_without_the_switch_custom_code_runs(tmp_path):
+    """The control: as the build file allows, the rule's code runs (at load, then per source)."""
+    build, sentinel = custom_code_build(tmp_path)
+    assert run_inprocess("run", str(build), "--stages", "validate") == 0
+    assert sentinel.read_text() == "load call "  # once at load, then per source
+    assert skipped(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--no-custom-code"],
+        ["run", "--stages", "validate", "--no-custom-code"],
+        ["validate", "--no-custom-code"],
+        ["cooklist", "--no-custom-code"],
+    ],
+)
+def test_no_custom_code_wins_over_the_build_file(tmp_path, capsys, args):
+    """With --no-custom-code the rule's code never runs, not even while planning."""
+    build, sentinel = custom_code_build(tmp_path)
+    command, *options = args
+    code = run_inprocess(command, str(build), *options)
+    assert code == 0, capsys.readouterr().err
+    assert not sentinel.exists()
+    if command == "run" and "--dry-run" not in options:
+        reason = "rules.allow_custom_code is false"
+        assert skipped(tmp_path) == [{"rule": "marks", "reason": reason}]
+
+
+def test_a_dry_run_plans_validate_without_running_refused_code(tmp_path):
+    """`run --dry-run` plans validate (it loads the rules) once collect is cached: with the
+    switch the code never runs; without it, it does (the control)."""
+    build, sentinel = custom_code_build(tmp_path)
+    assert run_inprocess("run", str(build), "--no-custom-code") == 0
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(rules.read_text().replace("id: plain", "id: plain-again"))
+    assert run_inprocess("run", str(build), "--dry-run", "--no-custom-code") == 0
+    assert not sentinel.exists()
+    assert run_inprocess("run", str(build), "--dry-run") == 0
+    assert sentinel.read_text() == "load "
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
+def test_the_environment_variable_does_what_the_flag_does(tmp_path, monkeypatch, value):
+    """ORCHESTRATE_NO_CUSTOM_CODE (for CI and farms) refuses custom code on every command."""
+    build, sentinel = custom_code_build(tmp_path)
+    monkeypatch.setenv("ORCHESTRATE_NO_CUSTOM_CODE", value)
+    assert run_inprocess("run", str(build)) == 0
+    assert run_inprocess("validate", str(build), "--format", "json") == 0
+    assert not sentinel.exists()
+    assert skipped(tmp_path) == [{"rule": "marks", "reason": "rules.allow_custom_code is false"}]
+
+
+def test_an_off_value_leaves_the_build_file_in_charge(tmp_path, monkeypatch):
+    """ORCHESTRATE_NO_CUSTOM_CODE=0 changes nothing."""
+    build, sentinel = custom_code_build(tmp_path)
+    monkeypatch.setenv("ORCHESTRATE_NO_CUSTOM_CODE", "0")
+    assert run_inprocess("run", str(build)) == 0
+    assert sentinel.exists()
+
+
+def test_an_unreadable_value_is_bad_input(tmp_path, monkeypatch, capsys):
+    """A value that is neither on nor off exits 2, naming the variable."""
+    build, sentinel = custom_code_build(tmp_path)
+    monkeypatch.setenv("ORCHESTRATE_NO_CUSTOM_CODE", "maybe")
+    assert run_inprocess("run", str(build)) == 2
+    assert "ORCHESTRATE_NO_CUSTOM_CODE: expected 1 or 0" in capsys.readouterr().err
+    assert not sentinel.exists()
+
+
+def test_switches_come_from_sections_not_from_the_engine():
+    """The engine offers what sections declare; it names no rule concept itself."""
+    assert ("rules", "--no-custom-code") in [
+        (name, switch.flag) for name, switch in registered_switches()
+    ]
+    for path in (REPO / "orchestrator").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        code_strings = [
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ]
+        names = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
+        for text in code_strings + names:
+            assert "custom" not in text.lower() and "rules" not in text, (path, text)
+
+
+def test_any_section_can_declare_a_switch(monkeypatch):
+    """A third-party section's switch becomes an override of its own key, by flag or variable."""
+    toy = Section(dict, {}, switches=(Switch("--fast", "level", 0, env="TOY_FAST"),))
+    monkeypatch.setattr(
+        "orchestrator.switches.registered_switches", lambda: [("toy", s) for s in toy.switches]
+    )
+    assert active_overrides(("--fast",)).values == {"toy": {"level": 0}}
+    assert active_overrides(()).values == {}
+    monkeypatch.setenv("TOY_FAST", "yes")
+    overrides = active_overrides(())
+    assert overrides.values == {"toy": {"level": 0}} and overrides.set_by == {
+        "toy.level": "TOY_FAST=yes"
+    }
+    monkeypatch.setenv("TOY_FAST", "sometimes")
+    with pytest.raises(ConfigError, match="TOY_FAST"):
+        active_overrides(())
+
+
+def test_help_lists_the_switch_on_commands_that_run_stages(capsys):
+    """run, validate, cooklist, why, graph and demo offer --no-custom-code."""
+    for command in ("run", "validate", "cooklist", "why", "graph", "demo"):
+        assert run_inprocess(command, "--help") == 0
+        assert "--no-custom-code" in capsys.readouterr().out, command
