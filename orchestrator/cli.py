@@ -176,12 +176,16 @@ def cache_stats(build_file) -> None:
 @click.argument("build_file", type=click.Path(dir_okay=False))
 @click.option("--max-size", default="10G", help="Bound the cache to this size (e.g. 500M, 10G).")
 @click.option("--max-age", default=30.0, type=float, help="Drop entries unused for this many days.")
-def cache_gc(build_file, max_size, max_age) -> None:
+@click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
+def cache_gc(build_file, max_size, max_age, wait) -> None:
     """Drop old entries, then least recently used ones until the cache fits."""
     from .cache import Cache
+    from .lock import CacheLock
 
     build = load(build_file)
-    outcome = Cache(build.cache_dir).gc(_parse_size(max_size), max_age)
+    limit = _parse_size(max_size)
+    with CacheLock(build.cache_dir, exclusive=True, wait=wait):
+        outcome = Cache(build.cache_dir).gc(limit, max_age)
     click.echo(
         f"removed {outcome['removed']} files ({outcome['freed_bytes'] / 2**20:.1f} MB); "
         f"{outcome['remaining_bytes'] / 2**20:.1f} MB remain"
@@ -203,12 +207,15 @@ def _parse_size(text: str) -> int:
 
 @cache.command("clear")
 @click.argument("build_file", type=click.Path(dir_okay=False))
-def cache_clear(build_file) -> None:
+@click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
+def cache_clear(build_file, wait) -> None:
     """Delete the whole cache folder."""
     from .cache import Cache
+    from .lock import CacheLock
 
     build = load(build_file)
-    Cache(build.cache_dir).clear()
+    with CacheLock(build.cache_dir, exclusive=True, wait=wait):
+        Cache(build.cache_dir).clear()
     click.echo(f"cleared {build.cache_dir}")
 
 

@@ -1,4 +1,5 @@
-"""What a stage sees of the run on the driver: the build file, the project tree, the output folder."""
+"""What a stage sees of the run on the driver: the build file, the project's files, the output
+folder, and what the stage itself stored last time."""
 
 from __future__ import annotations
 
@@ -6,21 +7,21 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .cache import StatCache, atomic_write
+from .cache import atomic_write
+from .cache.state import ScopeState
 from .config import Build
-from .errors import ProjectError
-from .hashing import digest_file
+from .filetable import FileTable, signature_of
+from .hashing import digest_bytes, digest_file
 from .outcomes import StageReport
 from .outputs import Ledger, OutputFolder
-from .reads import to_posix
-from .tree import Tree, TreeStore, scan
+from .reads import read_project_file, to_posix
 from .typing import FileEntry
 
 
 class Context:
-    """Driver-side services for stages: config sections, the file walk, digests, publishing."""
+    """Driver-side services for stages: config sections, the file table, digests, publishing."""
 
-    def __init__(self, build: Build, stat_cache: StatCache, log, executor_name: str = "") -> None:
+    def __init__(self, build: Build, state: ScopeState, files: FileTable, log) -> None:
         self.build = build
         self.config = build.config
         self.root = to_posix(str(build.project_root))
@@ -30,57 +31,37 @@ class Context:
         self.ledger = Ledger(self.output_folder)
         self.cache_dir = build.cache_dir
         self.log = log
-        self.stats = stat_cache
-        self.executor_name = executor_name
+        self.state = state
+        self.files = files
         self.published: set[str] = set()
         self.rewritten: list[str] = []
         self.reports: list[StageReport] = []
         # digest of a stored unit result → the result (set by the scheduler; verified on read)
         self.load_result: Any = None
-        self._walk: list | None = None
-        self._tree: Tree | None = None
-        self._tree_previous: Tree | None = None
-        self._digests: dict[str, str | None] = {}
+        # this stage's outputs as the last run stored them (set by the scheduler)
+        self.previous: Any = None
+        self._walk: list[FileEntry] | None = None
         self.begin_stage()
 
     def begin_stage(self) -> None:
-        """Start recording what the next stage's driver code depends on (see cache/records.py)."""
+        """Start recording what the next stage's driver code depends on."""
         self.stage_reads: dict[str, str | None] = {}
-        self.stage_listing = False
+        self.stage_walked = False  # the stage listed the project: files added or removed reach it
         self.stage_external: dict[str, str | None] = {}
         self.stage_published: set[str] = set()
 
     def section(self, name: str) -> Any:
         return self.build.section(name)
 
-    # -- the project tree --------------------------------------------------------------------
-    def tree(self) -> Tree:
-        """This run's scan of the project tree (made once, from the last run's snapshot)."""
-        if self._tree is None:
-            root = str(self.build.project_root)
-            skip = {str(p) for p in (self.output_dir, self.cache_dir)}
-            self._tree_store = TreeStore(self.cache_dir, root, skip, self.log)
-            self._tree_previous = self._tree_store.load()
-            self._tree = scan(root, skip, self._tree_previous)
-        return self._tree
-
-    def save_tree(self) -> None:
-        """Keep this run's scan for the next run (only if it says something new)."""
-        if self._tree is not None:
-            self._tree_store.save(self._tree, self._tree_previous)
-
-    def walk(self) -> list:
+    # -- the project's files -------------------------------------------------------------------
+    def walk(self) -> list[FileEntry]:
         """Every file under the project root, sorted by path (links to folders not followed).
 
         The output and cache folders are skipped when they sit inside the project.
         """
-        self.stage_listing = True
+        self.stage_walked = True
         if self._walk is None:
-            entries = [
-                FileEntry(path, sig[0], sig[1], sig[2]) for path, sig in self.tree().files.items()
-            ]
-            entries.sort()  # by path first: paths are unique
-            self._walk = entries
+            self._walk = self.files.entries()
         return self._walk
 
     def file_digest(self, relpath: str) -> str | None:
@@ -90,33 +71,33 @@ class Context:
         return digest
 
     def digest_of(self, relpath: str) -> str | None:
-        """Content digest of a project file (None if absent), remembered by stat signature."""
-        if relpath not in self._digests:
-            sig = self.tree().files.get(relpath)
-            try:
-                self._digests[relpath] = (
-                    self.stats.digest_signed(relpath, sig)
-                    if sig is not None
-                    else self.stats.digest(relpath)
-                )
-            except OSError as exc:  # exists but cannot be read (permissions, I/O error)
-                raise ProjectError(
-                    f"cannot read: {exc.strerror}", file=f"{self.root}/{relpath}"
-                ) from None
-        return self._digests[relpath]
+        """Content digest of a project file now (None if absent): the table's when known, else
+        hashed (and remembered under the signature of what was read)."""
+        row = self.files.row(relpath)
+        if row is not None:
+            known = self.files.digest(row)
+            if known is not None:
+                return known
+        data, st = read_project_file(f"{self.root}/{relpath}", with_stat=True)
+        if data is None:
+            return None
+        digest = digest_bytes(data)
+        if row is not None and st is not None and signature_of(st) == self.files.signature(row):
+            self.files.set_digest(row, digest)
+        return digest
 
-    def files_unchanged(self, reads: dict[str, str | None]) -> bool:
-        """Whether every file has the digest given (None: absent), without recording reads.
-
-        The whole-stage check of a no-op rerun: hundreds of thousands of paths, most of them
-        already digested for an earlier stage of the same run.
-        """
-        known = self._digests
+    def note_reads(self, reads: dict[str, str | None], signatures: dict[str, tuple]) -> None:
+        """Remember the digests units computed, under the signatures of the files they read."""
+        files = self.files
         for path, digest in reads.items():
-            current = known[path] if path in known else self.digest_of(path)
-            if current != digest:
-                return False
-        return True
+            if digest is None:
+                continue
+            row = files.row(path)
+            if row is None or files.digest(row) == digest:
+                continue
+            signature = signatures.get(path)
+            if signature is not None and tuple(signature) == tuple(files.signature(row)):
+                files.set_digest(row, digest)
 
     def track_file(self, path: str | os.PathLike) -> str | None:
         """Digest of a file outside the project that driver code reads (a rule file)."""
@@ -141,6 +122,15 @@ class Context:
         self.published.add(relpath)
         self.stage_published.add(relpath)
 
+    def output_digest(self, relpath: str, st: os.stat_result) -> str:
+        """The digest of an output file as it is (remembered by signature across runs)."""
+        known = self.state.output_digest(relpath, st)
+        if known is not None:
+            return known
+        digest = digest_file(str(self.output_path(relpath)))
+        self.state.put_output(relpath, st, digest)
+        return digest
+
     def publish_bytes(self, relpath: str, data: bytes) -> bool:
         """Write an output file atomically; an unchanged file is left alone (keeps its mtime)."""
         target = self.output_path(relpath)
@@ -148,10 +138,12 @@ class Context:
         self.published.add(relpath)
         self.stage_published.add(relpath)
         try:
-            if target.stat().st_size == len(data) and target.read_bytes() == data:
+            st = target.stat()
+            if st.st_size == len(data) and self.output_digest(relpath, st) == digest_bytes(data):
                 return False
         except FileNotFoundError:
             pass
         atomic_write(target, data)
+        self.state.put_output(relpath, target.stat(), digest_bytes(data))
         self.rewritten.append(relpath)
         return True

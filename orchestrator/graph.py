@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError, OrchestrateError
-from .typing import StageSpec
+from .typing import PROJECT, StageSpec
 
 
 class GraphError(OrchestrateError):
@@ -42,10 +42,11 @@ def order(stages: list[Stage]) -> list[Stage]:
         raise GraphError("two stages share a name")
     needs: dict[str, set[str]] = {}
     for stage in stages:
-        missing = [v for v in stage.spec.inputs if v not in producer]
+        wanted = [v for v in stage.spec.inputs if v != PROJECT]  # the engine provides `project`
+        missing = [v for v in wanted if v not in producer]
         if missing:
             raise GraphError(f"stage {stage.name!r} needs {missing} which no stage produces")
-        needs[stage.name] = {producer[v] for v in stage.spec.inputs}
+        needs[stage.name] = {producer[v] for v in wanted}
     done: list[Stage] = []
     placed: set[str] = set()
     while len(done) < len(stages):
@@ -78,5 +79,5 @@ def select(stages: list[Stage], wanted: list[str] | None) -> list[Stage]:
         if name in keep:
             continue
         keep.add(name)
-        todo.extend(producer[v] for v in by_name[name].spec.inputs)
+        todo.extend(producer[v] for v in by_name[name].spec.inputs if v != PROJECT)
     return [s for s in ordered if s.name in keep]

@@ -1,7 +1,9 @@
-"""An exclusive lock on an output folder, so two runs never publish into it at once.
+"""Locks: an output folder (one run publishes into it at a time) and a cache folder (builds
+share it; housekeeping has it alone).
 
-Holding the lock also means no other run is writing into the folder, so temporary files left
-there by a run that was killed between a write and its rename are removed on entry.
+Holding an output folder's lock also means no other run is writing into the folder, so
+temporary files left there by a run that was killed between a write and its rename are removed
+on entry.
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
 
 from .cache import TEMP_PREFIX
 from .errors import OutputLocked
 from .outputs import LOCK, OutputFolder
+
+CACHE_LOCK = "lock"
 
 
 class OutputLock:
@@ -49,6 +54,53 @@ class OutputLock:
                 if name.startswith(TEMP_PREFIX):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(os.path.join(dirpath, name))
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+class CacheLock:
+    """A lock on a cache folder: builds hold it shared, `cache gc` and `cache clear` alone.
+
+    So housekeeping never deletes a blob a running build has just found, and never removes the
+    folder under it. A build that finds housekeeping under way waits for it; housekeeping that
+    finds builds running waits up to `wait` seconds and then gives up with a clear error.
+    """
+
+    POLL_SECONDS = 0.2
+
+    def __init__(self, cache_dir: Path, exclusive: bool = False, wait: float = 0.0) -> None:
+        self.path = Path(cache_dir) / CACHE_LOCK
+        self.exclusive = exclusive
+        self.wait = wait
+        self._fd: int | None = None
+
+    def __enter__(self) -> CacheLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not self.exclusive:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # blocks only while housekeeping runs
+            self._fd = fd
+            return self
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise OutputLocked(
+                        "the cache is in use by a running build; run housekeeping when no "
+                        "build uses it, or give --wait",
+                        file=str(self.path.parent),
+                    ) from None
+                time.sleep(self.POLL_SECONDS)
+        self._fd = fd
+        return self
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:

@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Mapping
+from typing import Any, Literal, overload
 
 from .errors import MissingInput, ProjectError
 from .hashing import digest_bytes
@@ -39,6 +40,9 @@ class Reader:
         self._fetch = fetch  # asks the driver's machine for a file this worker was not sent
         self._blobs = blobs or {}
         self.reads: dict[str, str | None] = {}
+        # relpath → the stat signature of what was read from disk (so the driver may remember
+        # the digest under it; bytes sent by the driver carry none)
+        self.signatures: dict[str, tuple] = {}
 
     def blob(self, digest: str):
         """A stored result another stage produced, declared in the unit's `blobs`."""
@@ -96,27 +100,48 @@ class Reader:
                 raise MissingInput(relpath)
             self._preloaded.update(self._fetch([relpath]))
             return self._preloaded[relpath]
-        return read_project_file(self.abspath(relpath))
+        data, st = read_project_file(self.abspath(relpath), with_stat=True)
+        if st is not None:
+            self.signatures[relpath] = (
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                st.st_dev,
+            )
+        return data
 
 
-def read_project_file(abspath: str) -> bytes | None:
+@overload
+def read_project_file(abspath: str) -> bytes | None: ...
+@overload
+def read_project_file(
+    abspath: str, with_stat: Literal[True]
+) -> tuple[bytes | None, os.stat_result | None]: ...
+
+
+def read_project_file(abspath: str, with_stat: bool = False) -> Any:
     """A project file's bytes; None when it is absent or not a regular file (a folder, a FIFO:
-    opened without blocking); ProjectError naming it when it exists but cannot be read."""
+    opened without blocking); ProjectError naming it when it exists but cannot be read. With
+    `with_stat`, (bytes, the `fstat` of the descriptor read), so a digest of these bytes can be
+    remembered under the signature of exactly this file."""
     try:
         fd = os.open(
             abspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
         )
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
+        return (None, None) if with_stat else None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symbolic link loop names no file
-            return None
+            return (None, None) if with_stat else None
         raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return (None, None) if with_stat else None
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+            data = handle.read()
+        return (data, st) if with_stat else data
     except OSError as exc:
         raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
     finally:

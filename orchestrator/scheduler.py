@@ -1,36 +1,49 @@
-"""The build loop: for each stage in graph order, skip it whole if nothing it depended on changed,
-else plan its units, let the rebuilder look them up and run the misses, finish, publish, record.
+"""The build loop: scan the project, then for each stage in graph order do only what changed.
 
-Stage records (cache/records.py) make a no-op rerun cheap; per-unit constructive traces
-(rebuild.py) make a one-file edit cheap. Unchanged outputs give unchanged downstream
-fingerprints and keys, so a rebuild stops as early as it can.
+A stage is skipped whole when nothing it depends on moved since it last ran: its declaration and
+the build-file slice it reads (its fingerprint), the generation of each value it consumes, the
+files its units read (the reverse index of the build state), the outside files it tracked, the
+files it published. Otherwise a stage that can (`update`) learns what changed — entries of its
+inputs, the project's files, the units the engine re-runs because a file they read changed —
+and returns only the units to run again; a stage that cannot plans everything, and units whose
+key and reads are unchanged keep their stored results. `finish` then patches or rebuilds the
+outputs, which are stored entry by entry: an entry whose digest did not change is no change,
+so what runs downstream stops as early as it can.
 """
 
 from __future__ import annotations
 
 import gc
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from .cache import Cache, StageRecord, StageRecords, StatCache, listing_digest, published_signature
+from .cache import Cache
+from .cache.state import ScopeState
+from .codec import allow_package
 from .config import Build
 from .context import Context
 from .errors import CacheCorrupt
 from .executors.pool import ExecutorPool
+from .filetable import FileTable
 from .graph import Stage, select
-from .hashing import digest_value, dumps
+from .hashing import digest_bytes
+from .identity import code_digest
 from .observe import Progress, ResourceSampler
 from .outcomes import StageReport, UnitOutcome
+from .reads import read_project_file
 from .rebuild import DryRunStop, InternalError, Rebuilder
-from .values import StageValues
+from .replanning import Replanner
+from .scanning import FileChanges, scan
+from .staleness import ADDED, MODIFIED, REMOVED, assess, can_skip, fingerprint
+from .storing import PreviousValues, StageRecord, store_stage
+from .typing import PROJECT
+from .values import RunValues, StageInputs
 
 
 @dataclass
 class RunResult:
-    outputs: StageValues
+    outputs: RunValues
     reports: list[StageReport]
     context: Context
     stages: list[Stage]  # the stages this run took part in, in graph order
@@ -42,6 +55,8 @@ class RunResult:
     driver_peak_rss: int = 0  # bytes, sampled (ResourceSampler.driver_peak)
     driver_peak_private: int = 0  # bytes: RSS less shared pages (ResourceSampler)
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
+    scan_seconds: float = 0.0
+    file_changes: FileChanges | None = None
 
 
 @dataclass
@@ -66,105 +81,81 @@ class Scheduler:
         options: RunOptions,
         log,
         stages: Sequence[Stage] | None = None,
-        skip_stages: bool = True,
+        forget_state: bool = False,
     ) -> None:
         self.build = build
+        self.forget_state = forget_state  # after a stored result went missing: plan afresh
         self.options = options
         self.log = log
-        # False after a corrupt blob was found: every stage runs its per-unit lookups, so a
-        # damaged unit result is recomputed in place (see Rebuilder.load_result) instead of one
-        # restart per damaged blob behind a skipped stage.
-        self.skip_stages = skip_stages
-        self.cache = Cache(build.cache_dir, log=log)
-        root = str(build.project_root).replace("\\", "/")
-        self.stat_cache = StatCache(build.cache_dir, root, log=log)
+        self.root = str(build.project_root).replace("\\", "/")
         if stages is None:
             from .registry import registered_stages
 
             stages = registered_stages()
         self.stages = select(list(stages), options.stages)
+        for stage in self.stages:  # their results may hold records of their packages' types
+            allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
+        self.cache = Cache(build.cache_dir, log=log)
         settings = build.config.executor  # type: ignore[attr-defined]
-        self.executors = ExecutorPool(options.executor, root, settings, options.workers, log)
+        self.executors = ExecutorPool(options.executor, self.root, settings, options.workers, log)
+        code = code_digest(
+            getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
+        )
         self.rebuilder = Rebuilder(
             self.cache,
             self.executors,
             log,
+            code,
             no_cache=options.no_cache,
             dry_run=options.dry_run,
             keep_going=options.keep_going,
             explain=options.explain,
         )
-        self.dry_run_stopped_at: str | None = None
+        self.hashed = 0
 
-    # -- the loop ------------------------------------------------------------------------
+    # -- the loop ------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        ctx = Context(self.build, self.stat_cache, self.log)
-        ctx.load_result = self.rebuilder.load_result
-        records = StageRecords(self.cache, ctx.root, str(self.build.output_dir))
-        values = StageValues(self.cache, records)
-        value_digests: dict[str, str] = {}
-        progress = Progress(self.options.progress)
+        state = ScopeState(
+            self.build.cache_dir, self.root, str(self.build.output_dir), self.cache, self.log
+        )
+        stopped_at = None
+        if self.forget_state:
+            state.forget_stages()
         try:
+            started = time.perf_counter()
+            table, file_changes = self._scan(state)
+            scan_seconds = time.perf_counter() - started
+            ctx = Context(self.build, state, table, self.log)
+            ctx.load_result = self.rebuilder.load_result
+            keyed = {name for stage in self.stages for name in stage.spec.keyed}
+            values = RunValues(
+                state, keyed, [name for stage in self.stages for name in stage.spec.outputs]
+            )
+            last_use = {
+                name: i for i, stage in enumerate(self.stages) for name in stage.spec.inputs
+            }
+            progress = Progress(self.options.progress)
             with ResourceSampler() as sampler:
-                for stage in self.stages:
-                    started = time.perf_counter()
-                    report = StageReport(stage.name, start=time.time())
-                    fingerprint = self._fingerprint(stage, value_digests)
-                    ctx.begin_stage()
-                    record = records.get(stage.name)
-                    if record is not None and self._unchanged(
-                        stage.name, record, fingerprint, ctx, records
-                    ):
-                        values.add_stored(stage.name, record.outputs or {})
-                        value_digests.update(record.values)
-                        report.units = report.cached = record.units
-                        for callback in self.options.callbacks.get(stage.name, []):
-                            callback(ctx, {name: values[name] for name in stage.spec.outputs})
-                    else:
-                        ctx.begin_stage()
-                        inputs = {name: values[name] for name in stage.spec.inputs}
-                        try:
-                            outputs, traces = self._run_stage(stage, ctx, inputs, report, progress)
-                        except DryRunStop:
-                            ctx.reports.append(report)
-                            self.dry_run_stopped_at = stage.name
+                try:
+                    for position, stage in enumerate(self.stages):
+                        if not self._stage(stage, ctx, state, values, progress):
+                            stopped_at = stage.name
                             break
-                        values.add(outputs)
-                        if not self.options.dry_run:
-                            publish = getattr(stage.module, "publish", None)
-                            if publish is not None:
-                                publish(ctx, outputs)
-                            for callback in self.options.callbacks.get(stage.name, []):
-                                callback(ctx, outputs)
-                            record = self._record(stage, ctx, fingerprint, outputs, traces, report)
-                            records.put(stage.name, record)
-                            value_digests.update(record.values)
-                    # Ray's startup is reported on its own, not in the stage that needed it.
-                    report.seconds = (
-                        time.perf_counter() - started - self.rebuilder.startup_unreported
-                    )
-                    self.rebuilder.startup_unreported = 0.0
-                    report.peak_rss, report.cpu_percent = sampler.window()
-                    ctx.reports.append(report)
-                    # What the stages built so far (the tree, the index, results) lives on: keep
-                    # the cycle collector from rescanning it at every growth of the heap (it was
-                    # half the time of assembling a 100,000-asset index).
-                    gc.freeze()
-                    self.log.debug(
-                        "stage.done",
-                        stage=stage.name,
-                        units=report.units,
-                        cached=report.cached,
-                        built=report.built,
-                        seconds=round(report.seconds, 3),
-                    )
+                        for name in stage.spec.outputs:  # nothing later reads it: let it go
+                            if last_use.get(name, -1) <= position:
+                                values.release(name)
+                        gc.freeze()  # what the stages built lives on: keep the collector off it
+                finally:
+                    gc.unfreeze()
+                    progress.stop()
+            if not self.options.dry_run:
+                state.save_file_table(table)
         finally:
-            gc.unfreeze()  # collectable again once the run's values are let go
-            progress.stop()
-            self.cache.close()
-            self.stat_cache.save()
-            ctx.save_tree()
-            self.executors.close()
+            try:
+                self.cache.close()
+            finally:
+                state.close()
+                self.executors.close()
         return RunResult(
             values,
             ctx.reports,
@@ -172,127 +163,121 @@ class Scheduler:
             self.stages,
             self.executors.ray_startup,
             self.cache.corrupt_dropped,
-            self.stat_cache.hashed,
+            self.hashed,
             explained=self.rebuilder.explained,
-            dry_run_stopped_at=self.dry_run_stopped_at,
+            dry_run_stopped_at=stopped_at,
             driver_peak_rss=sampler.driver_peak,
             driver_peak_private=sampler.driver_private_peak,
             workers_peak_rss=sampler.workers_peak,
+            scan_seconds=scan_seconds,
+            file_changes=file_changes,
         )
 
-    # -- whole-stage records (cache/records.py) ---------------------------------------------------
-    def _fingerprint(self, stage: Stage, value_digests: dict[str, str]) -> str:
-        spec = stage.spec
-        return digest_value(
-            {
-                "stage": spec.name,
-                "version": spec.version,
-                "libs": self.rebuilder.libs,
-                "slice": self.build.slice_for(spec.config_keys),
-                "inputs": {name: value_digests.get(name) for name in spec.inputs},
-            }
-        )
+    def _scan(self, state: ScopeState) -> tuple[FileTable, FileChanges]:
+        """This run's file table, and its content changes logged in the state (a file whose
+        signature moved but whose bytes did not is no change)."""
+        skip = {str(self.build.output_dir), str(self.build.cache_dir)}
+        result = scan(self.root, skip, state.file_table())
+        changes = result.changes
+        table = result.table
+        logged = [(path, ADDED) for path in changes.added]
+        logged += [(path, REMOVED) for path in changes.removed]
+        modified = []
+        for path in changes.modified:
+            old = changes.old_digests.get(path)
+            if old is not None:
+                data, _ = read_project_file(f"{self.root}/{path}", with_stat=True)
+                self.hashed += 1
+                if data is not None and digest_bytes(data) == old:
+                    row = table.row(path)
+                    if row is not None:
+                        table.set_digest(row, old)
+                    continue  # touched, not changed
+            modified.append(path)
+            logged.append((path, MODIFIED))
+        changes.modified = modified
+        if not self.options.dry_run and (logged or result.relisted or result.racy):
+            state.save_file_table(table, logged)
+        return table, changes
 
-    def _unchanged(
-        self,
-        stage: str,
-        record: StageRecord | None,
-        fingerprint: str,
-        ctx: Context,
-        records: StageRecords,
+    # -- one stage -------------------------------------------------------------------------------
+    def _stage(
+        self, stage: Stage, ctx: Context, state: ScopeState, values: RunValues, progress: Progress
     ) -> bool:
-        """Whether everything the stage depended on last time is as it was (so skip it)."""
-        if (
-            record is None
-            or not isinstance(record.outputs, dict)
-            or self.options.no_cache
-            or not self.skip_stages
-            or record.fingerprint != fingerprint
-            or not all(self.cache.has_blob(blob) for blob in record.outputs.values())
-        ):
-            return False
-        tree = ctx.tree()
-        if record.tree != tree.version:  # the tree moved since: check what the stage saw
-            if record.listing is not None and listing_digest(ctx.walk()) != record.listing:
-                return False
-            reads = records.reads(stage, record)
-            if reads is None or not ctx.files_unchanged(reads):
-                return False
-            if tree.covers(ctx.root, reads):
-                records.stamp(stage, record, tree.version)
-        if any(ctx.track_file(path) != digest for path, digest in record.external.items()):
-            return False
-        return all(
-            published_signature(ctx.output_path(path)) == tuple(signature)
-            for path, signature in record.published.items()
-        )
-
-    def _record(
-        self,
-        stage: Stage,
-        ctx: Context,
-        fingerprint: str,
-        outputs: dict,
-        traces: dict[str, str | None],
-        report: StageReport,
-    ) -> StageRecord:
-        reads = {**traces, **ctx.stage_reads}
-        listing = listing_digest(ctx.walk()) if ctx.stage_listing else None
-        unit_results = {o.unit: o.result for o in report.outcomes if o.result}
-        # dicts: the canonical JSON sorts their keys in C, not 200,000 tuples in Python
-        derivation = digest_value([fingerprint, listing, reads, ctx.stage_external, unit_results])
-        try:  # one blob per value: a later run loads only the values it needs
-            stored = {name: self.cache.put_blob(dumps(value)) for name, value in outputs.items()}
-        except (pickle.PicklingError, TypeError, AttributeError):
-            stored = None  # values holding live objects (loaders): the stage always runs
-        published = {}
-        for path in sorted(ctx.stage_published):
-            signature = published_signature(ctx.output_path(path))
-            if signature is not None:
-                published[path] = signature
-        tree = ctx.tree()
-        return StageRecord(
-            fingerprint,
-            listing,
-            reads,
-            dict(ctx.stage_external),
-            published,
-            {name: digest_value([derivation, name]) for name in outputs},
-            stored,
-            report.units,
-            tree=tree.version if tree.covers(ctx.root, reads) else None,
-        )
-
-    def _run_stage(
-        self, stage: Stage, ctx: Context, inputs: dict, report: StageReport, progress: Progress
-    ) -> tuple[dict[str, Any], dict[str, str | None]]:
-        """Plan, get every unit's result, finish: the stage's outputs and its units' reads."""
+        """Run (or skip) one stage; False when a dry run stops at it."""
         spec = stage.spec
-        plan = stage.module.plan(ctx, inputs)
-        results, traces = self.rebuilder.results(
-            stage, ctx, plan, self.build.slice_for(spec.config_keys), report, progress
-        )
-        outputs = stage.module.finish(ctx, inputs, results)
+        started = time.perf_counter()
+        report = StageReport(spec.name, start=time.time())
+        ctx.begin_stage()
+        slice_value = self.build.slice_for(spec.config_keys)
+        now = fingerprint(spec, self.rebuilder.libs, slice_value)
+        record = None if self.options.no_cache else state.record(spec.name)
+        staleness = assess(spec, record, now, state, ctx)
+        if self.options.no_cache:
+            staleness.why_all = "--no-cache"
+        callbacks = self.options.callbacks.get(spec.name, [])
+        if can_skip(staleness, ctx):
+            record_units = staleness.record.get("units", 0) if staleness.record else 0
+            report.units = report.cached = int(record_units)
+            for callback in callbacks:
+                callback(ctx, {name: values[name] for name in spec.outputs})
+            self._close_report(report, started, ctx)
+            return True
+        ctx.previous = PreviousValues(state, spec.keyed) if staleness.usable else None
+        inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
+        prefix = self.rebuilder.key_prefix(stage, slice_value)
+        try:
+            replanned = Replanner(self.rebuilder, state, ctx).units(
+                stage, inputs, staleness, prefix, report, progress
+            )
+        except DryRunStop:
+            self._close_report(report, started, ctx)
+            return False
+        outputs = stage.module.finish(ctx, inputs, replanned.results)
         if set(outputs) != set(spec.outputs):
             raise InternalError(
                 f"stage {spec.name!r} returned {sorted(outputs)}, declared {list(spec.outputs)}"
             )
-        return outputs, traces
+        for name, value in outputs.items():
+            values.add(name, value)
+        if not self.options.dry_run:
+            stage_record = StageRecord(
+                now, report.units, staleness.record, record is not None and not staleness.usable
+            )
+            store_stage(stage, ctx, state, replanned, outputs, stage_record, callbacks)
+        self._close_report(report, started, ctx)
+        return True
+
+    def _close_report(self, report: StageReport, started: float, ctx: Context) -> None:
+        # Ray's startup is reported on its own, not in the stage that needed it.
+        report.seconds = time.perf_counter() - started - self.rebuilder.startup_unreported
+        self.rebuilder.startup_unreported = 0.0
+        ctx.reports.append(report)
+        self.log.debug(
+            "stage.done",
+            stage=report.name,
+            units=report.units,
+            cached=report.cached,
+            built=report.built,
+            seconds=round(report.seconds, 3),
+        )
 
 
 def run_build(
     build: Build, options: RunOptions, log, stages: Sequence[Stage] | None = None
 ) -> RunResult:
-    """Run a build; a corrupt cache entry found mid-run is dropped and the run restarted, then
-    without skipping whole stages, so that every damaged unit result is recomputed in place."""
+    """Run a build; a damaged cache entry found mid-run is set aside and the run started
+    again."""
+    from .lock import CacheLock
+
     for attempt in range(3):
-        scheduler = Scheduler(build, options, log, stages, skip_stages=attempt == 0)
+        # Again after damage: the state may name results that are gone (`cache gc`, another
+        # machine's cleanup), so the retry plans every stage afresh; the action cache and the
+        # file table still spare the work.
+        scheduler = Scheduler(build, options, log, stages, forget_state=attempt > 0)
         try:
-            result = scheduler.run()
-            result.outputs.repair = lambda name: run_build(build, options, log, stages).outputs[
-                name
-            ]
-            return result
+            with CacheLock(build.cache_dir):
+                return scheduler.run()
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
             if attempt == 2:

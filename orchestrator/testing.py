@@ -24,11 +24,14 @@ from typing import Any
 import structlog
 import yaml
 
-from .cache import StatCache
+from .cache import Cache
+from .cache.state import ScopeState
+from .codec import dumps
 from .config import Build, load_build
 from .context import Context
 from .executors import WorkItem, run_item
-from .hashing import digest_bytes, dumps
+from .hashing import digest_bytes
+from .scanning import scan
 from .typing import Digest, Plan
 
 __all__ = ["RecordingContext", "StageRun", "StoredResults", "run_stage", "write_project"]
@@ -52,7 +55,10 @@ class RecordingContext(Context):
 
     def __init__(self, build: Build, stored: dict[Digest, Any]) -> None:
         self.logs = structlog.testing.CapturingLogger()
-        super().__init__(build, StatCache(build.cache_dir, str(build.project_root)), self.logs)
+        root = str(build.project_root)
+        state = ScopeState(build.cache_dir, root, str(build.output_dir), Cache(build.cache_dir))
+        files = scan(root, {str(build.output_dir), str(build.cache_dir)}, None).table
+        super().__init__(build, state, files, self.logs)
         self.stored = stored
         self.published_bytes: dict[str, bytes] = {}
         self.load_result = stored.__getitem__
@@ -67,6 +73,9 @@ class StoredResults(Mapping):
 
     def __init__(self, plan: Plan, results: dict[str, Any], stored: dict[Digest, Any]) -> None:
         self.plan = plan
+        self.changed: set[str] | None = None  # a full run, as a first build is
+        self.removed: set[str] | None = None
+        self.before: dict[str, Digest] = {}
         self._results = results
         self._digests = {}
         for unit_id, value in results.items():
@@ -125,6 +134,7 @@ def run_stage(
     upstream stages that units read with `reader.blob(digest)`. Errors a unit raises are raised.
     """
     workdir = Path(workdir or tempfile.mkdtemp(prefix="orchestrate-stage-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     if project is None:
         project = write_project(workdir / "project", files or {})
     build_file = workdir / "build.yaml"

@@ -28,6 +28,12 @@ class StageSpec:
     outputs: tuple[str, ...]  # values produced
     config_keys: tuple[str, ...] = ()  # top-level build-file keys read: the stage's slice
     description: str = ""
+    keyed: tuple[str, ...] = ()  # outputs that are keyed collections (stored entry by entry)
+
+
+PROJECT = "project"
+"""The input every stage may declare: the project's files. The engine provides it; a stage that
+declares it gets the files added, removed and modified since it last ran (`changes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +58,37 @@ class Unit:
 @dataclass
 class Plan:
     """A stage's units for this run; `shared` is read-only data every unit gets (sent to workers
-    once); `state` is what `finish` needs from planning (it stays in the driver)."""
+    once); `state` is what `finish` needs from planning, and what the stage's next `update`
+    starts from (stored between runs, so it must be storable: `orchestrator.codec`).
+
+    From `update`, `units` are only the units to run again (new ones, or ones whose declared
+    key changed), `removed` the ids of units that no longer exist, and `reasons` may say why a
+    unit runs again (for `--explain`: "cooked[…] changed").
+    """
 
     units: list[Unit]
     shared: Any = None
     state: Any = None
+    removed: tuple[str, ...] = ()
+    reasons: dict[str, str] | None = None
+    scratch: Any = None  # what `finish` needs from planning that is not stored (compiled rules)
+
+
+@dataclass
+class StageChanges:
+    """What `update` learns: the changes of each input since the stage last ran (keyed inputs
+    per key; `project` per file), the units the engine runs again because a file they read
+    changed, and the state the last run's plan left."""
+
+    inputs: dict[str, Any]  # input name → keyed.Changes
+    rerun: list[Unit]  # stored units the engine re-runs anyway (a file they read changed)
+    state: Any
+    files_modified: tuple[str, ...] = ()  # project files whose content changed
+    stored_ids: Any = None  # () → the ids of every unit the last run left
+
+    def __post_init__(self) -> None:
+        if self.stored_ids is None:
+            self.stored_ids = list
 
 
 class FileEntry(NamedTuple):
@@ -118,10 +150,16 @@ class ProjectReader(Protocol):
 
 
 class UnitResults(Protocol):
-    """What `finish` gets: unit id → result, loaded lazily; `digest(id)` without loading; and
-    `plan`, the plan this run made (its `state` carries what planning learned)."""
+    """What `finish` gets: unit id → result, loaded lazily; `digest(id)` without loading;
+    `plan`, the plan this run made (its `state` carries what planning learned); and, after an
+    incremental `update`, `changed` (units whose result changed, new ones included), `removed`
+    (units that went away) and `before` (their last results' digests); None after a full
+    `plan`."""
 
     plan: Plan
+    changed: set[str] | None
+    removed: set[str] | None
+    before: dict[str, Digest]  # changed or removed unit → its result digest in the last run
 
     def __getitem__(self, unit_id: str) -> Any: ...
     def __iter__(self) -> Iterator[str]: ...

@@ -1,34 +1,49 @@
 """The values a run passes between stages, and the unit results a stage's `finish` reads; both
-load from the store on first use."""
+come from memory when this run made them, else from the build state, decoded on first use."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .cache import Cache, StageRecords
-from .errors import CacheCorrupt
-from .hashing import loads
+from .cache.state import WHOLE, ScopeState
+from .keyed import Keyed, KeyedPatch
 from .typing import Plan
+
+UNCHANGED = object()
+"""What `finish` may return for an output that is exactly as the last run stored it."""
 
 
 class Results(Mapping):
-    """Unit id → result, loaded lazily from the store; `digest(id)` without loading; and the
-    plan the stage made this run (`plan.state` is what planning learned)."""
+    """Unit id → result, loaded lazily from the store; `digest(id)` without loading; the plan
+    the stage made this run; after an incremental update, the units whose result `changed`
+    (new ones included) and the units `removed`."""
 
-    def __init__(self, plan: Plan, load: Callable[[str], Any]) -> None:
+    def __init__(
+        self, plan: Plan, load: Callable[[str], Any], digests: dict[str, str] | None = None
+    ) -> None:
         self.plan = plan
         self._load = load
-        self._digests: dict[str, str] = {}
+        self._digests: dict[str, str] = dict(digests or {})
         self._memory: dict[str, Any] = {}
+        self.changed: set[str] | None = None
+        self.removed: set[str] | None = None
+        self.before: dict[str, str] = {}
 
     def add(self, unit_id: str, digest: str, value: Any = None, keep: bool = False) -> None:
         self._digests[unit_id] = digest
         if keep:
             self._memory[unit_id] = value
 
+    def discard(self, unit_id: str) -> None:
+        self._digests.pop(unit_id, None)
+        self._memory.pop(unit_id, None)
+
     def digest(self, unit_id: str) -> str:
         return self._digests[unit_id]
+
+    def digests(self) -> dict[str, str]:
+        return dict(self._digests)
 
     def __getitem__(self, unit_id: str) -> Any:
         if unit_id in self._memory:
@@ -41,39 +56,66 @@ class Results(Mapping):
     def __len__(self) -> int:
         return len(self._digests)
 
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self._digests
 
-class StageValues(Mapping):
-    """The values stages produced; a skipped stage's values load from the store on first use."""
 
-    def __init__(self, cache: Cache, records: StageRecords) -> None:
-        self._cache = cache
-        self._records = records
-        self._values: dict[str, Any] = {}
-        self._stored: dict[str, tuple[str, str]] = {}  # value → (stage, its stored blob)
-        # After the run: how to get a value whose stored copy turns out corrupt (build again).
-        self.repair: Callable[[str], Any] | None = None
+class RunValues(Mapping):
+    """Every value by name: what stages returned in this run, or what the state holds."""
 
-    def add(self, outputs: dict[str, Any]) -> None:
-        self._values.update(outputs)
+    def __init__(self, state: ScopeState, keyed: set[str], names: list[str]) -> None:
+        self._state = state
+        self._keyed = keyed  # names of keyed values (declared by their producers)
+        self._names = names  # every value the run's stages produce, in graph order
+        self._memory: dict[str, Any] = {}
 
-    def add_stored(self, stage: str, blobs: dict[str, str]) -> None:
-        for name, blob in blobs.items():
-            self._stored[name] = (stage, blob)
+    def add(self, name: str, value: Any) -> None:
+        """A value a stage returned in this run (a mapping, a patch, or a plain value)."""
+        if value is UNCHANGED:
+            self._memory.pop(name, None)
+        elif name in self._keyed and isinstance(value, KeyedPatch):
+            self._memory[name] = Keyed(name, self._state, overlay=value)
+        elif name in self._keyed and isinstance(value, Mapping) and not isinstance(value, Keyed):
+            self._memory[name] = Keyed(name, self._state, memory=value)
+        else:
+            self._memory[name] = value
+
+    def release(self, name: str) -> None:
+        """Forget a value's in-memory copy (no stage left in the run reads it)."""
+        self._memory.pop(name, None)
 
     def __getitem__(self, name: str) -> Any:
-        if name not in self._values:
-            stage, blob = self._stored[name]
-            try:
-                self._values[name] = loads(self._cache.get_blob(blob))
-            except CacheCorrupt:
-                self._records.drop(stage)  # the rerun runs the stage instead
-                if self.repair is None:
-                    raise
-                self._values[name] = self.repair(name)
+        if name not in self._memory:
+            if name in self._keyed:
+                self._memory[name] = Keyed(name, self._state)
+            else:
+                self._memory[name] = self._state.entry(name, WHOLE)
+        return self._memory[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._memory or (isinstance(name, str) and self._state.has_value(name))
+
+
+class StageInputs(Mapping):
+    """A stage's inputs, each decoded the first time the stage asks for it."""
+
+    def __init__(self, values: RunValues, names: list[str]) -> None:
+        self._values = values
+        self._names = names
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
         return self._values[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter({**dict.fromkeys(self._stored), **dict.fromkeys(self._values)})
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(set(self._stored) | set(self._values))
+        return len(self._names)

@@ -1,49 +1,64 @@
 """Stage `archive`: per bundle, compress every entry (none | lz4 | zstd) and take the CRC32.
 
 Compression is per entry, so an archived bundle is still readable at random; the codec and level
-are recorded in the header.
+are recorded in the header. Incrementally, only the bundles written again are archived again.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from orchestrator.codec import record
 from orchestrator.errors import ConfigError
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator.mapping import map_finish, map_update
+from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from stages.bundlefile.format import CODECS, crc32, recompress
 
 SPEC = StageSpec(
     name="archive",
-    version=1,
+    version=2,  # 2: keyed by bundle
     inputs=("written",),
     outputs=("archived",),
+    keyed=("archived",),
     config_keys=("archive",),
     description="compressed bundles and their CRC32",
 )
 
 
+@record
 class ArchivedBundle(NamedTuple):
     data: bytes
     crc32: int
 
 
 def plan(ctx, inputs: dict) -> Plan:
+    return Plan(units=_units(ctx, inputs["written"], list(inputs["written"])))
+
+
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan:
+    return map_update(
+        changes.inputs["written"],
+        lambda names: _units(ctx, inputs["written"], names),
+        "written[{key}] changed",
+    )
+
+
+def _units(ctx, written, names: list[str]) -> list[Unit]:
     options = ctx.section("archive")
     codec, level = options.get("compression", "zstd"), int(options.get("level", 3))
     if codec not in CODECS:
         raise ConfigError(
             f"unknown compression {codec!r} (none | lz4 | zstd)", key="archive.compression"
         )
-    units = [
+    return [
         Unit(
             id=name,
-            payload=(written["digest"], codec, level),
-            key={"written": written["digest"], "compression": codec, "level": level},
-            blobs=(written["digest"],),
+            payload=(written[name], codec, level),
+            key={"written": written[name], "compression": codec, "level": level},
+            blobs=(written[name],),
         )
-        for name, written in inputs["written"].items()
+        for name in names
     ]
-    return Plan(units=units)
 
 
 def run(payload, shared, reader) -> ArchivedBundle:
@@ -53,9 +68,9 @@ def run(payload, shared, reader) -> ArchivedBundle:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    """`archived`: bundle → {"digest": of the stored ArchivedBundle}.
+    """`archived`: bundle → the digest of its stored ArchivedBundle.
 
     Only the digest travels: publishing loads (`ctx.load_result`) just the bundles whose file
     changed.
     """
-    return {"archived": {name: {"digest": results.digest(name)} for name in inputs["written"]}}
+    return {"archived": map_finish(results, results, results.digest)}

@@ -1,23 +1,28 @@
-"""Stage `collect`: the file table and the asset source's view of the project.
+"""Stage `collect`: the asset source's view of the project — assets, the rule index, the rest.
 
-Parsing fans out over the source's parse units (per repository, per world/level, per batch of
-attribute files); each is cached by the content of the files it read, so editing one file
-re-parses only its unit. `finish` assembles the parts into assets and the rule index.
+Parsing fans out over the source's parse units (per repository, per world/level, per shard of
+attribute files); each unit's result holds one part per file, so editing a file re-parses only
+its unit. Incrementally: a content edit changes no unit (the engine re-runs the units that read
+the file), and when only attribute files changed the source patches the assets they name
+instead of assembling the project again (`patch_assets`); a file added or removed plans again.
 """
 
 from __future__ import annotations
 
-from orchestrator.hashing import digest_bytes
-from orchestrator.typing import Plan, StageSpec, Unit
+from typing import Any
+
+from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
+from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, raise_on_fatal
 
 SPEC = StageSpec(
     name="collect",
-    # 2: repository order compares folders segment by segment; empty Deps are kept in the index.
-    version=2,
-    inputs=(),
-    outputs=("files", "source"),
+    # 3: assets, index and source as values of their own (assets keyed by id), patched in place.
+    version=3,
+    inputs=(PROJECT,),
+    outputs=("assets", "index", "source"),
+    keyed=("assets",),
     config_keys=("project", "source", "collect", "cocos"),
     description="walk the project; parse repositories, maps and attribute files",
 )
@@ -54,7 +59,7 @@ def plan(ctx, inputs: dict) -> Plan:
             Unit(
                 id=unit.id,
                 payload=(name, unit, unit_options),
-                # The file list is key material: a file joining a batch must re-run it
+                # The file list is key material: a file joining a shard must re-run it
                 # even though the trace only records the files that were read.
                 key={
                     "source": name,
@@ -69,6 +74,16 @@ def plan(ctx, inputs: dict) -> Plan:
     return Plan(units=units)
 
 
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
+    """Edits to files change no unit (the engine re-runs those that read them); a file added
+    or removed changes the listing, so the project is planned again."""
+    project = changes.inputs[PROJECT]
+    added = project.changed - set(changes.files_modified)
+    if added or project.removed:
+        return None
+    return Plan(units=[])
+
+
 def run(payload, shared, reader):
     name, unit, options = payload
     return get_source(name).parse(unit, reader, options)
@@ -77,11 +92,15 @@ def run(payload, shared, reader):
 def finish(ctx, inputs: dict, results) -> dict:
     name = ctx.section("source")
     source = get_source(name)
+    if results.changed is not None:
+        if not results.changed and not results.removed:
+            return {"assets": UNCHANGED, "index": UNCHANGED, "source": UNCHANGED}
+        patched = _patch(ctx, source, results)
+        if patched is not None:
+            return patched
     options = source_options(ctx, source)
-    entries = project_files(ctx)
-    files = {entry.path: ctx.file_digest(entry.path) for entry in entries}
     parts = PartResults(results)
-    result = source.assemble(ctx.root, entries, parts, options)
+    result = source.assemble(ctx.root, project_files(ctx), parts, options)
     raise_on_fatal(result.problems, bool(options.get("skip_broken")))
     for problem in result.problems:
         ctx.log.warning(
@@ -91,8 +110,23 @@ def finish(ctx, inputs: dict, results) -> dict:
             line=problem.line,
             message=problem.message,
         )
-    result.digest = _content_digest(name, source.version, options, files, parts.digests)
-    return {"files": files, "source": result}
+    return {"assets": result.assets, "index": result.index, "source": result.info()}
+
+
+def _patch(ctx, source, results) -> dict[str, Any] | None:
+    """The outputs patched from the parts that changed, when the source can say what they
+    change (only the assets their files name); None to assemble everything again."""
+    patch_assets = getattr(source, "patch_assets", None)
+    if patch_assets is None or results.removed:
+        return None
+    before = {unit_id: ctx.load_result(digest) for unit_id, digest in results.before.items()}
+    after = {unit_id: results[unit_id] for unit_id in results.changed}
+    changed = patch_assets(ctx.previous["assets"], before, after)
+    if changed is None:
+        return None
+    from orchestrator.keyed import KeyedPatch
+
+    return {"assets": KeyedPatch(changed), "index": UNCHANGED, "source": UNCHANGED}
 
 
 class PartResults(dict):
@@ -105,13 +139,3 @@ class PartResults(dict):
     def __init__(self, results) -> None:
         super().__init__((unit_id, results[unit_id]) for unit_id in results)
         self.digests = {unit_id: results.digest(unit_id) for unit_id in results}
-
-
-def _content_digest(name: str, version: int, options: dict, files: dict, parts: dict) -> str:
-    """Everything the assets derive from, hashed without building a huge JSON document: the
-    parse results and the listing — not the files' contents, so an edit that parses the same
-    (whitespace, a texture's size) does not re-run the cook list."""
-    lines = [f"{name}\0{version}\0{sorted(options.items())!r}"]
-    lines += [f"f\0{path}" for path in files]
-    lines += [f"p\0{unit_id}\0{parts[unit_id]}" for unit_id in sorted(parts)]
-    return digest_bytes("\n".join(lines).encode("utf-8"))

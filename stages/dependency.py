@@ -1,7 +1,8 @@
 """Stage `dependency`: the cook list — roots from the build file, closure, and its reports.
 
-The closure is fast (linear in assets and references), so it is one unit keyed on the content
-digest of the assets; `publish` writes `reports/cooklist.json`. With `cook.fail_on_missing` and
+The closure is fast (linear in assets and references), so it is one unit keyed on the
+fingerprint of the assets (the digests of their entries); it runs again only when an asset
+entry, the source's roots or the build file's cook section change. `publish` writes `reports/cooklist.json`. With `cook.fail_on_missing` and
 something missing, the cook list's `failure` is set so the CLI exits 1 after publishing.
 """
 
@@ -12,13 +13,14 @@ import json
 import orjson
 
 from orchestrator.typing import Plan, StageSpec, Unit
-from stages.cooklist.closure import assets_digest, compute_cooklist
+from stages.cooklist.closure import compute_cooklist
 from stages.layout.packing import source_bundles
 
 SPEC = StageSpec(
     name="dependency",
-    version=2,  # 2: the cook list carries its findings by parts (CookList.findings)
-    inputs=("source",),
+    # 2: the cook list carries its findings by parts (CookList.findings); 3: assets keyed
+    version=3,
+    inputs=("assets", "source"),
     outputs=("cooklist", "cook_summary"),
     config_keys=("cook", "bundles"),
     description="cook roots and the dependency closure",
@@ -28,16 +30,19 @@ REPORT = "reports/cooklist.json"
 
 
 def plan(ctx, inputs: dict) -> Plan:
-    source = inputs["source"]
-    digest = source.digest or assets_digest(source.assets)
+    source, assets = inputs["source"], inputs["assets"]
     cook, bundles = _closure_config(ctx, source)
     unit = Unit(
         id="closure",
         payload=(cook, bundles),
-        key={"assets": digest, "external": sorted(source.external), "source_roots": source.roots},
-        cost=max(1, len(source.assets)),
+        key={
+            "assets": assets.fingerprint(),
+            "external": sorted(source.external),
+            "source_roots": source.roots,
+        },
+        cost=max(1, len(assets)),
     )
-    return Plan(units=[unit], shared=(source.assets, tuple(source.external), source.roots))
+    return Plan(units=[unit], shared=(assets.as_dict(), tuple(source.external), source.roots))
 
 
 def _closure_config(ctx, source) -> tuple[dict, dict]:

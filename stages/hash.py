@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from orchestrator.codec import record
 from orchestrator.hashing import digest_bytes
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator.mapping import map_finish, map_update
+from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from stages.bundlefile.format import content_hash, read_toc
 
 SPEC = StageSpec(
     name="hash",
-    version=1,
+    version=2,  # 2: keyed by bundle
     inputs=("archived",),
     outputs=("bundle_files",),
+    keyed=("bundle_files",),
     config_keys=("hash",),
     description="content and raw hashes; hashed file names",
 )
@@ -24,6 +27,7 @@ SPEC = StageSpec(
 HASH_SUFFIX_LEN = 32
 
 
+@record
 class BundleFile(NamedTuple):
     """What the manifest says about one bundle's file; `blob` is the stored ArchivedBundle."""
 
@@ -42,17 +46,28 @@ def bundle_file_name(bundle: str, content: str, append_hash: bool) -> str:
 
 
 def plan(ctx, inputs: dict) -> Plan:
+    return Plan(units=_units(ctx, inputs["archived"], list(inputs["archived"])))
+
+
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan:
+    return map_update(
+        changes.inputs["archived"],
+        lambda names: _units(ctx, inputs["archived"], names),
+        "archived[{key}] changed",
+    )
+
+
+def _units(ctx, archived, names: list[str]) -> list[Unit]:
     append = bool(ctx.section("hash").get("append_hash", False))
-    units = [
+    return [
         Unit(
             id=name,
-            payload=(name, archived["digest"], append),
-            key={"bundle": name, "archived": archived["digest"], "append_hash": append},
-            blobs=(archived["digest"],),
+            payload=(name, archived[name], append),
+            key={"bundle": name, "archived": archived[name], "append_hash": append},
+            blobs=(archived[name],),
         )
-        for name, archived in inputs["archived"].items()
+        for name in names
     ]
-    return Plan(units=units)
 
 
 def run(payload, shared, reader) -> BundleFile:
@@ -74,4 +89,4 @@ def run(payload, shared, reader) -> BundleFile:
 
 def finish(ctx, inputs: dict, results) -> dict:
     """`bundle_files`: bundle → BundleFile (small records; the bytes stay in the store)."""
-    return {"bundle_files": {name: results[name] for name in inputs["archived"]}}
+    return {"bundle_files": map_finish(results, results, results.__getitem__)}

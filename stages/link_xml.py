@@ -16,7 +16,7 @@ from orchestrator.typing import Plan, StageSpec, Unit
 SPEC = StageSpec(
     name="link_xml",
     version=2,
-    inputs=("source", "bundles", "cooked"),
+    inputs=("source", "asset_bundles", "cooked_types"),
     outputs=("link_xml",),
     config_keys=("link_xml",),
     description="link.xml for Unity's code stripping",
@@ -58,9 +58,8 @@ def render_link_xml(
 
 def plan(ctx, inputs: dict) -> Plan:
     options = ctx.section("link_xml")
-    cooked = inputs["cooked"]
-    packed = {a for bundle in inputs["bundles"].bundles.values() for a in bundle.assets}
-    types = sorted({cooked[a]["type"] for a in packed if a in cooked})
+    types_of = dict(inputs["cooked_types"].items())
+    types = sorted({types_of[a] for a in inputs["asset_bundles"] if a in types_of})
     known = getattr(inputs["source"], "type_assemblies", None) or {}
     assemblies = {t: known[t] for t in types if t in known}
     payload = (

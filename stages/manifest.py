@@ -14,14 +14,24 @@ from typing import NamedTuple
 import orjson
 
 import orchestrator
+from orchestrator.codec import record
 from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from stages.publishing.output import LINK_XML, MANIFEST, STAGING, publish_build
 
 SPEC = StageSpec(
     name="manifest",
-    version=1,
-    inputs=("cooklist", "cooked", "bundles", "archived", "bundle_files", "link_xml"),
+    version=2,  # 2: reads the keyed bundle values; patches the last document when it can
+    inputs=(
+        "cooklist",
+        "cooked_types",
+        "bundles",
+        "asset_bundles",
+        "packing",
+        "archived",
+        "bundle_files",
+        "link_xml",
+    ),
     outputs=("manifest",),
     config_keys=("platform",),
     description="the build manifest and the staging manifest",
@@ -30,6 +40,7 @@ SPEC = StageSpec(
 FORMAT = 1
 
 
+@record
 class BuildOutput(NamedTuple):
     """Everything `publish` puts in the output folder, in memory except the bundles' bytes."""
 
@@ -46,18 +57,21 @@ def stage_versions() -> dict[str, int]:
 
 
 def manifest_document(
-    packing, bundle_files: dict, cooklist, cooked: dict, platform: str, versions: dict[str, int]
+    bundles,
+    asset_bundles,
+    info,
+    bundle_files,
+    cooklist,
+    cooked_types,
+    platform: str,
+    versions: dict[str, int],
 ) -> dict:
     """The manifest as JSON-able data (deterministic: sorted keys, cook-list order)."""
-    bundles = {}
-    for name, bundle in packing.bundles.items():
+    entries = {}
+    for name, bundle in sorted(bundles.items()):
         record = bundle_files[name]
-        bundles[name] = {
-            "file": record.file,
-            "size": record.size,
-            "crc32": record.crc32,
-            "content_hash": record.content_hash,
-            "raw_hash": record.raw_hash,
+        entries[name] = {
+            **file_fields(record),
             "kind": bundle.kind,
             "assets": list(bundle.assets),
             "explicit": list(bundle.explicit),
@@ -67,37 +81,55 @@ def manifest_document(
             "used_by": list(bundle.used_by),
         }
         if bundle.priority is not None:  # `shared_dependencies: priority`
-            bundles[name]["priority"] = bundle.priority
-            bundles[name]["redirects"] = {r.asset: r.bundle for r in bundle.redirects}
-            bundles[name].update(bundle.source_fields)  # e.g. Cocos `paths`, `scenes`
+            entries[name]["priority"] = bundle.priority
+            entries[name]["redirects"] = {r.asset: r.bundle for r in bundle.redirects}
+            entries[name].update(bundle.source_fields)  # e.g. Cocos `paths`, `scenes`
+    types = dict(cooked_types.items())
     return {
         "format": FORMAT,
         "build": {
             "platform": platform,
             "tool_version": orchestrator.__version__,
             "stage_versions": dict(sorted(versions.items())),
-            "shared_dependencies": packing.policy,
+            "shared_dependencies": info.policy,
         },
-        "bundles": bundles,
+        "bundles": entries,
         "assets": {
-            a: {"type": cooked[a]["type"], "bundles": list(names)}
-            for a, names in packing.asset_bundles.items()
+            a: {"type": types[a], "bundles": list(names)}
+            for a, names in sorted(asset_bundles.items())
         },
-        "cooklist": [a for a in cooklist.cooked if a in cooked],
+        "cooklist": [a for a in cooklist.cooked if a in types],
         "missing": sorted(cooklist.missing),
-        "bundle_cycles": [list(c) for c in packing.cycles],
+        "bundle_cycles": [list(c) for c in info.cycles],
         "loose_files": [LINK_XML, STAGING],
     }
 
 
-def staging_document(bundle_files: dict) -> dict:
+def file_fields(record) -> dict:
+    """What the manifest says of a bundle's file (its BundleFile)."""
+    return {
+        "file": record.file,
+        "size": record.size,
+        "crc32": record.crc32,
+        "content_hash": record.content_hash,
+        "raw_hash": record.raw_hash,
+    }
+
+
+def staging_entry(record) -> dict:
+    return {
+        "file": record.file,
+        "bundle": record.name,
+        "size": record.size,
+        "raw_hash": record.raw_hash,
+    }
+
+
+def staging_document(bundle_files) -> dict:
     """UFS: the bundle files (and the bundle each is); NonUFS: loose files staged as they are."""
     return {
         "format": FORMAT,
-        "ufs": [
-            {"file": r.file, "bundle": r.name, "size": r.size, "raw_hash": r.raw_hash}
-            for r in sorted(bundle_files.values(), key=lambda r: r.file)
-        ],
+        "ufs": [staging_entry(r) for r in sorted(bundle_files.values(), key=lambda r: r.file)],
         "non_ufs": sorted([LINK_XML, MANIFEST, STAGING]),
     }
 
@@ -118,13 +150,37 @@ def to_json_bytes(document: dict) -> bytes:
 def plan(ctx, inputs: dict) -> Plan:
     document = manifest_document(
         inputs["bundles"],
+        inputs["asset_bundles"],
+        inputs["packing"],
         inputs["bundle_files"],
         inputs["cooklist"],
-        inputs["cooked"],
+        inputs["cooked_types"],
         ctx.section("platform"),
         stage_versions(),
     )
-    staging = staging_document(inputs["bundle_files"])
+    return _plan(document, staging_document(inputs["bundle_files"]))
+
+
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
+    """When only bundle files changed (an asset cooked again), the last documents are patched
+    where they name those files; anything else plans the documents again."""
+    files = changes.inputs["bundle_files"]
+    others = ("cooklist", "cooked_types", "bundles", "asset_bundles", "packing")
+    if files.removed or any(changes.inputs[name] for name in others):
+        return None
+    previous: BuildOutput = ctx.previous["manifest"]
+    document = orjson.loads(previous.manifest)
+    staging = orjson.loads(previous.loose[STAGING])
+    changed = {name: inputs["bundle_files"][name] for name in sorted(files.changed)}
+    for name, bundle_file in changed.items():
+        document["bundles"][name].update(file_fields(bundle_file))
+    ufs = {entry["bundle"]: entry for entry in staging["ufs"]}
+    ufs.update((name, staging_entry(bundle_file)) for name, bundle_file in changed.items())
+    staging["ufs"] = sorted(ufs.values(), key=lambda entry: entry["file"])
+    return _plan(document, staging)
+
+
+def _plan(document: dict, staging: dict) -> Plan:
     return Plan(
         units=[
             Unit(
@@ -143,8 +199,8 @@ def run(payload, shared, reader) -> tuple[bytes, bytes]:
 
 def finish(ctx, inputs: dict, results) -> dict:
     manifest, staging = results["manifest"]
-    files = tuple(inputs["bundle_files"][name] for name in sorted(inputs["bundle_files"]))
-    archived = {name: entry["digest"] for name, entry in inputs["archived"].items()}
+    files = tuple(record for _, record in sorted(inputs["bundle_files"].items()))
+    archived = dict(inputs["archived"].items())
     return {
         "manifest": BuildOutput(
             files, archived, {LINK_XML: inputs["link_xml"], STAGING: staging}, manifest

@@ -6,8 +6,9 @@ import importlib
 from functools import partial
 
 from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, StageSpec, Unit
-from stages.layout.packing import Packing, pack, source_bundles
+from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator.values import UNCHANGED
+from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
 from stages.layout.priority import PRIORITY
 from stages.sources import get_source
 
@@ -15,9 +16,10 @@ DEFAULT_POLICY = "extract"
 
 SPEC = StageSpec(
     name="pack",
-    version=1,
-    inputs=("source", "cooklist", "cooked"),
-    outputs=("bundles",),
+    version=2,  # 2: bundles and asset → bundles keyed, the rest in `packing`
+    inputs=("assets", "source", "cooklist", "cooked"),
+    outputs=("bundles", "asset_bundles", "packing"),
+    keyed=("bundles", "asset_bundles"),
     config_keys=("bundles",),
     description="bundle layout, shared dependencies, bundle dependency graph",
 )
@@ -32,10 +34,22 @@ def sharing_policy(bundles: dict, source_name: str) -> str:
     return getattr(get_source(source_name), "shared_dependencies", DEFAULT_POLICY)
 
 
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
+    """Payloads cooked again do not move anything between bundles: only which assets are
+    cooked and how they refer to each other does."""
+    if (
+        any(changes.inputs[name] for name in ("assets", "source", "cooklist"))
+        or changes.inputs["cooked"].removed
+    ):
+        return None
+    return Plan(units=[])
+
+
 def plan(ctx, inputs: dict) -> Plan:
     """One unit; its key covers the cooked assets' graph and the options it packs by."""
-    assets = inputs["source"].assets
-    cooked_ids = [a for a in inputs["cooklist"].cooked if a in inputs["cooked"]]
+    assets = inputs["assets"]
+    made = set(inputs["cooked"])
+    cooked_ids = [a for a in inputs["cooklist"].cooked if a in made]
     cooked = tuple(assets[a] for a in cooked_ids)
     cook = ctx.section("cook")
     bundles = ctx.section("bundles")
@@ -58,7 +72,7 @@ def plan(ctx, inputs: dict) -> Plan:
     # the key's JSON encoder writes field by field itself (no list per asset and reference).
     key = {"graph": digest_value(["assets", cooked]), "options": options}
     if hook is not None:  # what the source's refinement reads comes from the whole project
-        key["hook"] = [hook.target, source.digest or digest_value(hook.data)]
+        key["hook"] = [hook.target, digest_value(hook.data)]
     return Plan(units=[Unit(id="bundles", payload=(cooked, options, hook), key=key)])
 
 
@@ -81,8 +95,14 @@ def run(payload, shared, reader) -> Packing:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
+    if results.changed is not None and not results.changed:
+        return {"bundles": UNCHANGED, "asset_bundles": UNCHANGED, "packing": UNCHANGED}
     packing: Packing = results["bundles"]
     if packing.cycles and getattr(ctx, "log", None) is not None:
         for cycle in packing.cycles:
             ctx.log.warning("pack.bundle_cycle", bundles=list(cycle))
-    return {"bundles": packing}
+    return {
+        "bundles": packing.bundles,
+        "asset_bundles": packing.asset_bundles,
+        "packing": PackingInfo(list(packing.cycles), packing.policy),
+    }

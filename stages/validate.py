@@ -7,11 +7,19 @@ parts, each a unit that parses the file once and runs a contiguous group of its 
 workers share the long pole (stages/rules/parts.py). Results are keyed by rule digest, so the
 document does not depend on the split. The rules are loaded and compiled in `plan`, before any
 project file is read; custom code runs there once and again, lazily, once per worker process.
+
+Incrementally: a file edited is checked again by the engine (its units read it); a file added or
+removed gets or loses its units here; a change to the rules, the index or (with `scope: cooked`)
+the cook list plans everything again. The document is patched from the outcomes of the units
+that ran, and the reports are rendered again only when it changed.
 """
 
 from __future__ import annotations
 
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator.hashing import digest_value
+from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
+from orchestrator.values import UNCHANGED
+from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers
 from stages.rules.engine import Shared, check_file, plan_files
 from stages.rules.loader import RuleSet, load_rules
@@ -21,6 +29,7 @@ from stages.rules.report import (
     gate_fails,
     gate_reason,
     highest_severity,
+    patch_document,
     render,
     summary_line,
 )
@@ -28,8 +37,8 @@ from stages.settings import rule_file_paths
 
 SPEC = StageSpec(
     name="validate",
-    version=2,
-    inputs=("files", "source", "cooklist"),
+    version=3,  # 3: incremental; JUnit counts passes per rule past 10,000 checks
+    inputs=(PROJECT, "assets", "index", "cooklist"),
     outputs=("validation", "validation_summary"),
     config_keys=("rules",),
     description="check source files against the rule library",
@@ -42,7 +51,16 @@ REPORTS = {
 }
 
 
-def _cooked_files(source, cooklist, files: dict) -> set[str]:
+def candidate_files(ctx, paths) -> list[str]:
+    """The project files rules may select: `collect.exclude` leaves some out."""
+    patterns = ctx.section("collect").get("exclude") or []
+    if not patterns:
+        return list(paths)
+    excluded = compile_globs(patterns)
+    return [path for path in paths if not excluded(path)]
+
+
+def _cooked_files(assets, cooklist, files) -> set[str]:
     """Files of cooked assets: their files plus what else lies under their folders, except the
     files of assets that are not cooked (a Unity folder holds many assets; a Messiah resource
     folder is one asset's)."""
@@ -50,7 +68,7 @@ def _cooked_files(source, cooklist, files: dict) -> set[str]:
     chosen: set[str] = set()
     others: set[str] = set()
     folders: list[str] = []
-    for asset in source.assets.values():
+    for asset in assets.values():
         if asset.id not in cooked:
             others.update(asset.files)
             continue
@@ -76,20 +94,77 @@ def _load(ctx, index) -> RuleSet:
     )
 
 
+def _rules_key(ruleset: RuleSet) -> str:
+    """What the rule library is, as far as the units and the document go."""
+    return digest_value(
+        [
+            [rule.digest for rule in ruleset.rules],
+            ruleset.total,
+            ruleset.rule_errors,
+            ruleset.skipped,
+            ruleset.warnings,
+            ruleset.index_digest,
+        ]
+    )
+
+
 def plan(ctx, inputs: dict) -> Plan:
-    source = inputs["source"]
-    index = getattr(source, "index", None)
+    index = inputs["index"]
     section = ctx.section("rules")
     ruleset = _load(ctx, index)
-    files = inputs["files"]
-    candidates = list(files)
+    candidates = candidate_files(ctx, (entry.path for entry in ctx.walk()))
     if section.get("scope") == "cooked":
-        cooked = _cooked_files(source, inputs["cooklist"], files)
+        cooked = _cooked_files(inputs["assets"], inputs["cooklist"], candidates)
         candidates = [path for path in candidates if path in cooked]
-    selected = plan_files(ruleset, ctx.root, candidates, index)
-    shared = Shared(
-        tuple(ruleset.rules), index, ruleset.index_digest, ctx.root, section.get("timeout")
+    units = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidates, index))
+    return Plan(
+        units=units, shared=_shared(ctx, ruleset, index), state=_rules_key(ruleset), scratch=ruleset
     )
+
+
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
+    """Files added get their units, files removed lose theirs; edits are re-run by the engine.
+    New rules, a new index or (scope: cooked) a new cook list plan everything again."""
+    section = ctx.section("rules")
+    if changes.inputs["index"] or (
+        section.get("scope") == "cooked"
+        and (changes.inputs["cooklist"] or changes.inputs["assets"])
+    ):
+        return None
+    index = inputs["index"]
+    ruleset = _load(ctx, index)
+    if _rules_key(ruleset) != changes.state:
+        return None
+    project = changes.inputs[PROJECT]
+    added = sorted(project.changed - set(changes.files_modified))
+    if section.get("scope") == "cooked" and added:
+        return None
+    units = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidate_files(ctx, added), index))
+    gone = set(project.removed)
+    removed = tuple(
+        unit_id for unit_id in changes.stored_ids() if unit_id.partition("#")[0] in gone
+    )
+    return Plan(
+        units=units,
+        shared=_shared(ctx, ruleset, index),
+        state=changes.state,
+        removed=removed,
+        scratch=ruleset,
+        reasons={unit.id: f"new file {unit.payload[0]}" for unit in units},
+    )
+
+
+def _shared(ctx, ruleset: RuleSet, index) -> Shared:
+    return Shared(
+        tuple(ruleset.rules),
+        index,
+        ruleset.index_digest,
+        ctx.root,
+        ctx.section("rules").get("timeout"),
+    )
+
+
+def _units(ctx, ruleset: RuleSet, selected: dict) -> list[Unit]:
     units = []
     for relpath, positions in selected.items():
         size = file_size(ctx.root, relpath)
@@ -114,7 +189,7 @@ def plan(ctx, inputs: dict) -> Plan:
     # The heaviest first: executors hand units out in order, and a long unit started last
     # would leave the other workers idle at the end.
     units.sort(key=lambda unit: -unit.cost)
-    return Plan(units=units, shared=shared, state=ruleset)
+    return units
 
 
 def run(payload, shared: Shared, reader):
@@ -124,8 +199,16 @@ def run(payload, shared: Shared, reader):
 
 def finish(ctx, inputs: dict, results) -> dict:
     close_workers()  # the driver's custom-code workers (loading, local units) are done
-    ruleset: RuleSet = results.plan.state
-    document = build_document(ruleset, (results[unit_id] for unit_id in results))
+    ruleset: RuleSet = results.plan.scratch
+    document = None
+    if results.changed is not None:
+        if not results.changed and not results.removed:
+            return {"validation": UNCHANGED, "validation_summary": UNCHANGED}
+        gone = [ctx.load_result(digest) for unit_id, digest in sorted(results.before.items())]
+        new = [results[unit_id] for unit_id in sorted(results.changed)]
+        document = patch_document(ctx.previous["validation"], ruleset, gone, new)
+    if document is None:
+        document = build_document(ruleset, (results[unit_id] for unit_id in results))
     fail_on = ctx.section("rules").get("fail_on", "error")
     ctx.log.info(
         "validate.done",
@@ -141,9 +224,13 @@ def finish(ctx, inputs: dict, results) -> dict:
 
 
 def publish(ctx, outputs: dict) -> None:
+    """The three reports, rendered only when the document changed."""
     document = outputs["validation"]
     for fmt, relpath in REPORTS.items():
-        ctx.publish_bytes(relpath, render(document, fmt))
+        if document is UNCHANGED:
+            ctx.mark_published(relpath)
+        else:
+            ctx.publish_bytes(relpath, render(document, fmt))
 
 
 def verdict(build, outputs) -> list[str]:

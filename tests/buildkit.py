@@ -100,16 +100,17 @@ def content_reports(output_dir: Path) -> dict[str, bytes]:
     }
 
 
-def cache_problems(
-    cache_dir: Path, areas=("cas", "ac", "stat", "stages", "tree"), torn_ok: bool = False
-) -> list[str]:
+def cache_problems(cache_dir: Path, torn_ok: bool = False) -> list[str]:
     """Entries of a cache that fail verification (leftover temporary files are not entries).
 
-    Loose blobs must match their names; every intact action-log line must name a blob the cache
-    returns verified (loose or packed); sealed files (stat caches, stage records) must pass their
-    seal. A damaged log line (a torn append of a killed run) is a problem unless `torn_ok`: the
-    log skips such lines by design.
+    Loose blobs must match their names; every intact pack-index line must name a blob the cache
+    returns verified; every action row must pass its check and name a stored blob; the
+    databases must pass SQLite's integrity check and every stored value its digest. A damaged
+    index line (a torn append of a killed run) is a problem unless `torn_ok`: the index skips
+    such lines by design.
     """
+    import sqlite3
+
     from orchestrator.cache import Cache, line_checksum
     from orchestrator.errors import CacheCorrupt
 
@@ -117,32 +118,77 @@ def cache_problems(
     cache_dir = Path(cache_dir)
     cache = Cache(cache_dir)
     for path in sorted(cache_dir.rglob("*")):
-        if not path.is_file() or path.name.startswith(".tmp-"):
+        if not path.is_file() or path.name.startswith(".tmp-") or ".damaged-" in path.name:
             continue
         parts = path.relative_to(cache_dir).parts
-        area = parts[0]
-        if area not in areas:
-            continue
-        data = path.read_bytes()
-        if area == "cas":
-            if len(parts) == 3 and len(parts[1]) == 2 and digest_bytes(data) != path.name:
+        if parts[0] == "cas" and len(parts) == 3 and len(parts[1]) == 2:
+            if digest_bytes(path.read_bytes()) != path.name:
                 problems.append(f"blob {path} does not match its name")
-        elif area == "ac" and path.suffix == ".log":
-            for number, line in enumerate(data.split(b"\n"), 1):
+        elif parts[0] == "cas" and path.name == "index.log":
+            for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
                 if not line:
                     continue
                 check, _, rest = line.partition(b" ")
                 if line_checksum(rest) != check:
                     if not torn_ok:
-                        problems.append(f"action log {path.name} line {number} is damaged")
+                        problems.append(f"pack index line {number} is damaged")
                     continue
-                result = json.loads(rest.split(b" ", 2)[2])["d"]
                 try:
-                    cache.get_blob(result)
+                    cache.get_blob(rest.split(b" ")[0].decode("ascii"))
                 except CacheCorrupt as exc:
-                    problems.append(f"action log {path.name} line {number}: {exc}")
-        elif area in ("ac", "stat", "stages", "tree") and unseal(data) is None:
-            problems.append(f"{area} entry {path} fails its seal")
+                    problems.append(f"pack index line {number}: {exc}")
+        elif path.suffix == ".sqlite":
+            db = sqlite3.connect(path)
+            try:
+                verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
+                if verdict != "ok":
+                    problems.append(f"{path.name}: {verdict}")
+                elif path.name == "actions.sqlite":
+                    problems += _action_problems(cache, db)
+                else:
+                    problems += _state_problems(cache, db, path)
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"{path.name}: {exc}")
+            finally:
+                db.close()
+    return problems
+
+
+def _action_problems(cache, db) -> list[str]:
+    from orchestrator.errors import CacheCorrupt
+
+    problems = []
+    for stage, result, reads, check in db.execute(
+        "SELECT stage, result, reads, check_ FROM actions"
+    ):
+        if digest_bytes(bytes(result) + bytes(reads)).encode("ascii")[:16] != bytes(check):
+            problems.append(f"an action row of {stage} fails its check")
+            continue
+        try:
+            cache.get_blob(bytes(result).hex())
+        except CacheCorrupt as exc:
+            problems.append(f"an action row of {stage}: {exc}")
+    return problems
+
+
+def _state_problems(cache, db, path: Path) -> list[str]:
+    from orchestrator.cache.entries import STORED_PREFIX
+    from orchestrator.codec import loads
+
+    problems = []
+    for value, key, digest, data in db.execute(
+        "SELECT value, key, digest, data FROM entries WHERE data IS NOT NULL"
+    ):
+        data = bytes(data)
+        if data.startswith(STORED_PREFIX):
+            data = cache.get_blob(data[len(STORED_PREFIX) :].decode("ascii"))
+        if digest_bytes(data) != bytes(digest).hex():
+            problems.append(f"{path.name}: entry {value}[{key}] does not match its digest")
+    for stage, unit_id, data in db.execute("SELECT stage, id, data FROM units"):
+        try:
+            loads(bytes(data))
+        except Exception as exc:
+            problems.append(f"{path.name}: unit {stage}/{unit_id} does not decode: {exc}")
     return problems
 
 

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 import zstandard
 
+from orchestrator.codec import dumps
 from orchestrator.errors import ConfigError
-from orchestrator.hashing import digest_bytes, dumps
+from orchestrator.hashing import digest_bytes
 from orchestrator.reads import Reader
 from orchestrator.testing import run_stage
 from stages import archive, write
@@ -88,26 +89,44 @@ def test_hash_names_the_file_after_the_content_hash(append):
     )
 
 
+def _write_inputs(digest: str) -> dict:
+    asset = SimpleNamespace(kind="resource", virtual_paths=("UI/Icon",), name="Icon", id="g")
+    return {
+        "assets": {"g": asset},
+        "bundles": {"ui": SimpleNamespace(assets=("g",))},
+        "asset_bundles": {"g": ("ui",)},
+        "cooked": {"g": digest},
+    }
+
+
 def test_write_keys_on_cooked_digests_only():
     """The write unit's key is the entries (id, name, cooked digest): same cook, same key."""
-    source = SimpleNamespace(
-        assets={
-            "g": SimpleNamespace(kind="resource", virtual_paths=("UI/Icon",), name="Icon", id="g")
-        }
-    )
-    bundles = SimpleNamespace(bundles={"ui": SimpleNamespace(assets=("g",))})
-    plan1 = write.plan(
-        None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d1"}}}
-    )
-    plan2 = write.plan(
-        None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d1"}}}
-    )
-    plan3 = write.plan(
-        None, {"source": source, "bundles": bundles, "cooked": {"g": {"digest": "d2"}}}
-    )
+    plan1, plan2, plan3 = (write.plan(None, _write_inputs(d)) for d in ("d1", "d1", "d2"))
     assert plan1.units[0].key == plan2.units[0].key != plan3.units[0].key
     assert plan1.units[0].blobs == ("d1",)
     assert plan1.units[0].payload == (("g", "UI/Icon", "d1"),)
+
+
+def test_write_update_rewrites_the_bundles_holding_an_asset_cooked_again():
+    """An asset cooked again reaches exactly the bundles `asset_bundles` says hold it."""
+    from orchestrator.keyed import Changes
+    from orchestrator.typing import StageChanges
+
+    inputs = _write_inputs("d2")
+    inputs["bundles"]["other"] = SimpleNamespace(assets=())
+    nothing = Changes(frozenset(), frozenset())
+    changes = StageChanges(
+        {
+            "bundles": nothing,
+            "assets": nothing,
+            "asset_bundles": nothing,
+            "cooked": Changes(frozenset({"g"}), frozenset()),
+        },
+        [],
+        None,
+    )
+    plan = write.update(None, inputs, changes)
+    assert [unit.id for unit in plan.units] == ["ui"] and plan.reasons["ui"] == "cooked[g] changed"
 
 
 def test_archive_stage_keys_each_bundle_on_its_bytes_and_codec():
@@ -117,13 +136,13 @@ def test_archive_stage_keys_each_bundle_on_its_bytes_and_codec():
     digest = digest_bytes(dumps(written))
     run = run_stage(
         archive,
-        inputs={"written": {"ui": {"digest": digest}}},
+        inputs={"written": {"ui": digest}},
         blobs={digest: written},
         settings={"archive": {"compression": "lz4"}},
     )
     (unit,) = run.plan.units
     assert unit.key == {"written": digest, "compression": "lz4", "level": 3}
-    archived = run.context.stored[run.outputs["archived"]["ui"]["digest"]]
+    archived = run.context.stored[run.outputs["archived"]["ui"]]
     assert read_toc(archived.data)[0].codec == "lz4"
     assert {
         row.id: BundleReader(io.BytesIO(archived.data)).read(row.id)
@@ -140,7 +159,7 @@ def test_hash_stage_names_files_by_content_with_append_hash():
     digest = digest_bytes(dumps(archived))
     run = run_stage(
         hash_stage,
-        inputs={"archived": {"chars/Hero": {"digest": digest}}},
+        inputs={"archived": {"chars/Hero": digest}},
         blobs={digest: archived},
         settings={"hash": {"append_hash": True}},
     )

@@ -105,7 +105,8 @@ def test_stages_lists_the_registered_pipeline_in_graph_order(capsys):
         names.index("cook") < names.index("pack") < names.index("write") < names.index("manifest")
     )
     validate = next(stage for stage in listed if stage["name"] == "validate")
-    assert validate["inputs"] == ["files", "source", "cooklist"] and validate["version"] >= 1
+    assert validate["inputs"] == ["project", "assets", "index", "cooklist"]
+    assert validate["version"] >= 1
 
 
 def test_content_commands_come_from_the_registry(capsys):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from messiah_projects import Item, guid, write_level, write_repository, write_world  # noqa: E402
 
+from orchestrator.keyed import Keyed  # noqa: E402
 from stages import dependency  # noqa: E402
 from stages.algorithms.globs import glob_regex  # noqa: E402
 from stages.cooklist.closure import compute_cooklist  # noqa: E402
@@ -230,22 +230,21 @@ def test_dependency_stage_plans_one_unit_and_publishes_the_report(tmp_path):
     """The dependency stage runs the closure from the build file sections and publishes JSON."""
     assets = town(tmp_path)
     source = collect_project(str(tmp_path))
-    published = {}
     sections = {
         "cook": {"maps": ["Worlds/W.iworld"], "cookers": {}, "fail_on_missing": True},
         "bundles": {"layout": [], "shared_dependencies": "extract"},
     }
-    ctx = SimpleNamespace(
-        section=sections.__getitem__,
-        publish_bytes=lambda path, data: published.__setitem__(path, data),
-        log=SimpleNamespace(warning=lambda *a, **k: None),
+    from orchestrator.testing import run_stage
+
+    run = run_stage(
+        dependency,
+        project=tmp_path,
+        settings=sections,
+        inputs={"source": source.info(), "assets": Keyed("assets", memory=source.assets)},
     )
-    plan = dependency.plan(ctx, {"source": source})
-    (unit,) = plan.units
-    result = dependency.run(unit.payload, plan.shared, None)
-    outputs = dependency.finish(ctx, {}, {"closure": result})
-    dependency.publish(ctx, outputs)
-    document = json.loads(published["reports/cooklist.json"])
+    (unit,) = run.plan.units
+    assert unit.key["assets"]  # the assets' fingerprint
+    document = json.loads(run.published["reports/cooklist.json"])
     assert document["cooked"] == ["Worlds/W.iworld", "Levels/L.ilevel", A, B, C]
     assert document["failure"] == "" and set(assets) == set(source.assets)
 

@@ -164,7 +164,8 @@ def test_cook_stage_reads_through_the_reader(tmp_path):
     )
     ctx = SimpleNamespace(section=lambda name: "pc" if name == "platform" else {"cookers": {}})
     inputs = {
-        "source": SimpleNamespace(assets={"guid-1": asset}),
+        "assets": {"guid-1": asset},
+        "source": SimpleNamespace(),
         "cooklist": SimpleNamespace(cooked=["guid-1"]),
     }
     plan = cook.plan(ctx, inputs)
@@ -178,7 +179,8 @@ def test_cook_stage_reads_through_the_reader(tmp_path):
         "resource.xml": b'<R a="1" b="2"></R>',
     }
     assert result.size == len(result.data)
-    results = SimpleNamespace(digest=lambda uid: "D-" + uid)
+    results = SimpleNamespace(digest=lambda uid: "D-" + uid, changed=None)
     assert cook.finish(ctx, inputs, results) == {
-        "cooked": {"guid-1": {"digest": "D-guid-1", "type": "Mesh"}}
+        "cooked": {"guid-1": "D-guid-1"},
+        "cooked_types": {"guid-1": "Mesh"},
     }

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from orchestrator.testing import run_stage
 from stages import link_xml
-from stages.layout.packing import Bundle, Packing
-from stages.sources.base import SourceResult
+from stages.sources.base import SourceInfo
+
+TYPES = {"tex": "Texture", "mat": "Material", "clip": "UnityEngine.AnimationClip"}
 
 
-def packing(*bundles: tuple[str, tuple[str, ...]]) -> Packing:
-    return Packing({name: Bundle(name, "layout", assets, ()) for name, assets in bundles}, {})
-
-
-COOKED = {
-    "tex": {"digest": "d1", "type": "Texture"},
-    "mat": {"digest": "d2", "type": "Material"},
-    "clip": {"digest": "d3", "type": "UnityEngine.AnimationClip"},
-}
+def held(*bundles: tuple[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """asset → the bundles holding it, as the pack stage's `asset_bundles`."""
+    found: dict[str, tuple[str, ...]] = {}
+    for name, assets in bundles:
+        for asset in assets:
+            found[asset] = (*found.get(asset, ()), name)
+    return found
 
 
 def test_link_xml_lists_every_packed_type_once_sorted():
@@ -25,9 +24,9 @@ def test_link_xml_lists_every_packed_type_once_sorted():
         link_xml,
         settings={"link_xml": {"assembly": "Game.Runtime"}},
         inputs={
-            "source": SourceResult(assets={}, index=None),
-            "bundles": packing(("ui", ("tex", "mat")), ("more", ("tex",))),
-            "cooked": COOKED,
+            "source": SourceInfo(),
+            "asset_bundles": held(("ui", ("tex", "mat")), ("more", ("tex",))),
+            "cooked_types": TYPES,
         },
     )
     xml = run.outputs["link_xml"].decode("utf-8")
@@ -38,12 +37,14 @@ def test_link_xml_lists_every_packed_type_once_sorted():
 
 def test_link_xml_puts_source_named_types_in_their_assembly():
     """A Type the source places in an assembly (Unity's) goes there, under its own name."""
-    source = SourceResult(
-        assets={}, index=None, type_assemblies={"UnityEngine.AnimationClip": "UnityEngine"}
-    )
+    source = SourceInfo(type_assemblies={"UnityEngine.AnimationClip": "UnityEngine"})
     run = run_stage(
         link_xml,
-        inputs={"source": source, "bundles": packing(("a", ("clip", "mat"))), "cooked": COOKED},
+        inputs={
+            "source": source,
+            "asset_bundles": held(("a", ("clip", "mat"))),
+            "cooked_types": TYPES,
+        },
     )
     xml = run.outputs["link_xml"].decode("utf-8")
     assert '<assembly fullname="UnityEngine">' in xml
@@ -56,9 +57,9 @@ def test_unpacked_assets_do_not_reach_link_xml():
     run = run_stage(
         link_xml,
         inputs={
-            "source": SourceResult(assets={}, index=None),
-            "bundles": packing(("ui", ("tex",))),
-            "cooked": COOKED,
+            "source": SourceInfo(),
+            "asset_bundles": held(("ui", ("tex",))),
+            "cooked_types": TYPES,
         },
     )
     assert b"Material" not in run.outputs["link_xml"]

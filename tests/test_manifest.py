@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -337,45 +336,45 @@ def test_manifest_json_bytes_are_those_of_json_dumps():
         assert to_json_bytes(document) == expected
 
 
-class _CountingStats:
-    """A stand-in for the engine's StatCache that counts the files it had to hash."""
+class _CountingDigests:
+    """The engine's output digests (a real ScopeState) counting the files it had to hash."""
 
-    def __init__(self, project_root: Path) -> None:
-        from orchestrator.cache import StatCache
+    def __init__(self, root: Path, out: Path) -> None:
+        from orchestrator.cache import Cache
+        from orchestrator.cache.state import ScopeState
 
-        self.project_root = str(project_root)
-        self._cache = StatCache(project_root / ".statcache", self.project_root)
+        cache = Cache(root / "cache")
+        self.state = ScopeState(root / "cache", str(root), str(out), cache)
+        self.out = out
         self.hashed: list[str] = []
 
-    def digest(self, relpath, st=None):
-        before = self._cache.hashed
-        digest = self._cache.digest(relpath, st)
-        if self._cache.hashed != before:
-            self.hashed.append(relpath)
+    def __call__(self, relpath: str, st) -> str:
+        from orchestrator.hashing import digest_file
+
+        known = self.state.output_digest(relpath, st)
+        if known is not None:
+            return known
+        self.hashed.append(relpath)
+        digest = digest_file(str(self.out / relpath))
+        self.state.put_output(relpath, st, digest)
         return digest
 
 
 def test_unchanged_bundles_are_not_hashed_again_but_changed_ones_are_rewritten(tmp_path):
-    """With the engine's stat cache an output file whose stat signature is known is not read
-    again; a file changed behind our back (same size) is noticed and rewritten."""
-    import os
-
-    out, project = tmp_path / "out", tmp_path / "project"
-    project.mkdir()
+    """With the engine's output digests a file whose signature is known is not read again; a
+    file changed behind our back (same size) is noticed and rewritten."""
+    out = tmp_path / "out"
     ctx = RecordingCtx(out)
-    ctx.stats = _CountingStats(project)
+    ctx.output_digest = _CountingDigests(tmp_path, out)
     data = {"a": b"AAA", "sub/b": b"BBB"}
     records = [_record(n, n + "_f", d) for n, d in data.items()]
     publish_build(ctx, records, data.__getitem__, {}, b"{}")
-    old = time.time_ns() - 10_000_000_000  # older than the stat cache's clock-granularity guard
-    for name in ("a_f", "sub/b_f"):
-        os.utime(out / name, ns=(old, old))
     publish_build(ctx, records, data.__getitem__, {}, b"{}")
-    assert sorted(ctx.stats.hashed) == ["../out/a_f", "../out/sub/b_f"]
-    ctx.stats.hashed.clear()
+    assert sorted(ctx.output_digest.hashed) == ["a_f", "sub/b_f"]
+    ctx.output_digest.hashed.clear()
     ctx.events.clear()
     publish_build(ctx, records, data.__getitem__, {}, b"{}")
-    assert ctx.stats.hashed == [] and ctx.events == ["write manifest.json"]
+    assert ctx.output_digest.hashed == [] and ctx.events == ["write manifest.json"]
     (out / "a_f").write_bytes(b"XXX")
     publish_build(ctx, records, data.__getitem__, {}, b"{}")
     assert ctx.events[-2:] == ["write a_f", "write manifest.json"]

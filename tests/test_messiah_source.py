@@ -289,26 +289,39 @@ def run_collect_stage(ctx) -> dict:
     return collect.finish(ctx, {}, results)
 
 
-def test_collect_stage_outputs_file_table_and_source_and_honours_exclude(tmp_path):
-    """The stage's `files` has a digest per collected file, `exclude` drops files, and `source`
-    carries the assets and a content digest."""
+def _collect(root: Path, **options):
+    from orchestrator.testing import run_stage
+
+    settings = {"source": "messiah", "collect": options} if options else {"source": "messiah"}
+    return run_stage(collect, project=root, settings=settings, workdir=root.parent / "work")
+
+
+def test_collect_stage_outputs_assets_index_and_source_and_honours_exclude(tmp_path):
+    """`assets` are keyed by id, `exclude` drops files before any unit reads them, and the
+    source info carries the repository list the index was built from."""
     g = guid(18)
-    write_repository(tmp_path, "Repo", [Item(g, "a", "P")])
-    write(tmp_path, "notes/readme.txt", "hi")
-    outputs = run_collect_stage(FakeCtx(tmp_path, {"exclude": ["notes/**"]}))
-    assert f"Repo/P/{g}/resource.xml" in outputs["files"]
-    assert "notes/readme.txt" not in outputs["files"]
-    assert g in outputs["source"].assets and len(outputs["source"].digest) == 64
+    root = tmp_path / "p"
+    write_repository(root, "Repo", [Item(g, "a", "P")])
+    write(root, "notes/readme.txt", "hi")
+    write(root, "notes/resource.repository", "<Repository>\n<Items>")  # broken, but excluded
+    run = _collect(root, exclude=["notes/**"])
+    assert set(run.outputs["assets"]) == {g}
+    assert run.outputs["assets"][g].files and run.outputs["index"] is not None
+    read = {path for reads in run.reads.values() for path in reads}
+    assert "Repo/resource.repository" in read
+    assert not any(path.startswith("notes/") for path in read)
+    assert not run.outputs["source"].problems
 
 
 def test_collect_stage_fails_on_a_broken_repository_unless_skip_broken(tmp_path):
     """The stage raises ProjectError (exit 2) for a malformed repository; skip_broken goes on."""
-    write(tmp_path, "Repo/resource.repository", "<Repository>\n<Items>")
+    root = tmp_path / "p"
+    write(root, "Repo/resource.repository", "<Repository>\n<Items>")
     with pytest.raises(ProjectError) as caught:
-        run_collect_stage(FakeCtx(tmp_path))
+        _collect(root)
     assert caught.value.file == "Repo/resource.repository" and caught.value.line
-    outputs = run_collect_stage(FakeCtx(tmp_path, {"skip_broken": True}))
-    assert outputs["source"].problems[0].kind == "broken_repository"
+    run = _collect(root, skip_broken=True)
+    assert run.outputs["source"].problems[0].kind == "broken_repository"
 
 
 def _parts_with_digests(root: Path, digests: dict | None = None):

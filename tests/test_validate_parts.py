@@ -10,7 +10,6 @@ from stages import validate
 from stages.rules import parts
 from stages.rules.engine import validate_project
 from stages.rules.report import render
-from stages.sources.base import SourceResult
 
 TYPES = ("Material", "Model", "Mesh", "Texture")
 RULES = """
@@ -51,11 +50,7 @@ def project(tmp_path):
     rule_file = tmp_path / "rules.yaml"
     rule_file.write_text(RULES, encoding="utf-8")
     index = make_index(root, resources)
-    inputs = {
-        "files": dict.fromkeys(files, "d"),
-        "source": SourceResult(assets={}, index=index),
-        "cooklist": None,
-    }
+    inputs = {"assets": {}, "index": index, "cooklist": None}
     return root, rule_file, inputs
 
 
@@ -92,7 +87,7 @@ def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch
     for fmt in ("json", "junit", "text"):
         assert render(document, fmt) == render(whole, fmt)
     in_process = validate_project(
-        str(root), [rule_file], inputs["source"].index, files=list(inputs["files"])
+        str(root), [rule_file], inputs["index"], files=sorted(project_paths(root))
     )
     assert render(document, "json") == render(in_process, "json")
 
@@ -127,3 +122,8 @@ def test_small_files_and_few_rules_stay_one_unit():
     assert parts.part_count(parts.SPLIT_MIN_BYTES - 1, 40) == 1
     assert parts.part_count(1 << 30, 2 * parts.RULES_PER_PART - 1) == 1
     assert parts.part_count(1 << 30, 40) == 40 // parts.RULES_PER_PART
+
+
+def project_paths(root):
+    """Every file under `root`, project-relative with forward slashes."""
+    return [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]

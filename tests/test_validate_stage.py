@@ -10,7 +10,7 @@ from rules_helpers import REPOSITORY, make_index, write_files
 
 from orchestrator.testing import run_stage
 from stages import validate
-from stages.sources.base import Asset, CookList, SourceResult
+from stages.sources.base import Asset, CookList
 
 G = "914fa3a0-62cd-4b5a-83df-92fdf494534a"
 RULES = """
@@ -48,12 +48,8 @@ def setup(tmp_path):
         (f"Repository/Test/{G}/resource.xml",),
         (),
     )
-    source = SourceResult(assets={G: asset}, index=index)
     cooklist = CookList([G], {}, {}, {}, {}, [], {})
-    files = {
-        str(p.relative_to(root).as_posix()): "d" for p in sorted(root.rglob("*")) if p.is_file()
-    }
-    return root, work, {"files": files, "source": source, "cooklist": cooklist}
+    return root, work, {"assets": {G: asset}, "index": index, "cooklist": cooklist}
 
 
 def validate_once(setup, **rules):

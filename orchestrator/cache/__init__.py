@@ -1,67 +1,53 @@
-"""The cache: a content-addressed blob store, per-stage action logs, stage records and a stat cache.
+"""The cache folder: what a build can reuse, shared between checkouts, runs and machines.
 
 Layout under the cache folder:
-  cas/<2 hex>/<digest>      large blobs, named by the BLAKE3 of their bytes (verified on read)
+  cas/<2 hex>/<digest>          large blobs, named by the BLAKE3 of their bytes (verified on read)
   cas/packs/*.pack, index.log   small blobs, appended per run, found through a checksummed index
-  ac/<stage>.log            action logs: key → files read with their digests → result digest,
-                            with the key components --explain compares
-  stages/<scope>/<stage>    whole-stage records (records.py)
-  stat/<root digest>        (path → size, mtime_ns, inode, digest) for one project checkout
-  tree/<digest>             the project tree snapshot (../tree.py)
+  actions.sqlite                the action cache: (stage, unit key) → files read → result
+  state/<machine>/<scope>.sqlite   the incremental state of one checkout and output folder
+                                (cache/state.py): machine-local, never read by another machine
+  lock                          held shared by builds, alone by `cache gc` and `cache clear`
 
-Files are written to a temporary sibling and renamed into place; logs, packs and the pack index
-are appended to in whole checksummed lines or verified ranges. So a reader never trusts a partial
-entry, and concurrent writers of one key (same content by construction) are harmless. Anything that
-fails verification is dropped and treated as absent.
+Blobs are written through a temporary file and a rename or appended in verified ranges, and
+every read is checked against the digest; the databases verify their rows and are set aside
+when damaged. So a reader never trusts a partial or damaged entry: it only costs recomputing.
+Everything stored is data (orchestrator/codec.py): nothing executes when read.
 """
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
-from .actions import ActionEntry, ActionLog
+from .actions import ActionCache, ActionEntry
 from .atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksum, seal, unseal
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
 from .housekeeping import cache_stats, clear_cache, collect_garbage
-from .records import StageRecord, StageRecords, listing_digest, published_signature
-from .statcache import StatCache
 
 __all__ = [
+    "ActionCache",
     "ActionEntry",
-    "ActionLog",
     "Cache",
     "CacheCorrupt",
-    "StageRecord",
-    "StageRecords",
-    "StatCache",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
     "line_checksum",
-    "listing_digest",
-    "published_signature",
     "seal",
     "unseal",
 ]
 
 
-def safe_name(stage: str) -> str:
-    """A stage name as a file name."""
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in stage) or "_"
-
-
 class Cache:
-    """One cache folder; safe to share between concurrent runs and machines."""
+    """One cache folder: the blob store and the action cache."""
 
     def __init__(self, root: Path, log=None) -> None:
         self.root = Path(root)
         self.log = log
         self.corrupt_dropped = 0
-        self._logs: dict[str, ActionLog] = {}
         self.packs = BlobPacks(self.root / "cas" / "packs", self)
+        self.actions = ActionCache(self.root / "actions.sqlite", self)
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob_path(self, digest: str) -> Path:
@@ -97,50 +83,31 @@ class Cache:
         except FileNotFoundError:
             raise CacheCorrupt(f"blob {digest[:12]} vanished from the cache") from None
         if digest_bytes(data) != digest:
-            self.drop(path, f"blob {digest[:12]} does not match its digest")
+            self.dropped(path, f"blob {digest[:12]} does not match its digest")
+            path.unlink(missing_ok=True)
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return data
 
-    # -- action logs -------------------------------------------------------------------------
-    def actions(self, stage: str) -> ActionLog:
-        """The action log of one stage (opened once per cache object)."""
-        if stage not in self._logs:
-            self._logs[stage] = ActionLog(self.root / "ac" / f"{safe_name(stage)}.log", self)
-        return self._logs[stage]
-
-    def get_actions(self, key: str, stage: str = "_") -> list[ActionEntry]:
-        return self.actions(stage).get(key)
-
-    def put_action(
-        self, key: str, reads: dict[str, str | None], result: str, stage: str = "_"
-    ) -> None:
-        log = self.actions(stage)
-        log.append(key, reads, result)
-        log.release()  # the next get reads the file again, this entry and other writers' too
-
+    # -- durability and housekeeping ---------------------------------------------------------
     def flush(self) -> None:
-        """Make everything written so far durable for the next run (packs before the logs
-        that point into them)."""
+        """Make what was written durable for the next run: blobs before the action entries
+        that name them."""
         self.packs.flush()
-        for log in self._logs.values():
-            log.flush()
+        self.actions.flush()
 
     def close(self) -> None:
-        """Flush, and let go of the pack files opened for reading."""
-        self.flush()
-        self.packs.close_readers()
+        """Flush, and let go of open files and databases."""
+        try:
+            self.flush()
+        finally:
+            self.packs.close_readers()
+            self.actions.close()
 
-    def flush_blobs(self) -> None:
-        """Make the packed blobs written so far durable (before log lines that name them)."""
-        self.packs.flush()
-
-    def drop(self, path: Path, why: str) -> None:
-        """Remove a damaged file, counted and logged."""
+    def dropped(self, path: Path, why: str) -> None:
+        """Count and log something damaged that was set aside."""
         self.corrupt_dropped += 1
         if self.log is not None:
             self.log.warning("cache.dropped", file=str(path), reason=why)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
 
     def stats(self) -> dict:
         """Counts and bytes per area."""

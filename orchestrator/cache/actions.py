@@ -1,155 +1,123 @@
-"""Action logs: per stage, key → files read with their digests → result digest (ninja's build log)."""
+"""The action cache: (stage, unit key) → the files the unit read with their digests → its result.
+
+It is what makes a second checkout, another output folder or an edit undone hit results built
+before: an entry is valid when every file it records (including files looked for and not
+found) still has the digest recorded. A key keeps its few newest distinct results. One SQLite
+database per cache folder (WAL: concurrent runs share it); each row carries a digest of its
+content, so a damaged row is skipped like a missing one.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple
 
-import orjson
+import msgpack
 
-from .atomic import append_lines, line_checksum
+from ..errors import CacheCorrupt
+from ..hashing import digest_bytes
+from .db import is_damage, open_db, set_aside
 
 ENTRIES_PER_KEY = 4
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS actions (
+    stage TEXT NOT NULL, key BLOB NOT NULL, result BLOB NOT NULL, reads BLOB NOT NULL,
+    stamp INTEGER NOT NULL, check_ BLOB NOT NULL,
+    PRIMARY KEY (stage, key, result)) WITHOUT ROWID;
+"""
 
 
-class Owner(Protocol):
-    """What a log or pack reports damage to and flushes before itself (the Cache)."""
-
-    log: Any
-    corrupt_dropped: int
-
-    def flush_blobs(self) -> None: ...
-
-
-@dataclass
-class ActionEntry:
-    reads: list  # [path, digest or None] pairs, sorted by path
+class ActionEntry(NamedTuple):
+    reads: list  # [[path, digest or None], …], sorted by path
     result: str
 
 
-class ActionLog:
-    """One stage's action entries: an append-only log, like ninja's build log.
+class ActionCache:
+    """The cache folder's action database, opened on first use."""
 
-    A line is `<checksum> <key> <unit digest or -> <json>`, the json being {"r": reads, "d":
-    result digest, "c": key components for --explain}, the checksum a CRC-32 of everything after
-    it (`line_checksum`). Loading only splits lines and files them under their key and
-    unit: a rerun of 100,000 units looks up every key but parses (and verifies) only the lines
-    of keys it asks for. The newest entries of a key come first; a damaged or truncated line (a
-    killed run, two machines appending over a network file system) fails its checksum when read
-    and is skipped — it only costs a recomputation. New entries are appended in batches with one
-    `write` on an O_APPEND file, so concurrent runs interleave whole lines. One file per stage
-    means a rerun reads the stage's entries in one go instead of opening a file per unit.
-    """
-
-    FLUSH_EVERY = 256
-    FLUSH_SECONDS = 2.0
-
-    def __init__(self, path: Path, cache: Owner) -> None:
+    def __init__(self, path: Path, owner: Any) -> None:
         self.path = path
-        self._cache = cache
-        self._raw: dict[bytes, list[bytes]] | None = None  # key → its lines, oldest first
-        self._raw_unit: dict[bytes, bytes] = {}  # unit digest → its newest line
-        self._pending: list[bytes] = []
-        self._last_flush = time.monotonic()
-        self._lines = 0
+        self._owner = owner  # counts and logs what is dropped
+        self._db: sqlite3.Connection | None = None
+        self._pending: list[tuple] = []
+        self._used: list[tuple] = []  # entries that served a hit: their stamp moves (gc is LRU)
 
-    def _load(self) -> None:
-        raw: dict[bytes, list[bytes]] = {}
-        try:
-            data = self.path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            data = b""
-        by_unit = self._raw_unit
-        for line in data.split(b"\n"):
-            fields = line.split(b" ", 3)
-            if len(fields) != 4 or len(fields[0]) != 8:  # damaged, or an earlier format's line
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = open_db(self.path, SCHEMA, SCHEMA_VERSION, self._owner.log)
+        return self._db
+
+    def get(self, stage: str, key: str) -> list[ActionEntry]:
+        """The newest entries of a key (distinct results), verified."""
+        rows = self._query(
+            "SELECT result, reads, check_ FROM actions WHERE stage = ? AND key = ?"
+            " ORDER BY stamp DESC LIMIT ?",
+            (stage, bytes.fromhex(key), ENTRIES_PER_KEY),
+        )
+        entries = []
+        for result, reads, check in rows:
+            if digest_bytes(bytes(result) + bytes(reads)).encode("ascii")[:16] != bytes(check):
+                self._owner.dropped(self.path, f"a damaged action entry of {stage} was skipped")
                 continue
-            self._lines += 1
-            raw.setdefault(fields[1], []).append(line)
-            if fields[2] != b"-":
-                by_unit[fields[2]] = line
-        self._raw = raw
-
-    def _parse(self, line: bytes) -> dict | None:
-        check, _, rest = line.partition(b" ")
-        try:
-            if line_checksum(rest) != check:
-                raise ValueError("checksum")
-            return orjson.loads(rest.split(b" ", 2)[2])
-        except (ValueError, IndexError, orjson.JSONDecodeError):
-            self._cache.corrupt_dropped += 1
-            if self._cache.log is not None:
-                self._cache.log.warning(
-                    "cache.dropped", file=str(self.path), reason="a damaged action line was skipped"
-                )
-            return None
-
-    def get(self, key: str) -> list[ActionEntry]:
-        """The newest entries of `key` (distinct results, at most a few), parsed now: a run
-        looks each key up once."""
-        if self._raw is None:
-            self._load()
-        entries: list[ActionEntry] = []
-        raw = self._raw or {}
-        for line in reversed(raw.get(key.encode("ascii"), ())):
-            entry = self._parse(line)
             try:
-                action = ActionEntry(entry["r"], entry["d"])  # type: ignore[index]
-            except (TypeError, KeyError):
-                continue  # damaged (already counted) or not an entry
-            if all(e.result != action.result for e in entries):
-                entries.append(action)
-            if len(entries) == ENTRIES_PER_KEY:
-                break
+                entries.append(ActionEntry(msgpack.unpackb(reads), bytes(result).hex()))
+            except (ValueError, msgpack.ExtraData, TypeError):
+                self._owner.dropped(self.path, "an undecodable action entry was skipped")
         return entries
 
-    def last(self, unit_digest: str) -> dict | None:
-        """The key components the unit had when it last ran (for --explain)."""
-        if self._raw is None:
-            self._load()
-        line = self._raw_unit.get(unit_digest.encode("ascii"))
-        entry = self._parse(line) if line is not None else None
-        return (entry.get("c") or {}) if isinstance(entry, dict) else None
+    def put(self, stage: str, key: str, reads: dict[str, str | None], result: str) -> None:
+        """Record an entry (written with the next flush)."""
+        packed = msgpack.packb(sorted([path, digest] for path, digest in reads.items()))
+        raw = bytes.fromhex(result)
+        check = digest_bytes(raw + packed).encode("ascii")[:16]
+        self._pending.append((stage, bytes.fromhex(key), raw, packed, time.time_ns(), check))
 
-    def append(
-        self,
-        key: str,
-        reads: dict[str, str | None],
-        result: str,
-        unit: str | None = None,
-        components: dict | None = None,
-    ) -> None:
-        """Log a new entry. It is not kept in memory: a run looks each key up before it runs the
-        unit, and the entries it found then stay valid (a later run reads the new one)."""
-        document: dict[str, Any] = {"r": sorted(reads.items()), "d": result}
-        if unit is not None:
-            document["c"] = components or {}
-        rest = b" ".join(
-            (key.encode("ascii"), (unit or "-").encode("ascii"), orjson.dumps(document))
-        )
-        line = line_checksum(rest) + b" " + rest
-        self._pending.append(line + b"\n")
-        if (
-            len(self._pending) >= self.FLUSH_EVERY
-            or time.monotonic() - self._last_flush > self.FLUSH_SECONDS
-        ):
-            self.flush()
-
-    def release(self) -> None:
-        """Flush, and forget what was loaded (the stage is done with its lookups)."""
-        self.flush()
-        self._raw = None
-        self._raw_unit = {}
+    def touch(self, stage: str, key: str, result: str) -> None:
+        """Note that an entry served a hit (its stamp moves with the next flush)."""
+        self._used.append((time.time_ns(), stage, bytes.fromhex(key), bytes.fromhex(result)))
 
     def flush(self) -> None:
-        self._last_flush = time.monotonic()
-        if not self._pending:
+        """Write what was recorded, in one transaction."""
+        if not self._pending and not self._used:
             return
-        self._cache.flush_blobs()  # the results these entries point to go first
-        data = b"".join(self._pending)
-        self._pending.clear()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        append_lines(self.path, data)
-        self._lines += data.count(b"\n")
+        rows, self._pending = sorted(self._pending), []
+        used, self._used = sorted(self._used), []
+        db = self._conn()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT OR REPLACE INTO actions VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.executemany(
+                "UPDATE actions SET stamp = ? WHERE stage = ? AND key = ? AND result = ?", used
+            )
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+
+    def _query(self, sql: str, args: tuple) -> list:
+        try:
+            return self._conn().execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+            return []
+
+    def _fail(self, exc: sqlite3.DatabaseError) -> None:
+        if not is_damage(exc):
+            raise exc
+        self.close()
+        set_aside(self.path, str(exc), self._owner.log)
+        raise CacheCorrupt(f"the action cache was damaged and has been set aside: {exc}")
+
+    def close(self) -> None:
+        if self._db is not None:
+            try:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+            finally:
+                self._db.close()
+                self._db = None
+
+    def count(self) -> int:
+        return self._query("SELECT COUNT(*) FROM actions", ())[0][0]

@@ -14,6 +14,7 @@ import os
 import socket
 import zlib
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..hashing import digest_bytes
 
@@ -89,3 +90,12 @@ def append_lines(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+class Owner(Protocol):
+    """What a store reports damage to (the Cache: it counts and logs what is dropped)."""
+
+    log: Any
+    corrupt_dropped: int
+
+    def dropped(self, path: Path, why: str) -> None: ...

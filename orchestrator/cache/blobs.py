@@ -10,8 +10,7 @@ from typing import Any, BinaryIO
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
-from .actions import Owner
-from .atomic import append_lines, line_checksum
+from .atomic import Owner, append_lines, line_checksum
 
 LARGE_BLOB_BYTES = 1 << 20
 
@@ -107,13 +106,7 @@ class BlobPacks:
         data = os.pread(fd, length, offset)
         if len(data) != length or digest_bytes(data) != digest:
             self._bad.add(digest)
-            self._cache.corrupt_dropped += 1
-            if self._cache.log is not None:
-                self._cache.log.warning(
-                    "cache.dropped",
-                    file=str(self.folder / pack),
-                    reason=f"blob {digest[:12]} does not match its digest",
-                )
+            self._cache.dropped(self.folder / pack, f"blob {digest[:12]} does not match its digest")
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return data
 

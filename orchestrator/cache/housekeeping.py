@@ -1,81 +1,209 @@
-"""Keeping a cache folder bounded: figures per area, garbage collection, clearing."""
+"""Keeping a cache folder bounded: figures per area, garbage collection, clearing.
+
+The areas: `cas` (blob files and packs), `actions` (the action database) and `state` (the
+machine-local build states). `gc` drops what was unused for longer than the age bound from all
+three, then the least recently used blobs and action entries until `cas` and `actions` fit the
+size bound; the state of a checkout is only dropped by age (losing it costs that checkout a
+full scan, not a rebuild). Callers hold the cache's lock exclusively (`lock.CacheLock`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import sqlite3
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from .atomic import TEMP_ABANDONED_SECONDS, TEMP_PREFIX
+from .db import BUSY_TIMEOUT_MS
 
-AREAS = ("cas", "ac", "stages", "stat")
+AREAS = ("cas", "actions", "state")
+ACTIONS = "actions.sqlite"
+ROW_OVERHEAD_BYTES = 64  # what SQLite spends per action row besides its fields
+
+
+class Candidate(NamedTuple):
+    """Something gc may drop: a file, or an action row (stage, key, result)."""
+
+    used: float  # seconds since the epoch
+    size: int
+    path: str = ""
+    action: tuple[str, bytes, bytes] | None = None
+
+
+def area_files(root: Path, area: str) -> list[Path]:
+    """The files that make up an area of the cache."""
+    root = Path(root)
+    if area == "actions":
+        return [p for p in (root / f"{ACTIONS}{s}" for s in ("", "-wal", "-shm")) if p.exists()]
+    base = root / area
+    return [Path(d, n) for d, _, names in os.walk(base) for n in names] if base.exists() else []
 
 
 def cache_stats(root: Path) -> dict:
-    """Counts and bytes per area."""
+    """Files and bytes per area."""
     out = {}
     for area in AREAS:
-        count = size = 0
-        base = Path(root) / area
-        if base.exists():
-            for dirpath, _, names in os.walk(base):
-                for name in names:
-                    try:
-                        size += os.stat(os.path.join(dirpath, name)).st_size
-                        count += 1
-                    except FileNotFoundError:
-                        pass
-        out[area] = {"files": count, "bytes": size}
+        sizes = []
+        for path in area_files(root, area):
+            with contextlib.suppress(FileNotFoundError):
+                sizes.append(path.stat().st_size)
+        out[area] = {"files": len(sizes), "bytes": sum(sizes)}
     return out
 
 
 def collect_garbage(
     root: Path, max_bytes: int | None = None, max_age_days: float | None = None
 ) -> dict:
-    """Drop blobs and actions older than `max_age_days`, then the least recently used
-    until the cache is under `max_bytes`. Actions pointing at dropped blobs become misses."""
+    """Drop entries unused for `max_age_days`, then the least recently used until `cas` and
+    `actions` are under `max_bytes`. An action whose blob was dropped is a miss next time."""
+    root = Path(root)
     now = time.time()
-    files = []
-    for area in ("cas", "ac", "stages"):
-        base = Path(root) / area
-        if not base.exists():
+    too_old = now - max_age_days * 86400 if max_age_days is not None else None
+    before = sum(figures["bytes"] for figures in cache_stats(root).values())
+    removed = 0
+    if too_old is not None:
+        for path in area_files(root, "state"):
+            if path.suffix == ".sqlite" and _used(path) < too_old:
+                for suffix in ("", "-wal", "-shm"):
+                    _unlink(Path(f"{path}{suffix}"))
+                removed += 1
+    for _ in range(3):  # action sizes are estimates: check what the files say, and go again
+        dropped = _drop_some(root, now, too_old, max_bytes)
+        removed += dropped
+        if not dropped or max_bytes is None or _bounded_bytes(root) <= max_bytes:
+            break
+        too_old = None  # the age pass is done
+    after = sum(figures["bytes"] for figures in cache_stats(root).values())
+    return {
+        "removed": removed,
+        "freed_bytes": max(before - after, 0),
+        "remaining_bytes": _bounded_bytes(root),
+    }
+
+
+def _drop_some(root: Path, now: float, too_old: float | None, max_bytes: int | None) -> int:
+    """One pass: drop what is too old, then the oldest until the bounded areas fit."""
+    blobs, actions = _blob_files(root, now), _action_rows(root)
+    estimated = sum(c.size for c in actions)
+    if estimated:  # scale the row estimates to what the database file really takes
+        scale = _bytes(root, "actions") / estimated
+        actions = [c._replace(size=int(c.size * scale) + 1) for c in actions]
+    candidates = sorted(blobs + actions, key=lambda c: c.used)
+    total = sum(c.size for c in candidates)
+    dropped_actions = []
+    removed = 0
+    for candidate in candidates:
+        old = too_old is not None and candidate.used < too_old
+        if not (old or (max_bytes is not None and total > max_bytes)):
             continue
-        for dirpath, _, names in os.walk(base):
-            for name in names:
-                path = os.path.join(dirpath, name)
-                try:
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    continue
-                if name.startswith(TEMP_PREFIX):
-                    # Another run may be about to rename it (the cache is shared): only
-                    # the leftovers of killed runs, old by any measure, are removed.
-                    if now - st.st_mtime > TEMP_ABANDONED_SECONDS:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(path)
-                    continue
-                files.append((max(st.st_atime, st.st_mtime), st.st_size, path))
-    files.sort()
-    total = sum(size for _, size, _ in files)
-    removed = freed = 0
-    for used, size, path in files:
-        too_old = max_age_days is not None and now - used > max_age_days * 86400
-        too_big = max_bytes is not None and total > max_bytes
-        if not (too_old or too_big):
+        if candidate.action is not None:
+            dropped_actions.append(candidate.action)
+        else:
+            _unlink(Path(candidate.path))
+        total -= candidate.size
+        removed += 1
+    _drop_actions(root, dropped_actions)
+    return removed
+
+
+def _bytes(root: Path, area: str) -> int:
+    return int(cache_stats(root)[area]["bytes"])
+
+
+def _bounded_bytes(root: Path) -> int:
+    """The bytes the size bound applies to (`cas` and `actions`)."""
+    return _bytes(root, "cas") + _bytes(root, "actions")
+
+
+def clear_cache(root: Path, keep: str = "lock") -> None:
+    """Delete everything in the cache folder but its lock (which the caller holds)."""
+    root = Path(root)
+    if not root.exists():
+        return
+    for entry in root.iterdir():
+        if entry.name == keep:
             continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _used(path: Path) -> float:
+    st = path.stat()
+    return max(st.st_atime, st.st_mtime)
+
+
+def _unlink(path: Path) -> int:
+    try:
+        size = path.stat().st_size
+        path.unlink()
+    except FileNotFoundError:
+        return 0
+    return size
+
+
+def _blob_files(root: Path, now: float) -> list[Candidate]:
+    found = []
+    for path in area_files(root, "cas"):
         try:
-            os.unlink(path)
+            st = path.stat()
         except FileNotFoundError:
             continue
-        total -= size
-        removed += 1
-        freed += size
-    return {"removed": removed, "freed_bytes": freed, "remaining_bytes": total}
+        if path.name.startswith(TEMP_PREFIX):
+            # Another run may be about to rename it (the cache is shared): only the
+            # leftovers of killed runs, old by any measure, are removed.
+            if now - st.st_mtime > TEMP_ABANDONED_SECONDS:
+                _unlink(path)
+            continue
+        found.append(Candidate(max(st.st_atime, st.st_mtime), st.st_size, str(path)))
+    return found
 
 
-def clear_cache(root: Path) -> None:
-    """Delete the whole cache folder."""
-    if Path(root).exists():
-        shutil.rmtree(root)
+def _connect(root: Path) -> sqlite3.Connection | None:
+    path = root / ACTIONS
+    if not path.exists():
+        return None
+    return sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+
+
+def _action_rows(root: Path) -> list[Candidate]:
+    db = _connect(root)
+    if db is None:
+        return []
+    try:
+        rows = db.execute(
+            "SELECT stage, key, result, stamp, length(reads) + length(result) + length(key) "
+            "FROM actions"
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return []  # a damaged database is set aside by the next run that opens it
+    finally:
+        db.close()
+    return [
+        Candidate(stamp / 1e9, size + ROW_OVERHEAD_BYTES, action=(stage, bytes(key), bytes(res)))
+        for stage, key, res, stamp, size in rows
+    ]
+
+
+def _drop_actions(root: Path, actions: list[tuple[str, bytes, bytes]]) -> None:
+    """Delete action rows and give the space back to the file system."""
+    if not actions:
+        return
+    db = _connect(root)
+    if db is None:
+        return
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("DELETE FROM actions WHERE stage = ? AND key = ? AND result = ?", actions)
+        db.execute("COMMIT")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.DatabaseError:
+        pass  # a damaged database is set aside by the next run that opens it
+    finally:
+        db.close()

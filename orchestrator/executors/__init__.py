@@ -69,6 +69,7 @@ class Finished:
     error: BaseException | None = None
     error_text: str = ""  # traceback of an unexpected error, for the bug report
     reads: dict[str, str | None] = field(default_factory=dict)
+    signatures: dict[str, tuple] = field(default_factory=dict)  # of the files read from disk
     start: float = 0.0
     seconds: float = 0.0
     worker: str = "driver"
@@ -134,6 +135,7 @@ def run_item(
         item.unit_id,
         result=result,
         reads=reader.reads,
+        signatures=reader.signatures,
         start=start,
         worker=label,
         seconds=time.perf_counter() - clock,

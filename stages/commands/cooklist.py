@@ -23,7 +23,7 @@ def cooklist(build_file, fmt) -> None:
     if fmt == "json":
         click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
     else:
-        click.echo(cooklist_text(cooked, result.outputs["source"].assets), nl=False)
+        click.echo(cooklist_text(cooked, result.outputs["assets"].as_dict()), nl=False)
     sys.exit(1 if build.section("cook")["fail_on_missing"] and cooked.missing else 0)
 
 
@@ -37,10 +37,9 @@ def why(build_file, asset) -> None:
     from stages.cooklist.explain import why as why_answers
 
     build, result = run_stages(build_file, ["dependency"])
-    source = result.outputs["source"]
-    canonical = getattr(source.index, "canonical", None)  # e.g. a Cocos compressed uuid
+    canonical = getattr(result.outputs["index"], "canonical", None)  # a Cocos compressed uuid
     asset = canonical(asset) if canonical is not None else asset
-    assets = source.assets
+    assets = result.outputs["assets"].as_dict()
     shown = namer(assets)
     answers = why_answers(assets, result.outputs["cooklist"], asset, build.section("cook"), shown)
     click.echo(why_text(answers, shown), nl=False)
@@ -55,7 +54,7 @@ def graph(build_file, fmt, cooked_only) -> None:
     from stages.cooklist.explain import graph_dot, graph_json
 
     build, result = run_stages(build_file, ["dependency"])
-    assets, cooked = result.outputs["source"].assets, result.outputs["cooklist"]
+    assets, cooked = result.outputs["assets"].as_dict(), result.outputs["cooklist"]
     if fmt == "json":
         click.echo(
             json.dumps(graph_json(assets, cooked, cooked_only), indent=2, ensure_ascii=False)

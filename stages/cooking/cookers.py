@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from orchestrator.codec import record
 from orchestrator.errors import ConfigError, StepFailed
 
 DEFAULT_COOKER = "xml"
@@ -34,6 +35,7 @@ _COUNT = struct.Struct("<I")
 _FILE = struct.Struct("<HQ")  # name length, data length
 
 
+@record
 @dataclass(frozen=True, slots=True)
 class CookerSpec:
     """How one asset Type is cooked; `key()` is what enters the cook unit's cache key."""

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from orchestrator.codec import record
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 from stages.algorithms.globs import glob_match
@@ -50,6 +51,7 @@ RESERVED_NAMES = ("manifest.json", "staging.json", "link.xml", "reports")  # loo
 POLICIES = ("extract", "duplicate", PRIORITY)
 
 
+@record
 class Redirect(NamedTuple):
     """An asset a bundle names but does not hold: `bundle` (of a higher priority) owns it."""
 
@@ -57,6 +59,7 @@ class Redirect(NamedTuple):
     bundle: str
 
 
+@record
 @dataclass(frozen=True, slots=True)
 class Bundle:
     name: str
@@ -76,12 +79,23 @@ class Bundle:
         return self.explicit + self.implicit
 
 
+@record
 @dataclass
 class Packing:
     """Bundles by name (sorted), asset id → bundles holding it (cook order), bundle cycles."""
 
     bundles: dict[str, Bundle]
     asset_bundles: dict[str, tuple[str, ...]]
+    cycles: list[tuple[str, ...]] = field(default_factory=list)
+    policy: str = "extract"
+
+
+@record
+@dataclass
+class PackingInfo:
+    """The `packing` value: what a build's bundles say as a whole (the bundles themselves and
+    each asset's bundles are keyed values of their own)."""
+
     cycles: list[tuple[str, ...]] = field(default_factory=list)
     policy: str = "extract"
 

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
+from orchestrator.codec import record
+
 PRIORITY = "priority"
 DEFAULT_PRIORITY = 1  # a bundle whose rule names none (Creator's default for a bundle folder)
 
 
+@record
 @dataclass
 class Fill:
     """The priority fill, which a source's hook may refine before the bundles are made."""

@@ -39,19 +39,15 @@ class OutputFolder(SafeOutputFolder):
     again cost more than the checks themselves.
     """
 
-    def __init__(self, output_dir: str | os.PathLike, stats=None) -> None:
+    def __init__(
+        self,
+        output_dir: str | os.PathLike,
+        digest_of: Callable[[str, os.stat_result], str] | None = None,
+    ) -> None:
         super().__init__(output_dir)
-        # The engine's stat cache keeps digests by (size, mtime_ns, inode) for paths relative to
-        # the project; an output file is addressed from there too, so an unchanged bundle is
-        # not read again on every publish.
-        self._stats = stats
-        self._stats_prefix: str | None = None
-        if stats is not None and getattr(stats, "project_root", None):
-            try:
-                prefix = os.path.relpath(self.base, os.path.realpath(stats.project_root))
-                self._stats_prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
-            except ValueError:  # another drive: no relative path, hash the files instead
-                self._stats_prefix = None
+        # The engine remembers the digests of published files by signature (ctx.output_digest),
+        # so an unchanged bundle is not read again on every publish.
+        self._digest_of = digest_of
 
     def matches(self, relpath: str, size: int, raw_hash: str) -> bool:
         """Whether the output file `relpath` already holds exactly these bytes."""
@@ -60,8 +56,8 @@ class OutputFolder(SafeOutputFolder):
             st = os.stat(target)
             if not stat.S_ISREG(st.st_mode) or st.st_size != size:
                 return False
-            if self._stats_prefix is not None:
-                return self._stats.digest(self._stats_prefix + relpath, st) == raw_hash
+            if self._digest_of is not None:
+                return self._digest_of(relpath, st) == raw_hash
             return digest_file(str(target)) == raw_hash
         except OSError:
             return False
@@ -125,7 +121,7 @@ def publish_build(
     `ctx.publish_bytes(relpath, data)` (atomic, unchanged files left alone).
     """
     output_dir = ctx.output_dir
-    folder = OutputFolder(output_dir, getattr(ctx, "stats", None))
+    folder = OutputFolder(output_dir, getattr(ctx, "output_digest", None))
     previous = previous_bundle_files(output_dir)
     written = []
     for record in sorted(bundle_files, key=lambda r: r.file):

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from lxml import etree
 
+from orchestrator.codec import record
 from orchestrator.errors import MissingInput
 from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
@@ -33,6 +34,7 @@ from .paths import DocumentError, element_label
 from .sandbox import CustomCodeTimeout
 
 
+@record
 class Failure(NamedTuple):
     """One failing (rule, source, via): values as JSON-able data, their lines, a message."""
 
@@ -43,6 +45,7 @@ class Failure(NamedTuple):
     message: str | None
 
 
+@record
 class RuleOutcome(NamedTuple):
     """What one rule found in one unit: every (source, via) it checked, and the failures."""
 

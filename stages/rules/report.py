@@ -18,11 +18,16 @@ SCHEMA_VERSION = 1
 FORMATS = ("json", "junit", "text")
 
 
+JUNIT_DETAIL_MAX = 10_000  # checked pairs past which JUnit reports passes per rule
+
+
 def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
     """Assemble unit results (tuples of RuleOutcome) into the document, deterministically sorted.
 
-    Failures come in rule order, then by source and via. The pairs each rule checked are kept
-    under the private key "_checked" (the JUnit report needs them); `public(doc)` drops it.
+    Failures come in rule order, then by source and via. Private keys (`public(doc)` drops
+    them): "_counts", each rule's number of (source, via) pairs checked; and, while there are at
+    most JUNIT_DETAIL_MAX of them, "_checked", the pairs themselves (JUnit lists each one; past
+    that it reports passes per rule, and the document stays small to patch).
     """
     checked_by_digest: dict[str, list] = defaultdict(list)
     failures_by_digest: dict[str, list] = defaultdict(list)
@@ -30,29 +35,22 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         for outcome in outcomes:
             checked_by_digest[outcome.digest].extend(outcome.checked)
             failures_by_digest[outcome.digest].extend(outcome.failures)
-    failures: list[dict] = []
+    counts = {rule.label: len(checked_by_digest.get(rule.digest, ())) for rule in ruleset.rules}
+    detailed = sum(counts.values()) <= JUNIT_DETAIL_MAX
     checked: list[list] = []
-    sources_checked = 0
+    failures: list[dict] = []
     for rule in ruleset.rules:
-        pairs = sorted(checked_by_digest.get(rule.digest, ()), key=_source_key)
-        sources_checked += len(pairs)
-        checked.extend([rule.label, source, via] for source, via in pairs)
-        for failure in sorted(failures_by_digest.get(rule.digest, ()), key=_source_key):
-            failures.append(
-                {
-                    "rule": rule.label,
-                    "severity": rule.severity,
-                    "source": failure.source,
-                    "via": failure.via,
-                    "errors": list(failure.errors),
-                    "lines": list(failure.lines),
-                    "message": failure.message,
-                }
-            )
-    return {
+        if detailed:
+            pairs = sorted(checked_by_digest.get(rule.digest, ()), key=_source_key)
+            checked.extend([rule.label, source, via] for source, via in pairs)
+        failures.extend(
+            _failure(rule, failure)
+            for failure in sorted(failures_by_digest.get(rule.digest, ()), key=_source_key)
+        )
+    document = {
         "schema_version": SCHEMA_VERSION,
         "rules": ruleset.total,
-        "sources_checked": sources_checked,
+        "sources_checked": sum(counts.values()),
         "failures": failures,
         "rule_errors": [dict(e) for e in ruleset.rule_errors],
         "skipped": [dict(s) for s in ruleset.skipped],
@@ -61,8 +59,77 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         "rule_names": {
             rule.label: rule.name for rule in ruleset.rules if rule.name and rule.name != rule.label
         },
-        "_checked": checked,
+        "_counts": counts,
     }
+    if detailed:
+        document["_checked"] = checked
+    return document
+
+
+def _failure(rule, failure) -> dict:
+    return {
+        "rule": rule.label,
+        "severity": rule.severity,
+        "source": failure.source,
+        "via": failure.via,
+        "errors": list(failure.errors),
+        "lines": list(failure.lines),
+        "message": failure.message,
+    }
+
+
+def patch_document(
+    document: dict, ruleset: RuleSet, gone: Iterable[tuple], new: Iterable[tuple]
+) -> dict | None:
+    """The document with the outcomes of some units replaced: `gone` are the outcomes those
+    units had, `new` the ones they have now. None when it cannot be patched (the detail JUnit
+    needs would have to come back): assemble it again."""
+    by_digest: dict[str, list] = defaultdict(list)
+    for rule in ruleset.rules:
+        by_digest[rule.digest].append(rule)
+    position = {rule.label: i for i, rule in enumerate(ruleset.rules)}
+    counts = dict(document["_counts"])
+    detailed = "_checked" in document
+    checked = {tuple(pair) for pair in document.get("_checked", ())}
+    failures = {(f["rule"], f["source"], f["via"]): f for f in document["failures"]}
+    for sign, outcomes_list in ((-1, gone), (1, new)):
+        for outcomes in outcomes_list:
+            for outcome in outcomes:
+                for rule in by_digest.get(outcome.digest, ()):
+                    counts[rule.label] = counts.get(rule.label, 0) + sign * len(outcome.checked)
+                    for source, via in outcome.checked:
+                        if sign < 0:
+                            checked.discard((rule.label, source, via))
+                            failures.pop((rule.label, source, via), None)
+                        else:
+                            checked.add((rule.label, source, via))
+                    if sign > 0:
+                        for failure in outcome.failures:
+                            failures[(rule.label, failure.source, failure.via)] = _failure(
+                                rule, failure
+                            )
+    total = sum(counts.values())
+    if not detailed and total <= JUNIT_DETAIL_MAX:
+        return None
+    patched = dict(document)
+    patched["_counts"] = counts
+    patched["sources_checked"] = total
+    patched["failures"] = [
+        failures[key]
+        for key in sorted(
+            failures, key=lambda k: (position.get(k[0], len(position)), k[1], k[2] or "")
+        )
+    ]
+    if detailed and total <= JUNIT_DETAIL_MAX:
+        patched["_checked"] = [
+            list(pair)
+            for pair in sorted(
+                checked, key=lambda p: (position.get(p[0], len(position)), p[1], p[2] or "")
+            )
+        ]
+    else:
+        patched.pop("_checked", None)
+    return patched
 
 
 def _source_key(item) -> tuple:
@@ -165,11 +232,21 @@ def render_junit(document: dict) -> bytes:
         suites.setdefault(rule, {})[(source, via)] = None
     for failure in document["failures"]:  # also when "_checked" was dropped
         suites.setdefault(failure["rule"], {}).setdefault((failure["source"], failure["via"]))
+    passed_only = "_checked" not in document  # a large project: passes counted per rule
+    counted = document.get("_counts", {})
+    if passed_only:
+        for rule, count in counted.items():
+            if count:
+                suites.setdefault(rule, {})
     root = etree.Element("testsuites", name="orchestrate validate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for rule, pairs in suites.items():
         suite = etree.SubElement(root, "testsuite", name=xml_safe(rule))
         counts = {"tests": len(pairs), "failures": 0, "errors": 0, "skipped": 0}
+        passes = counted.get(rule, 0) - len(pairs) if passed_only else 0
+        if passes > 0:
+            etree.SubElement(suite, "testcase", classname=rule, name=f"{passes} sources passed")
+            counts["tests"] += passes
         for source, via in pairs:
             case = etree.SubElement(
                 suite,

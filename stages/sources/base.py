@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from orchestrator.codec import record
 from orchestrator.hashing import fast_pickle
 from orchestrator.reads import Reader
 from orchestrator.typing import FileEntry
@@ -24,6 +25,7 @@ LEVEL = "level"
 RESOURCE = "resource"
 
 
+@record
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class Ref:
@@ -34,6 +36,7 @@ class Ref:
     label: str = ""  # why: "Deps", "CollisionShape", "attribute file", "level", "m_SourcePrefab", …
 
 
+@record
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class Asset:
@@ -51,6 +54,7 @@ class Asset:
     items: int = 1  # number of repository items with this id (>1: ambiguous)
 
 
+@record
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -63,6 +67,7 @@ class Problem:
     fatal: bool = False  # True: the build cannot go on (exit 2) unless collect.skip_broken
 
 
+@record
 @fast_pickle
 @dataclass(frozen=True, slots=True)
 class ParseUnit:
@@ -73,6 +78,7 @@ class ParseUnit:
     files: tuple[str, ...]
 
 
+@record
 class Recipe(NamedTuple):
     """How the cook makes an asset that no single project file holds (a Cocos auto-atlas page):
     `cooker(asset_id, files, data)` ("module:function") returns the payload from the asset's
@@ -83,6 +89,7 @@ class Recipe(NamedTuple):
     data: Any
 
 
+@record
 class PackHook(NamedTuple):
     """A source's refinement of the bundles after the priority fill (Cocos: auto atlases, load
     paths): `refine(fill, cooked, data)` ("module:function"), `data` picklable."""
@@ -114,6 +121,37 @@ class SourceResult:
     recipes: dict[str, Recipe] = field(default_factory=dict)  # asset id → how it is cooked, if made
     pack_hook: PackHook | None = None  # called by `shared_dependencies: priority` after the fill
 
+    def info(self) -> SourceInfo:
+        """What the stages read of the project besides its assets and the rule index."""
+        return SourceInfo(
+            list(self.problems),
+            dict(self.roots),
+            tuple(self.external),
+            self.bundles,
+            self.type_assemblies,
+            self.default_cooker,
+            self.bundle_priorities,
+            dict(self.recipes),
+            self.pack_hook,
+        )
+
+
+@record
+@dataclass
+class SourceInfo:
+    """The collect stage's `source` value: a SourceResult without its assets and its index,
+    which are values of their own (`assets`, keyed by id; `index`)."""
+
+    problems: list[Problem] = field(default_factory=list)
+    roots: dict[str, list[str]] = field(default_factory=dict)
+    external: tuple[str, ...] = ()
+    bundles: dict[str, list[str]] | None = None
+    type_assemblies: dict[str, str] | None = None
+    default_cooker: str = ""
+    bundle_priorities: dict[str, int] | None = None
+    recipes: dict[str, Recipe] = field(default_factory=dict)
+    pack_hook: PackHook | None = None
+
 
 class AssetSource(Protocol):
     """A project format. Implementations are module-level objects so they pickle by reference.
@@ -138,6 +176,7 @@ class AssetSource(Protocol):
         """Combine the parts (keyed by unit id) into assets, index and problems."""
 
 
+@record
 @dataclass(frozen=True, slots=True)
 class Finding:
     """Why the closure did not cook an id it reached, and how it got there, by ids.
@@ -159,6 +198,7 @@ class Finding:
         return f"{self.cause}; {self.root}" if self.root else self.cause
 
 
+@record
 @dataclass
 class CookList:
     """The dependency stage's output: what to cook, why, and what went wrong on the way."""

@@ -15,6 +15,7 @@ import orjson
 import rectpack
 from PIL import Image
 
+from orchestrator.codec import record
 from stages.cooking.cookers import pack_files
 
 PAGE_FILE = "page.png"
@@ -25,6 +26,7 @@ RECIPE_VERSION = 1
 PNG_OPTIONS: dict[str, Any] = {"format": "PNG", "optimize": False, "compress_level": 9}
 
 
+@record
 class AtlasOptions(NamedTuple):
     """An `auto-atlas` meta's `userData`, with Creator's defaults."""
 
@@ -51,6 +53,7 @@ class AtlasOptions(NamedTuple):
         )
 
 
+@record
 class Placement(NamedTuple):
     """A frame's rectangle on its page (its pixels, padding excluded); `rotated`: turned 90°."""
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import xxhash
 
+from orchestrator.codec import record
 from stages.layout.priority import natural_key
 
 from ..base import HARD, RESOURCE, Asset, Problem, Recipe, Ref
@@ -22,6 +23,7 @@ from .types import IMAGE_TYPE, TEXTURE_TYPE
 TEXTURE_SUB = "6c48a"
 
 
+@record
 class AtlasFrame(NamedTuple):
     """A member frame: its id, the texture and image it used before packing, its pixels' source."""
 
@@ -33,12 +35,14 @@ class AtlasFrame(NamedTuple):
     rotated: bool  # stored turned 90° in the image (TexturePacker)
 
 
+@record
 class AtlasPage(NamedTuple):
     image: str  # `1` + xxHash32 of the page's frame ids
     texture: str  # image + `@6c48a`
     frames: tuple[str, ...]
 
 
+@record
 class AutoAtlas(NamedTuple):
     """What the pack stage needs of one `.pac`."""
 
@@ -50,6 +54,7 @@ class AutoAtlas(NamedTuple):
     pages: tuple[AtlasPage, ...]
 
 
+@record
 class PlannedAtlases(NamedTuple):
     atlases: tuple[AutoAtlas, ...]
     assets: dict[str, Asset]  # the pages and their textures

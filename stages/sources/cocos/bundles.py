@@ -6,6 +6,8 @@ from __future__ import annotations
 import posixpath
 from typing import NamedTuple
 
+from orchestrator.codec import record
+
 from ..base import Problem
 from .project import PROJECT_URL, Catalog
 from .scan import normalize_id
@@ -21,6 +23,7 @@ DEFAULT_RENDER_PIPELINE = "fd8ec536-a354-4a17-9c74-4f3883c378c8"  # builtin-forw
 DEFAULT_PHYSICS_MATERIAL = "ba21476f-2866-4f81-9c4d-6e359316e448"  # default-physics-material.pmtl
 
 
+@record
 class BundleFolder(NamedTuple):
     name: str
     priority: int
@@ -28,6 +31,7 @@ class BundleFolder(NamedTuple):
     url: str
 
 
+@record
 class Bundles(NamedTuple):
     """Bundle → roots (in root order), bundle → priority, bundle → the URL its paths are cut
     from ("" for `main` and `internal`, whose root is the whole database)."""

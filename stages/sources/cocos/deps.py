@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from orchestrator.codec import record
+
 from .project import AssetInfo, Catalog
 from .scan import FileScan, normalize_id
 from .types import is_serialized
@@ -16,6 +18,7 @@ TEXTURE_NAME = "texture"
 SPRITE_FRAME_NAME = "spriteFrame"
 
 
+@record
 class Needs(NamedTuple):
     """An asset's dependencies (resolved ids, in order) and the ids that named nothing."""
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from orchestrator.codec import record
 from orchestrator.hashing import digest_value
 
 from .uuids import decompress_uuid
 
 
+@record
 @dataclass
 class CocosIndex:
     """Read-only after collect."""

@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from orchestrator.codec import record
+
 from .uuids import is_uuid
 
 USER_FIELDS = frozenset(
@@ -51,6 +53,7 @@ USER_FIELDS = frozenset(
 )
 
 
+@record
 class MetaEntry(NamedTuple):
     """One asset a meta declares."""
 
@@ -62,6 +65,7 @@ class MetaEntry(NamedTuple):
     parent: str  # the parent asset's id ("" for the top asset)
 
 
+@record
 class MetaFile(NamedTuple):
     """A parsed `.meta`: `path` is the asset's path (the meta's without `.meta`)."""
 

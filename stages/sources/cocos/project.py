@@ -12,6 +12,8 @@ import os
 import posixpath
 from typing import Any, NamedTuple
 
+from orchestrator.codec import record
+
 from ..base import Problem
 from .meta import MetaEntry, MetaFile
 from .types import DIRECTORY, is_script
@@ -21,6 +23,7 @@ PROJECT_URL = "db://assets"
 ENGINE_URL = "db://internal"
 
 
+@record
 class AssetInfo(NamedTuple):
     """An asset as the Cocos source knows it (before it becomes an `Asset`)."""
 
@@ -37,6 +40,7 @@ class AssetInfo(NamedTuple):
     builtin: bool  # an engine built-in (db://internal)
 
 
+@record
 class Folder(NamedTuple):
     """A folder with a meta (`importer: directory`)."""
 
@@ -46,6 +50,7 @@ class Folder(NamedTuple):
     user: dict[str, Any]
 
 
+@record
 class Catalog(NamedTuple):
     """Every asset by id (top assets before their sub-assets, in path order) and every folder."""
 

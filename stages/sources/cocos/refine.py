@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from orchestrator.codec import record
 from stages.layout.priority import Fill
 
 from ..base import Asset
@@ -15,6 +16,7 @@ from .atlas_plan import AutoAtlas
 TARGET = "stages.sources.cocos.refine:refine"
 
 
+@record
 class PackData(NamedTuple):
     """What the hook reads of the project."""
 

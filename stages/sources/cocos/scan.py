@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import orjson
 
+from orchestrator.codec import record
 from orchestrator.reads import Reader
 
 from .meta import MetaFile, parse_meta
@@ -20,6 +21,7 @@ from .types import PAGE_EXTENSIONS, SPINE_ATLAS_EXTENSION, extension, is_seriali
 _UUID_FIELD = re.compile(rb'"__uuid__"\s*:\s*"([^"\\]*)"')
 
 
+@record
 class FileScan(NamedTuple):
     """A serialized asset's references (`__uuid__` values in file order), or a spine atlas's page
     images; `problem` says why the file could not be read."""
@@ -30,6 +32,7 @@ class FileScan(NamedTuple):
     problem: str | None
 
 
+@record
 class SettingsScan(NamedTuple):
     """`settings/v2/packages/project.json`: the render pipeline and physics material it names."""
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import NamedTuple
 
+from orchestrator.codec import record
 from orchestrator.hashing import digest_value
 from orchestrator.memory import paused_gc
 
 
+@record
 class MessiahResource(NamedTuple):
     """One Item of a resource.repository."""
 
@@ -28,6 +30,7 @@ class MessiahResource(NamedTuple):
     RepositoryFullPath: str  # absolute path of the resource.repository file
 
 
+@record
 class ResourceFile(NamedTuple):
     """One resource folder found on disk."""
 
@@ -40,6 +43,7 @@ class ResourceFile(NamedTuple):
     Source: str | None
 
 
+@record
 @dataclass
 class MessiahIndex:
     """The predefined sets. Tuples are in the orders the spec fixes (sorted repository/folder paths)."""

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import blake3
 from lxml import etree
 
+from orchestrator.codec import record
 from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
@@ -77,6 +78,7 @@ def is_guid(text: str | None) -> bool:
 # -- the file table, read without opening a file ------------------------------------------------
 
 
+@record
 class ResourceFolder(NamedTuple):
     """A GUID-named folder below a repository that holds an attribute file (relpaths)."""
 
@@ -90,6 +92,7 @@ class ResourceFolder(NamedTuple):
     files: tuple[str, ...]  # every file directly in the folder, sorted
 
 
+@record
 class Layout(NamedTuple):
     repositories: tuple[str, ...]  # relpaths of resource.repository files, in repository order
     worlds: tuple[str, ...]
@@ -202,6 +205,7 @@ def index_layout_digest(layout: Layout) -> str:
 # -- parse units and their parts -----------------------------------------------------------------
 
 
+@record
 class RepositoryItem(NamedTuple):
     guid: str
     type: str
@@ -211,12 +215,14 @@ class RepositoryItem(NamedTuple):
     annos: tuple[tuple[str, str], ...]  # (Key, Value) in document order
 
 
+@record
 class RepositoryPart(NamedTuple):
     path: str
     items: tuple[RepositoryItem, ...]
     problems: tuple[Problem, ...]
 
 
+@record
 class MapPart(NamedTuple):
     """A world (refs = level relpaths) or a level (refs = GUIDs), in file order."""
 
@@ -226,6 +232,7 @@ class MapPart(NamedTuple):
     problems: tuple[Problem, ...]
 
 
+@record
 class AttributePart(NamedTuple):
     files: tuple[tuple[str, tuple[str, ...]], ...]  # (attribute file, GUIDs it names in order)
     problems: tuple[Problem, ...]
@@ -383,6 +390,36 @@ class MessiahSource:
         assembler = _Assembler(to_posix(root).rstrip("/") or "/", files, parts)
         with paused_gc():
             return assembler.result()
+
+    def patch_assets(self, assets, before: dict, after: dict) -> dict[str, Asset] | None:
+        """The assets to store again when only attribute files were parsed again: each file
+        whose GUIDs changed changes the references of its folder's asset (its Deps and
+        annotations stay first, as `assemble` orders them). None when anything else moved: a
+        repository or map part, a problem, an asset with several folders."""
+        changed: dict[str, Asset] = {}
+        for unit_id, part in after.items():
+            old = before.get(unit_id)
+            if not unit_id.startswith("attrs:") or old is None or old.problems != part.problems:
+                return None
+            previous = dict(old.files)
+            if set(previous) != {path for path, _ in part.files}:
+                return None
+            for path, guids in part.files:
+                if previous[path] == guids:
+                    continue
+                folder = _parent(path)
+                guid = folder[folder.rfind("/") + 1 :]
+                asset = assets.get(guid)
+                if asset is None or asset.folders != (folder,):
+                    return None
+                refs = [ref for ref in asset.refs if ref.label != "attribute file"]
+                seen = {ref.target for ref in refs}
+                for target in guids:
+                    if target != guid and target not in seen:
+                        refs.append(Ref(target, SOFT, "attribute file"))
+                        seen.add(target)
+                changed[guid] = dataclasses.replace(asset, refs=tuple(refs))
+        return changed
 
 
 class _Assembler:

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from orchestrator.codec import record
+
 YAMLError = yaml.YAMLError  # what `load_documents` raises on malformed input
 YAML_MAGIC = b"%YAML"
 _HEX = frozenset(b"0123456789abcdefABCDEF")
@@ -24,6 +26,7 @@ _MAPPING_REACH = 512
 _DOC_HEADER = re.compile(rb"^--- !u!(-?\d+) &(-?\d+)( stripped)?[ \t]*\r?$", re.MULTILINE)
 
 
+@record
 class RawRef(NamedTuple):
     """One `{fileID, guid, type}` mapping as written in the file."""
 
@@ -34,6 +37,7 @@ class RawRef(NamedTuple):
     line: int  # 1-based line of the mapping's `{`
 
 
+@record
 class MetaInfo(NamedTuple):
     """What a `.meta` file says about its asset."""
 
@@ -43,6 +47,7 @@ class MetaInfo(NamedTuple):
     is_folder: bool
 
 
+@record
 class DocumentHeader(NamedTuple):
     """One `--- !u!<class> &<fileID>` document header."""
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from orchestrator.codec import record
 from orchestrator.hashing import digest_value
 
 from .documents import MetaInfo
 
 
+@record
 @dataclass
 class UnityIndex:
     """guid → path, path → `.meta` facts, enabled scenes, and the GUIDs living outside the project."""

@@ -15,6 +15,7 @@ import os
 import posixpath
 from typing import Any, NamedTuple
 
+from orchestrator.codec import record
 from orchestrator.reads import Reader, to_posix
 from stages.sources.base import (
     HARD,
@@ -71,6 +72,7 @@ NESTED_LABEL = "m_SourcePrefab"
 DEFAULT_COOKER = "copy"
 
 
+@record
 class FileScan(NamedTuple):
     """What parsing found in one asset file."""
 
@@ -80,6 +82,7 @@ class FileScan(NamedTuple):
     problem: tuple[str, str] | None  # (kind, message)
 
 
+@record
 class MetaScan(NamedTuple):
     """One `.meta` file (info None: no valid guid in it)."""
 
@@ -87,6 +90,7 @@ class MetaScan(NamedTuple):
     info: MetaInfo | None
 
 
+@record
 class SettingsScan(NamedTuple):
     """The scenes listed in EditorBuildSettings: (path, guid, enabled) in build order."""
 

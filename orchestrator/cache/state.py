@@ -1,0 +1,254 @@
+"""The incremental state of one checkout building into one output folder, on one machine.
+
+One SQLite database (`<cache>/state/<machine>/<scope>.sqlite`) holds what the next run starts
+from: the file table, every stage's record, its units (payload, key, result) and the files each
+read, the stage values entry by entry, and the signatures of published files. A run reads and
+writes only the rows it touches.
+
+Every run has a *generation* (a counter). A value entry or a file records the generation at
+which it last changed, and a stage the generation at which it last ran, so what changed for a
+stage since it ran is a range query, and a stage nothing reached is skipped without looking at
+its units. Only one run writes a scope at a time (the output folder's lock); WAL lets what is
+read after a run go on beside the next one. Machine-local by construction: the path names the machine, so two
+machines sharing a cache folder never read each other's signatures.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..codec import CodecError, dumps, loads
+from ..filetable import FileTable
+from ..hashing import digest_bytes, digest_value
+from .entries import WHOLE, ValueChanges, ValueEntries
+from .statedb import chunks
+
+__all__ = ["WHOLE", "ScopeState", "StoredUnit", "ValueChanges", "machine_id"]
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB);
+CREATE TABLE IF NOT EXISTS filetable (name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS file_changes (gen INTEGER NOT NULL, path TEXT NOT NULL,
+    kind TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS file_changes_by_gen ON file_changes (gen);
+CREATE TABLE IF NOT EXISTS records (stage TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS units (stage TEXT NOT NULL, id TEXT NOT NULL, key BLOB NOT NULL,
+    result BLOB NOT NULL, data BLOB NOT NULL, PRIMARY KEY (stage, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS reads (path TEXT NOT NULL, stage TEXT NOT NULL, unit TEXT NOT NULL,
+    PRIMARY KEY (path, stage, unit)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entries (value TEXT NOT NULL, key TEXT NOT NULL, gen INTEGER NOT NULL,
+    digest BLOB, data BLOB, PRIMARY KEY (value, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entries_by_gen ON entries (value, gen);
+CREATE TABLE IF NOT EXISTS outputs (path TEXT PRIMARY KEY, size INTEGER NOT NULL,
+    mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, ino INTEGER NOT NULL, digest TEXT NOT NULL);
+"""
+
+
+def machine_id() -> str:
+    """Names this machine: systemd's machine id, else the host name."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            text = Path(path).read_text(encoding="ascii").strip()
+        except OSError:
+            continue
+        if text:
+            return text[:32]
+    return digest_bytes(socket.gethostname().encode("utf-8"))[:32]
+
+
+class StoredUnit(NamedTuple):
+    """A unit as the last run left it."""
+
+    id: str
+    key: str  # its static key digest
+    result: str  # its result digest
+    data: Any  # what the scheduler stored beside (payload, declared key, files, reads …)
+
+
+class ScopeState(ValueEntries):
+    """The database of one scope (see the module's docstring)."""
+
+    def __init__(
+        self, cache_root: Path, project_root: str, output_dir: str, blobs: Any, log=None
+    ) -> None:
+        root_dev = os.stat(project_root).st_dev if os.path.isdir(project_root) else 0
+        scope = digest_value([project_root, output_dir, root_dev])[:24]
+        self.blobs = blobs  # the content-addressed store, for large values
+        path = Path(cache_root) / "state" / machine_id() / f"{scope}.sqlite"
+        super().__init__(path, SCHEMA, SCHEMA_VERSION, log)
+
+    # -- the file table --------------------------------------------------------------------------
+    def file_table(self) -> FileTable | None:
+        blobs = {
+            name: bytes(data) for name, data in self.execute("SELECT name, data FROM filetable")
+        }
+        if not blobs:
+            return None
+        try:
+            return FileTable.from_blobs(blobs)
+        except (KeyError, ValueError, UnicodeDecodeError):
+            if self.log is not None:
+                self.log.warning("cache.dropped", file=str(self.path), reason="file table damaged")
+            return None
+
+    def save_file_table(self, table: FileTable, changes: Iterable[tuple[str, str]] = ()) -> None:
+        """Store the table, and log its content changes (path, kind) under this generation."""
+        self.begin()
+        self.execute_many(
+            "INSERT OR REPLACE INTO filetable VALUES (?, ?)", table.to_blobs().items()
+        )
+        self.execute_many(
+            "INSERT INTO file_changes VALUES (?, ?, ?)",
+            ((self.generation, path, kind) for path, kind in changes),
+        )
+        self.commit()
+
+    def file_changes(self, since: int) -> list[tuple[str, str]]:
+        """(path, kind) of every file change logged after generation `since`, oldest first."""
+        return [
+            (path, kind)
+            for path, kind in self.execute(
+                "SELECT path, kind FROM file_changes WHERE gen > ? ORDER BY gen", (since,)
+            )
+        ]
+
+    def prune_file_changes(self, before: int) -> None:
+        self.execute("DELETE FROM file_changes WHERE gen < ?", (before,))
+
+    # -- stage records ---------------------------------------------------------------------------
+    def record(self, stage: str) -> dict | None:
+        row = self.execute("SELECT data FROM records WHERE stage = ?", (stage,)).fetchone()
+        if row is None:
+            return None
+        try:
+            record = loads(bytes(row[0]))
+        except CodecError:
+            return None
+        return record if isinstance(record, dict) else None
+
+    def records(self) -> dict[str, dict]:
+        found = {}
+        for stage, data in self.execute("SELECT stage, data FROM records"):
+            try:
+                found[stage] = loads(bytes(data))
+            except CodecError:
+                continue
+        return found
+
+    def put_record(self, stage: str, record: dict) -> None:
+        self.execute("INSERT OR REPLACE INTO records VALUES (?, ?)", (stage, dumps(record)))
+
+    def forget_stages(self) -> None:
+        """Drop every stage's record, units and values (the file table and the signatures of
+        published files stay): the next stages plan from scratch."""
+        self.begin()
+        for table in ("records", "units", "reads", "entries"):
+            self.execute(f"DELETE FROM {table}")
+        self.commit()
+
+    def drop_record(self, stage: str) -> None:
+        self.execute("DELETE FROM records WHERE stage = ?", (stage,))
+
+    # -- units and what they read ------------------------------------------------------------------
+    def units(self, stage: str, ids: Iterable[str] | None = None) -> dict[str, StoredUnit]:
+        """The stage's stored units (all, or those named)."""
+        if ids is None:
+            rows = self.execute(
+                "SELECT id, key, result, data FROM units WHERE stage = ?", (stage,)
+            ).fetchall()
+        else:
+            wanted = sorted(set(ids))
+            rows = []
+            for chunk in chunks(wanted, 500):
+                marks = ",".join("?" * len(chunk))
+                rows += self.execute(
+                    f"SELECT id, key, result, data FROM units WHERE stage = ? AND id IN ({marks})",
+                    (stage, *chunk),
+                ).fetchall()
+        found = {}
+        for unit_id, key, result, data in rows:
+            try:
+                found[unit_id] = StoredUnit(
+                    unit_id, bytes(key).hex(), bytes(result).hex(), loads(bytes(data))
+                )
+            except CodecError:
+                continue  # an undecodable unit is simply absent: it runs again
+        return found
+
+    def unit_keys(self, stage: str) -> dict[str, tuple[str, str]]:
+        """unit id → (static key digest, result digest), for every unit of the stage."""
+        return {
+            unit_id: (bytes(key).hex(), bytes(result).hex())
+            for unit_id, key, result in self.execute(
+                "SELECT id, key, result FROM units WHERE stage = ?", (stage,)
+            )
+        }
+
+    def put_units(self, stage: str, units: Iterable[tuple[str, str, str, Any]]) -> None:
+        """Store units: (id, static key digest, result digest, data)."""
+        rows = sorted(
+            (stage, unit_id, bytes.fromhex(key), bytes.fromhex(result), dumps(data))
+            for unit_id, key, result, data in units
+        )
+        self.execute_many("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?)", rows)
+
+    def drop_units(self, stage: str, ids: Iterable[str]) -> None:
+        ids = list(ids)
+        self.execute_many("DELETE FROM units WHERE stage = ? AND id = ?", ((stage, i) for i in ids))
+        self.execute_many(
+            "DELETE FROM reads WHERE stage = ? AND unit = ?", ((stage, i) for i in ids)
+        )
+
+    def drop_stage_units(self, stage: str) -> None:
+        self.execute("DELETE FROM units WHERE stage = ?", (stage,))
+        self.execute("DELETE FROM reads WHERE stage = ?", (stage,))
+
+    def put_reads(self, stage: str, reads: Iterable[tuple[str, str]]) -> None:
+        """Record that units read (or looked for) files: (unit id, path)."""
+        rows = sorted({(path, stage, unit_id) for unit_id, path in reads})
+        self.execute_many("INSERT OR IGNORE INTO reads VALUES (?, ?, ?)", rows)
+
+    def readers(self, stage: str, paths: Iterable[str]) -> dict[str, list[str]]:
+        """The stage's units that read (or looked for) any of these files → those files."""
+        found: dict[str, list[str]] = {}
+        for chunk in chunks(sorted(set(paths)), 500):
+            marks = ",".join("?" * len(chunk))
+            for path, unit in self.execute(
+                f"SELECT path, unit FROM reads WHERE stage = ? AND path IN ({marks})",
+                (stage, *chunk),
+            ):
+                found.setdefault(unit, []).append(path)
+        return found
+
+    def stages_reading(self, paths: Iterable[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in chunks(sorted(set(paths)), 500):
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                stage
+                for (stage,) in self.execute(
+                    f"SELECT DISTINCT stage FROM reads WHERE path IN ({marks})", chunk
+                )
+            )
+        return found
+
+    # -- published files -------------------------------------------------------------------------
+    def output_digest(self, relpath: str, st: os.stat_result) -> str | None:
+        """The digest of a published file when its signature is the one recorded."""
+        row = self.execute(
+            "SELECT size, mtime, ctime, ino, digest FROM outputs WHERE path = ?", (relpath,)
+        ).fetchone()
+        if row and tuple(row[:4]) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino):
+            return str(row[4])
+        return None
+
+    def put_output(self, relpath: str, st: os.stat_result, digest: str) -> None:
+        self.execute(
+            "INSERT OR REPLACE INTO outputs VALUES (?, ?, ?, ?, ?, ?)",
+            (relpath, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest),
+        )

@@ -1,0 +1,98 @@
+"""The plumbing of a build-state database: one connection, transactions, damage handling,
+the run's generation and a few named settings."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import CacheCorrupt
+from .db import is_damage, open_db, set_aside
+
+
+class StateDatabase:
+    """A SQLite database of the build state; every method raises CacheCorrupt when it turns
+    out damaged (the file is set aside first, so the run that restarts finds a fresh one)."""
+
+    def __init__(self, path: Path, schema: str, version: int, log=None) -> None:
+        self.path = path
+        self.log = log
+        self.schema = schema
+        self.version = version
+        self._db: sqlite3.Connection | None = open_db(path, schema, version, log)
+        self.generation = self._next_generation()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection; after `close`, a new one again (values read after the run)."""
+        if self._db is None:
+            self._db = open_db(self.path, self.schema, self.version, self.log)
+        return self._db
+
+    def execute(self, sql: str, args: Iterable = ()) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, tuple(args))
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+            raise
+
+    def execute_many(self, sql: str, rows: Iterable) -> None:
+        try:
+            self.db.executemany(sql, rows)
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+            raise
+
+    def _fail(self, exc: sqlite3.DatabaseError) -> None:
+        if is_damage(exc):
+            self.close()
+            set_aside(self.path, str(exc), self.log)
+            raise CacheCorrupt(f"the build state was damaged and has been set aside: {exc}")
+
+    def begin(self) -> None:
+        if not self.db.in_transaction:
+            self.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        if self.db.in_transaction:
+            self.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Forget what the current transaction wrote (a stage that failed stores nothing)."""
+        try:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        if self._db is None:
+            return
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._db.close()
+        except sqlite3.Error:
+            pass
+        self._db = None
+
+    def _next_generation(self) -> int:
+        row = self.execute("SELECT value FROM meta WHERE name = 'generation'").fetchone()
+        generation = (int(row[0]) if row else 0) + 1
+        self.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (generation,))
+        return generation
+
+    def meta(self, name: str) -> Any:
+        row = self.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, name: str, value: Any) -> None:
+        self.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+
+
+def chunks(items: list, size: int) -> Iterator[list]:
+    """`items` in slices of at most `size` (SQLite bounds the parameters of a query)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,155 @@
+"""The project's files as one table of columns: path, stat signature, content digest.
+
+It replaces a tree snapshot, a stat cache and a digest map with one structure: parallel arrays
+(`array('q')` for numbers, one `bytearray` for digests), not a Python object per file, loaded
+from and saved to the scope's database as a few blobs. `scanning.py` fills and patches it.
+Digests are known for files some unit has read (the reader hashes what it reads) or that
+changed signature since (hashed again only when someone asks).
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import NamedTuple
+
+from .typing import FileEntry
+
+DIGEST_SIZE = 32
+NO_DIGEST = bytes(DIGEST_SIZE)
+UNKNOWN = -1
+
+COLUMNS = ("size", "mtime", "ctime", "ino", "dev")
+
+
+class Signature(NamedTuple):
+    """What `stat` says of a file; equal signatures mean unchanged content (racy files aside)."""
+
+    size: int
+    mtime: int
+    ctime: int
+    ino: int
+    dev: int
+
+
+def signature_of(st: os.stat_result) -> Signature:
+    return Signature(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+class FileTable:
+    """Files sorted by (folder, name); each folder's files are one run of rows."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.columns: dict[str, array] = {name: array("q") for name in COLUMNS}
+        self.digests = bytearray()
+        self.folders: list[str] = []  # "" for the root, else "a/b/"
+        self.folder_mtime = array("q")
+        self.folder_ino = array("q")
+        self.folder_start = array("q")  # first file row of each folder; one more entry at the end
+        self.subfolders: list[tuple[str, ...]] = []  # names of each folder's sub-folders
+        self._row: dict[str, int] | None = None
+        self._folders: set[str] | None = None
+
+    # -- lookups -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def row(self, relpath: str) -> int | None:
+        if self._row is None:
+            self._row = {path: i for i, path in enumerate(self.paths)}
+        return self._row.get(relpath)
+
+    def signature(self, row: int) -> Signature:
+        c = self.columns
+        return Signature(
+            c["size"][row], c["mtime"][row], c["ctime"][row], c["ino"][row], c["dev"][row]
+        )
+
+    def digest(self, row: int) -> str | None:
+        raw = bytes(self.digests[row * DIGEST_SIZE : (row + 1) * DIGEST_SIZE])
+        return None if raw == NO_DIGEST else raw.hex()
+
+    def set_digest(self, row: int, digest: str | None) -> None:
+        raw = bytes.fromhex(digest) if digest else NO_DIGEST
+        self.digests[row * DIGEST_SIZE : (row + 1) * DIGEST_SIZE] = raw
+
+    def tracks(self, root: str, relpath: str, digest: str | None) -> bool:
+        """Whether a rescan would notice a change to this read: a file read is in the table; a
+        file looked for and absent would appear in a folder the table lists (not behind a
+        folder link, nor in a skipped folder, nor outside the project)."""
+        if digest is not None:
+            return self.row(relpath) is not None
+        if relpath.startswith(("../", "/")) or "/../" in relpath:
+            return False
+        if self._folders is None:
+            self._folders = set(self.folders)
+        parent = relpath.rpartition("/")[0]
+        if (parent + "/" if parent else "") in self._folders:
+            return True
+        while parent:  # the first missing folder must be missing from a listed one
+            missing, parent = parent, parent.rpartition("/")[0]
+            if (parent + "/" if parent else "") in self._folders:
+                return not os.path.lexists(f"{root}/{missing}")
+        return False
+
+    def entries(self) -> list[FileEntry]:
+        """Every file as a FileEntry, sorted by path (built on demand: the listing's view)."""
+        c = self.columns
+        found = [
+            FileEntry(p, s, m, i) for p, s, m, i in zip(self.paths, c["size"], c["mtime"], c["ino"])
+        ]
+        found.sort()
+        return found
+
+    def sorted_paths(self) -> list[str]:
+        return sorted(self.paths)
+
+    # -- storage ---------------------------------------------------------------------------------
+    def to_blobs(self) -> dict[str, bytes]:
+        blobs = {name: column.tobytes() for name, column in self.columns.items()}
+        blobs["shape"] = array("q", [len(self.paths), len(self.folders)]).tobytes()
+        blobs["paths"] = "\0".join(self.paths).encode("utf-8", "surrogateescape")
+        blobs["digests"] = bytes(self.digests)
+        blobs["folders"] = "\0".join(self.folders).encode("utf-8", "surrogateescape")
+        blobs["folder_mtime"] = self.folder_mtime.tobytes()
+        blobs["folder_ino"] = self.folder_ino.tobytes()
+        blobs["folder_start"] = self.folder_start.tobytes()
+        blobs["subfolders"] = "\0".join("/".join(names) for names in self.subfolders).encode(
+            "utf-8", "surrogateescape"
+        )
+        return blobs
+
+    @classmethod
+    def from_blobs(cls, blobs: dict[str, bytes]) -> FileTable:
+        """The table stored by `to_blobs`; ValueError when the blobs do not agree."""
+        table = cls()
+        shape = array("q")
+        shape.frombytes(blobs["shape"])
+        n, f = shape
+        text = blobs["paths"].decode("utf-8", "surrogateescape")
+        table.paths = text.split("\0") if n else []
+        for name in COLUMNS:
+            table.columns[name].frombytes(blobs[name])
+        table.digests = bytearray(blobs["digests"])
+        text = blobs["folders"].decode("utf-8", "surrogateescape")
+        table.folders = text.split("\0") if f else []
+        table.folder_mtime.frombytes(blobs["folder_mtime"])
+        table.folder_ino.frombytes(blobs["folder_ino"])
+        table.folder_start.frombytes(blobs["folder_start"])
+        text = blobs["subfolders"].decode("utf-8", "surrogateescape")
+        parts = text.split("\0") if f else []
+        table.subfolders = [tuple(p.split("/")) if p else () for p in parts]
+        if (
+            len(table.paths) != n
+            or len(table.folders) != f
+            or any(len(c) != n for c in table.columns.values())
+            or len(table.digests) != n * DIGEST_SIZE
+            or len(table.folder_mtime) != f
+            or len(table.folder_ino) != f
+            or len(table.subfolders) != f
+            or len(table.folder_start) != f + 1
+            or (f and table.folder_start[-1] != n)
+        ):
+            raise ValueError("file table columns disagree")
+        return table

@@ -1,0 +1,131 @@
+"""Keyed values: stage outputs that are collections (asset id → asset, bundle → file), stored
+entry by entry, read entry by entry, and diffed per key, so a change to one entry reaches only
+what depends on that entry (Skyframe's, DICE's and Salsa's model, at the grain of a stage's
+output)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
+
+from .hashing import digest_bytes
+
+
+class KeyedPatch(NamedTuple):
+    """What an incremental `finish` returns for a keyed output: entries set and keys removed;
+    the rest of the value stays as the last run left it."""
+
+    set: dict[str, Any]
+    removed: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.removed)
+
+
+class Changes(NamedTuple):
+    """What changed in one input since the stage last ran."""
+
+    changed: frozenset[str]  # keys added or changed (for a value that is not keyed: {""})
+    removed: frozenset[str]
+    everything: bool = False  # the stage has no record: treat every key as new
+
+    def __bool__(self) -> bool:
+        return self.everything or bool(self.changed or self.removed)
+
+    @property
+    def touched(self) -> frozenset[str]:
+        return self.changed | self.removed
+
+
+NOTHING = Changes(frozenset(), frozenset())
+
+
+class Keyed(Mapping):
+    """A keyed value as a consumer sees it: entries decoded on first use, digests without
+    decoding. Backed by the build state (a value the last run stored) or by a mapping a stage
+    just returned in this run."""
+
+    def __init__(
+        self,
+        name: str,
+        state: Any = None,
+        memory: Mapping[str, Any] | None = None,
+        overlay: KeyedPatch | None = None,
+    ) -> None:
+        self.name = name
+        self._state = state
+        self._memory = memory
+        self._overlay = overlay
+        self._decoded: dict[str, Any] = {}
+        self._keys: list[str] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if self._memory is not None:
+            return self._memory[key]
+        if self._overlay is not None:
+            if key in self._overlay.set:
+                return self._overlay.set[key]
+            if key in self._overlay.removed:
+                raise KeyError(key)
+        if key not in self._decoded:
+            self._decoded[key] = self._state.entry(self.name, key)
+        return self._decoded[key]
+
+    def __contains__(self, key: object) -> bool:
+        if self._memory is not None:
+            return key in self._memory
+        if not isinstance(key, str):
+            return False
+        if self._overlay is not None:
+            if key in self._overlay.set:
+                return True
+            if key in self._overlay.removed:
+                return False
+        return key in self._decoded or self._state.entry_digest(self.name, key) is not None
+
+    def _key_list(self) -> list[str]:
+        if self._keys is None:
+            if self._memory is not None:
+                self._keys = list(self._memory)
+            else:
+                keys = set(self._state.keys(self.name))
+                if self._overlay is not None:
+                    keys = (keys | set(self._overlay.set)) - set(self._overlay.removed)
+                self._keys = sorted(keys)
+        return self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._key_list())
+
+    def __len__(self) -> int:
+        return len(self._key_list())
+
+    def fingerprint(self) -> str:
+        """A digest of every entry's digest (what a unit keyed on the whole value uses)."""
+        if self._state is not None:
+            return self._state.fingerprint(self.name)
+        from .codec import digest
+
+        return digest_bytes(
+            b"\n".join(
+                key.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(digest(self[key]))
+                for key in sorted(self)
+            )
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The whole value as a dict (decoding every entry a run did not make)."""
+        if isinstance(self._memory, dict):
+            return self._memory
+        return dict(self.items())
+
+    def items(self):
+        """Every entry, decoded in one pass (a consumer that reads the whole value)."""
+        if self._memory is not None:
+            return self._memory.items()
+        if self._overlay is None and not self._decoded:
+            return list(self._state.items(self.name))
+        return [(key, self[key]) for key in self]
+
+    def values(self):
+        return [value for _, value in self.items()]

@@ -1,0 +1,154 @@
+"""What moved for one stage since its record: the reasons it must run, or proof that it need not.
+
+A stage's record holds its fingerprint (declaration, product code, libraries, the build-file
+slice it reads), the generation at which it last ran, the outside files it tracked and the files
+it published. Against that, this module finds the project files that changed since (the
+state's change log), the units that read them (the reverse index), and the entries of each
+input value that changed (their generations): everything `update` is told, and what decides a
+skip.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cache.state import ScopeState
+from .context import Context
+from .hashing import digest_value
+from .keyed import Changes
+from .typing import PROJECT, StageSpec
+
+ADDED, REMOVED, MODIFIED = "added", "removed", "modified"
+
+
+def fingerprint(spec: StageSpec, libs: dict[str, str], slice_value: Any) -> dict[str, Any]:
+    """What a stage's results depend on besides its inputs, by part (for --explain)."""
+    others = dict(libs)
+    code = others.pop("code")
+    return {
+        "version": spec.version,
+        "libs": digest_value(others)[:16],
+        "code": code[:16],
+        "slice": digest_value(slice_value)[:16],
+    }
+
+
+def fingerprint_change(old: Any, new: dict) -> str:
+    """Why a stage's record no longer applies, for --explain."""
+    if not isinstance(old, dict):
+        return "no entry"
+    if old.get("version") != new["version"]:
+        return f"stage version changed ({old.get('version')} → {new['version']})"
+    if old.get("code") != new["code"]:
+        return "the product's code changed"
+    if old.get("libs") != new["libs"]:
+        return "tool or library version changed"
+    if old.get("slice") != new["slice"]:
+        return "build-file slice changed"
+    return "no entry"
+
+
+@dataclass
+class Staleness:
+    """One stage's standing against its record."""
+
+    record: dict | None  # the record, when it still applies (same fingerprint)
+    why_all: str  # why every unit runs when there is no usable record
+    since: int = 0  # the generation the record was made at
+    file_changes: list[tuple[str, str]] = field(default_factory=list)  # (path, kind) since
+    dirty: dict[str, list[str]] = field(default_factory=dict)  # unit → changed files it read
+    inputs: dict[str, Changes] = field(default_factory=dict)  # input value → entries changed
+
+    @property
+    def usable(self) -> bool:
+        return self.record is not None
+
+    def modified_files(self) -> tuple[str, ...]:
+        return tuple(path for path, kind in self.file_changes if kind == MODIFIED)
+
+
+def assess(
+    spec: StageSpec, record: dict | None, fingerprint_now: dict, state: ScopeState, ctx: Context
+) -> Staleness:
+    """What changed for the stage since `record` (None: it never ran, or --no-cache)."""
+    if record is None:
+        return Staleness(None, "no entry")
+    if record.get("fingerprint") != fingerprint_now:
+        return Staleness(None, fingerprint_change(record.get("fingerprint"), fingerprint_now))
+    since = int(record["gen"])
+    file_changes = state.file_changes(since)
+    changed_paths = sorted({path for path, _ in file_changes} | outside_changes(record, ctx))
+    dirty = state.readers(spec.name, changed_paths) if changed_paths else {}
+    return Staleness(
+        record,
+        "no entry",
+        since,
+        file_changes,
+        dirty,
+        input_changes(spec, state, since, file_changes),
+    )
+
+
+def can_skip(staleness: Staleness, ctx: Context) -> bool:
+    """Whether nothing the stage depends on moved: no unit's file, no input entry, no listing
+    it walked, no outside file it tracked, no file it published."""
+    record = staleness.record
+    if record is None or staleness.dirty or any(staleness.inputs.values()):
+        return False
+    if record.get("walked") and any(kind != MODIFIED for _, kind in staleness.file_changes):
+        return False
+    return intact(record, ctx)
+
+
+def outside_changes(record: dict, ctx: Context) -> set[str]:
+    """Files the stage's units read that the file table does not track (outside the project,
+    behind a folder link) and that changed since."""
+    return {
+        path
+        for path, digest in (record.get("outside") or {}).items()
+        if ctx.digest_of(path) != digest
+    }
+
+
+def input_changes(
+    spec: StageSpec, state: ScopeState, since: int, file_changes: list[tuple[str, str]]
+) -> dict[str, Changes]:
+    """Per input: the keys changed and removed since generation `since` (the project's files
+    for PROJECT)."""
+    found: dict[str, Changes] = {}
+    for name in spec.inputs:
+        if name == PROJECT:
+            changed = frozenset(path for path, kind in file_changes if kind != REMOVED)
+            removed = frozenset(path for path, kind in file_changes if kind == REMOVED)
+            found[name] = Changes(changed, removed - changed)
+        elif state.value_generation(name) > since:
+            delta = state.changes(name, since)
+            found[name] = Changes(frozenset(delta.changed), frozenset(delta.removed))
+        else:
+            found[name] = Changes(frozenset(), frozenset())
+    return found
+
+
+def intact(record: dict, ctx: Context) -> bool:
+    """Whether the outside files the stage tracked and the files it published are as it left
+    them (the published ones are then counted as published by this run too)."""
+    for path, digest in (record.get("external") or {}).items():
+        if ctx.track_file(path) != digest:
+            return False
+    for path, signature in (record.get("published") or {}).items():
+        try:
+            st = os.stat(ctx.output_path(path))
+        except OSError:
+            return False
+        if output_signature(st) != list(signature):
+            return False
+    ctx.stage_published.update(record.get("published") or {})
+    return True
+
+
+def output_signature(st: os.stat_result) -> list[int]:
+    """How a published file is recognised as untouched since (ctime: a rewrite that restores
+    size and mtime still moves it)."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]

@@ -1,0 +1,132 @@
+"""What a stage leaves for the next run, written in one transaction of the build state.
+
+The units that ran (payload, keys, result) and the files each read (the reverse index), the
+stage's output values entry by entry, what it published, and its record. Publishing happens
+inside the transaction: a run killed mid-publish leaves the previous record, so the next run
+does the stage again rather than trusting files it may not have finished.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from .cache.state import WHOLE, ScopeState
+from .context import Context
+from .graph import Stage
+from .keyed import Keyed, KeyedPatch
+from .replanning import Replanned
+from .staleness import output_signature
+from .typing import PROJECT
+from .values import UNCHANGED
+
+
+class StageRecord(NamedTuple):
+    """What the record of a stage is made from, besides what its context collected."""
+
+    fingerprint: dict
+    units: int  # how many units the stage has (for the report of a skipped run)
+    previous: dict | None  # the record it replaces, when it still applied
+    fresh_start: bool  # a record of another fingerprint: its stored units mean nothing now
+
+
+def store_stage(
+    stage: Stage,
+    ctx: Context,
+    state: ScopeState,
+    replanned: Replanned,
+    outputs: dict,
+    record: StageRecord,
+    callbacks: Iterable[Callable] = (),
+) -> None:
+    """Store the stage's units, reads, values, publications and record, all or nothing."""
+    spec = stage.spec
+    state.begin()
+    try:
+        rows, reads, existed = [], [], []
+        outside = dict(record.previous.get("outside") or {}) if record.previous else {}
+        for unit_id, (item, done, was_stored) in replanned.ran.items():
+            if done is None:
+                continue
+            if was_stored:
+                existed.append(unit_id)
+            unit = item.unit
+            data = {
+                "payload": unit.payload,
+                "files": list(unit.files),
+                "blobs": list(unit.blobs),
+                "cost": unit.cost,
+                "parts": item.parts,
+            }
+            rows.append((unit_id, item.static, done.result, data))
+            reads += [(unit_id, path) for path in done.reads]
+            for path, digest in done.reads.items():  # what a rescan would not notice
+                if not ctx.files.tracks(ctx.root, path, digest):
+                    outside[path] = digest
+        if record.fresh_start:
+            state.drop_stage_units(spec.name)
+        if existed:
+            state.drop_units(spec.name, existed)
+        if rows:
+            state.put_units(spec.name, rows)
+            state.put_reads(spec.name, reads)
+        if replanned.results.removed:
+            state.drop_units(spec.name, replanned.results.removed)
+        for name, value in outputs.items():
+            store_value(state, name, value, name in spec.keyed)
+        publish = getattr(stage.module, "publish", None)
+        if publish is not None:
+            publish(ctx, outputs)
+        for callback in callbacks:
+            callback(ctx, outputs)
+        published = {}
+        for path in sorted(ctx.stage_published):
+            try:
+                published[path] = output_signature(os.stat(ctx.output_path(path)))
+            except OSError:
+                continue
+        state.put_record(
+            spec.name,
+            {
+                "fingerprint": record.fingerprint,
+                "gen": state.generation,
+                "state": replanned.plan.state,
+                "external": dict(ctx.stage_external),
+                "published": published,
+                "outside": outside,
+                "walked": ctx.stage_walked or PROJECT in spec.inputs,
+                "units": record.units,
+            },
+        )
+        state.commit()
+    except BaseException:
+        state.rollback()
+        raise
+
+
+def store_value(state: ScopeState, name: str, value: Any, keyed: bool) -> None:
+    """One output value: a keyed one entry by entry (a patch touches only its keys)."""
+    if value is UNCHANGED:
+        return
+    if keyed:
+        if isinstance(value, KeyedPatch):
+            state.put_entries(name, value.set.items())
+            state.remove_entries(name, value.removed)
+        else:
+            state.replace_entries(name, dict(value))
+    else:
+        state.put_entries(name, [(WHOLE, value)])
+
+
+class PreviousValues:
+    """A stage's outputs as the last run stored them (`ctx.previous[name]`)."""
+
+    def __init__(self, state: ScopeState, keyed: tuple[str, ...]) -> None:
+        self._state = state
+        self._keyed = keyed
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._keyed:
+            return Keyed(name, self._state)
+        return self._state.entry(name, WHOLE)

@@ -1,0 +1,271 @@
+"""The file table: what a scan lists, what a rescan finds moved, racy entries, the forked stat
+pass, the stored columns, and what the table tracks for the scheduler."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from enginekit import build_toy, write_toy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator import scanning
+from orchestrator.filetable import FileTable
+from orchestrator.scanning import scan
+
+PAST = time.time_ns() - 3600 * 10**9
+
+
+def age(root: Path, offset_s: int = 0) -> None:
+    """Give every file and folder under `root` an mtime an hour ago (not racy), plus an offset."""
+    stamp = PAST + offset_s * 10**9
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            os.utime(os.path.join(dirpath, name), ns=(stamp, stamp), follow_symlinks=False)
+    for dirpath, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
+        os.utime(dirpath, ns=(stamp, stamp))
+
+
+def plain_walk(root: Path, skip=()) -> dict:
+    """Every regular file under root (links to files followed, to folders not), with sizes."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if os.path.join(dirpath, d) not in skip and not os.path.islink(os.path.join(dirpath, d))
+        ]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if os.path.isfile(full):
+                out[os.path.relpath(full, root).replace(os.sep, "/")] = os.stat(full).st_size
+    return out
+
+
+def listed(table: FileTable) -> dict:
+    return {path: table.columns["size"][i] for i, path in enumerate(table.paths)}
+
+
+def stored(table: FileTable) -> FileTable:
+    """The table as the next run loads it."""
+    return FileTable.from_blobs(table.to_blobs())
+
+
+def test_scan_lists_what_a_plain_walk_lists(tmp_path):
+    """Files (file links followed), not folder links, not skipped folders: as os.walk sees them."""
+    root = tmp_path / "p"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "x.xml").write_text("x")
+    (root / "top.txt").write_text("t")
+    (root / "out").mkdir()
+    (root / "out" / "ignored").write_text("o")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "f.txt").write_text("e")
+    os.symlink(tmp_path / "elsewhere", root / "linked_folder")
+    os.symlink(root / "top.txt", root / "a" / "link.txt")
+    table = scan(str(root), {str(root / "out")}, None).table
+    assert listed(table) == plain_walk(root, skip={str(root / "out")})
+    assert "a/link.txt" in table.paths and "linked_folder/f.txt" not in table.paths
+
+
+def test_an_unchanged_tree_rescans_to_no_change_and_lists_no_folder(tmp_path):
+    """A rescan of an untouched (old) tree reports nothing and lists no folder again."""
+    root = tmp_path / "p"
+    for i in range(5):
+        (root / f"d{i}").mkdir(parents=True)
+        (root / f"d{i}" / "f.txt").write_text(str(i))
+    age(root)
+    first = scan(str(root), set(), None)
+    second = scan(str(root), set(), stored(first.table))
+    assert not second.changes and second.relisted == 0
+    assert second.table.paths == first.table.paths
+
+
+def test_a_same_size_edit_is_seen(tmp_path):
+    """An edit that keeps the size and the folder's mtime is still seen (the file's mtime)."""
+    root = tmp_path / "p"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f.txt").write_text("aaaa")
+    age(root)
+    first = scan(str(root), set(), None)
+    (root / "d" / "f.txt").write_text("bbbb")
+    age(root, offset_s=5)
+    second = scan(str(root), set(), stored(first.table))
+    assert second.changes.modified == ["d/f.txt"] and not second.changes.added
+
+
+def test_an_in_place_rewrite_keeping_size_and_mtime_is_seen(tmp_path):
+    """`cp -p` or `rsync -t --inplace` put back the old mtime; the ctime still moves."""
+    root = tmp_path / "p"
+    (root / "d").mkdir(parents=True)
+    target = root / "d" / "f.txt"
+    target.write_text("aaaa")
+    age(root)
+    first = scan(str(root), set(), None)
+    before = os.stat(target)
+    time.sleep(0.01)
+    with open(target, "r+b") as handle:  # in place: same inode, same size
+        handle.write(b"zzzz")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    second = scan(str(root), set(), stored(first.table))
+    assert second.changes.modified == ["d/f.txt"]
+
+
+def test_a_racy_file_is_not_trusted_next_time(tmp_path):
+    """A file modified within the clock's margin of a scan is seen as moved by the next scan."""
+    root = tmp_path / "p"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f.txt").write_text("fresh")
+    first = scan(str(root), set(), None)
+    assert first.racy >= 1
+    second = scan(str(root), set(), stored(first.table))
+    assert "d/f.txt" in second.changes.modified
+
+
+def test_the_stored_columns_round_trip(tmp_path):
+    """A table stored as blobs loads back the same, digests included; damage is refused."""
+    root = tmp_path / "p"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "x").write_text("1")
+    (root / "y").write_text("22")
+    table = scan(str(root), set(), None).table
+    table.set_digest(table.row("y"), "ab" * 32)
+    again = stored(table)
+    assert again.paths == table.paths and again.folders == table.folders
+    assert again.digest(again.row("y")) == "ab" * 32 and again.digest(again.row("a/x")) is None
+    blobs = table.to_blobs()
+    blobs["size"] = blobs["size"][:-8]
+    with pytest.raises(ValueError):
+        FileTable.from_blobs(blobs)
+
+
+def test_the_forked_stat_pass_finds_what_one_process_finds(tmp_path, monkeypatch):
+    """Splitting the stats with a forked child reports the same changes."""
+    root = tmp_path / "p"
+    for i in range(40):
+        (root / f"d{i % 7}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i % 7}" / f"f{i}.txt").write_text("x" * i)
+    age(root)
+    base = scan(str(root), set(), None).table
+    (root / "d3" / "f3.txt").write_text("changed!")
+    (root / "d4" / "f4.txt").unlink()
+    (root / "d5" / "new.txt").write_text("n")
+    single = scan(str(root), set(), stored(base))
+    monkeypatch.setattr(scanning, "PARALLEL_MIN_FILES", 1)
+    forked = scan(str(root), set(), stored(base))
+    assert forked.changes == single.changes
+    assert forked.changes.modified == ["d3/f3.txt"]
+    assert forked.changes.removed == ["d4/f4.txt"] and forked.changes.added == ["d5/new.txt"]
+
+
+def test_tracks_reads_a_rescan_would_notice(tmp_path):
+    """Reads in the table, or absent in a listed folder, are tracked; reads behind a folder
+    link or outside the project are not (the scheduler checks those itself)."""
+    root = tmp_path / "p"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f.txt").write_text("f")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "g.txt").write_text("g")
+    os.symlink(tmp_path / "other", root / "link")
+    table = scan(str(root), set(), None).table
+    assert table.tracks(str(root), "d/f.txt", "x")
+    assert table.tracks(str(root), "d/absent.txt", None)
+    assert table.tracks(str(root), "new/deep/x", None)
+    assert not table.tracks(str(root), "link/g.txt", "y")
+    assert not table.tracks(str(root), "link/absent.txt", None)
+    assert not table.tracks(str(root), "../other/g.txt", "z")
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["write", "append", "remove", "mkdir", "rmdir"]),
+        st.integers(0, 3),
+        st.integers(0, 3),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _set_mtime(path: Path, offset_s: int) -> None:
+    stamp = PAST + offset_s * 10**9
+    os.utime(path, ns=(stamp, stamp))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(OPS, min_size=1, max_size=4))
+def test_incremental_scan_equals_a_fresh_scan(tmp_path_factory, steps):
+    """After any edits, a rescan from the stored table lists what a scan from nothing lists,
+    and reports exactly the files added, removed and rewritten."""
+    root = tmp_path_factory.mktemp("tree") / "p"
+    root.mkdir()
+    age(root)
+    table = scan(str(root), set(), None).table
+    for offset, ops in enumerate(steps, 1):
+        written = set()
+        for op, folder, name in ops:
+            d = root / f"f{folder}" / f"s{folder % 2}"
+            f = d / f"n{name}.txt"
+            if op in ("write", "append") and not d.exists():
+                d.mkdir(parents=True)
+            if op == "write":
+                f.write_text("w" * name)
+                _set_mtime(f, offset)
+                written.add(f.relative_to(root).as_posix())
+            elif op == "append" and f.exists():
+                with f.open("a") as handle:
+                    handle.write("+")
+                _set_mtime(f, offset)
+                written.add(f.relative_to(root).as_posix())
+            elif op == "remove" and f.exists():
+                f.unlink()
+            elif op == "mkdir":
+                (d / f"sub{name}").mkdir(parents=True, exist_ok=True)
+            elif op == "rmdir" and d.exists():
+                for p in sorted(d.rglob("*"), key=lambda p: -len(p.parts)):
+                    p.rmdir() if p.is_dir() else p.unlink()
+                d.rmdir()
+        for dirpath, _, _ in os.walk(root):  # folders old again, files as the ops left them
+            _set_mtime(Path(dirpath), offset)
+        before = set(table.paths)
+        result = scan(str(root), set(), stored(table))
+        table = result.table
+        now = plain_walk(root)
+        assert listed(table) == now == listed(scan(str(root), set(), None).table)
+        assert set(result.changes.added) == set(now) - before
+        assert set(result.changes.removed) == before - set(now)
+        assert set(result.changes.modified) <= (written & before & set(now))
+
+
+# -- the scheduler's use of it ------------------------------------------------------------------
+
+
+def test_an_old_style_edit_after_a_noop_is_rebuilt(tmp_path):
+    """An edit that keeps the size and is back-dated (not racy) still reruns its unit; a file
+    added in an old folder is seen too."""
+    build = write_toy(tmp_path, {"a.txt": "1\n", "d/b.txt": "2\n"})
+    age(tmp_path / "p")
+    build_toy(build)
+    build_toy(build)
+    (tmp_path / "p" / "d" / "b.txt").write_text("2\n3\n")
+    age(tmp_path / "p", offset_s=7)
+    result = build_toy(build)
+    assert result.outputs["total"] == 3
+    (tmp_path / "p" / "d" / "new.txt").write_text("4\n")
+    age(tmp_path / "p", offset_s=9)
+    assert build_toy(build).outputs["total"] == 4
+
+
+def test_a_noop_rescan_neither_relists_nor_hashes(tmp_path):
+    """A rerun of an untouched old tree lists no folder and hashes no file."""
+    build = write_toy(tmp_path, {"a.txt": "1\n", "d/b.txt": "2\n"})
+    age(tmp_path / "p")
+    build_toy(build)
+    again = build_toy(build)
+    assert again.hashed_files == 0 and not again.file_changes
+    assert sum(r.built for r in again.reports) == 0
