@@ -190,7 +190,7 @@ def orchestrate_command() -> list[str]:
     return [
         PY,
         "-c",
-        "import sys; from orchestrator.cli import main; sys.argv[0] = 'orchestrate'; main()",
+        "import sys; from orchestrator.cli import entry; sys.argv[0] = 'orchestrate'; entry()",
     ]
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/runner.py OUT.json -- run build.yaml [--executor ray --workers 2 ...]
 
-The command runs exactly as the console script would (`orchestrator.cli.main`); `run_build` is
+The command runs exactly as the console script would (`orchestrator.cli.main`, then `leave`); `run_build` is
 wrapped to keep its `RunResult`, so the per-stage seconds, Ray's startup, the sampled peak RSS and
 whether Ray was imported are written to OUT.json. The benchmark harness times the whole process
 from outside (what a user waits for) and reads the rest from here.
@@ -90,9 +90,10 @@ def main() -> None:
         ]
     with open(out_path, "w", encoding="utf-8") as handle:
         json.dump(record, handle)
-    sys.stdout.flush()
-    # Leave the way the console script leaves (Ray, if started, shuts down at exit).
-    sys.exit(exit_code)
+    # Leave the way the console script leaves (exit handlers run: Ray, if started, shuts down).
+    from orchestrator.cli import leave
+
+    leave(exit_code)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ Ray is never imported here: only an executor that has work to do imports it.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
+import os
 import sys
 import traceback
 from typing import NoReturn
@@ -56,6 +58,38 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug: show where, so it can be reported
         _internal(exc)
     sys.exit(0)
+
+
+def entry() -> NoReturn:
+    """The console script: `main`, then an exit that skips tearing the heap down.
+
+    After a build the driver holds millions of objects (the index, plans, values); freeing them
+    one by one at interpreter shutdown took 1.4 s of a 10 s incremental build at 100,000 assets,
+    after everything was written. Exit handlers still run (Ray and custom-code workers are
+    shut down), and the standard streams are flushed first.
+    """
+    code: int
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    leave(code)
+
+
+def leave(code: int) -> NoReturn:
+    """End the process now: exit handlers run and the streams are flushed, the heap is not
+    torn down object by object (see `entry`)."""
+    try:
+        atexit._run_exitfuncs()  # CPython's own: what a normal exit runs first
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def _internal(exc: BaseException) -> NoReturn:

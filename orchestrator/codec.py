@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from .hashing import digest_bytes
+from .memory import paused_gc
 
 T = TypeVar("T")
 
@@ -121,7 +122,8 @@ def dumps(value: Any) -> bytes:
 def loads(data: bytes) -> Any:
     """The value stored in `data`; CodecError when it is not a value this process knows."""
     try:
-        return _unpack(data)
+        with paused_gc():  # a large value is a burst of acyclic containers (memory.py)
+            return _unpack(data)
     except CodecError:
         raise
     except Exception as exc:  # msgpack's own errors, a record refusing its fields

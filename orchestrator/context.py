@@ -82,7 +82,7 @@ class Context:
         if data is None:
             return None
         digest = digest_bytes(data)
-        if row is not None and st is not None and signature_of(st) == self.files.signature(row):
+        if row is not None and st is not None and self.files.describes(row, signature_of(st)):
             self.files.set_digest(row, digest)
         return digest
 
@@ -96,7 +96,7 @@ class Context:
             if row is None or files.digest(row) == digest:
                 continue
             signature = signatures.get(path)
-            if signature is not None and tuple(signature) == tuple(files.signature(row)):
+            if signature is not None and files.describes(row, signature):
                 files.set_digest(row, digest)
 
     def track_file(self, path: str | os.PathLike) -> str | None:

@@ -49,6 +49,8 @@ class FileTable:
         self.folder_start = array("q")  # first file row of each folder; one more entry at the end
         self.subfolders: list[tuple[str, ...]] = []  # names of each folder's sub-folders
         self._row: dict[str, int] | None = None
+        self.changed = False  # digests learned since it was loaded or scanned (worth saving)
+        self.stored: dict[str, str] = {}  # digest of each stored part, as loaded or last saved
         self._folders: set[str] | None = None
 
     # -- lookups -------------------------------------------------------------------------------
@@ -72,7 +74,24 @@ class FileTable:
 
     def set_digest(self, row: int, digest: str | None) -> None:
         raw = bytes.fromhex(digest) if digest else NO_DIGEST
-        self.digests[row * DIGEST_SIZE : (row + 1) * DIGEST_SIZE] = raw
+        span = slice(row * DIGEST_SIZE, (row + 1) * DIGEST_SIZE)
+        if self.digests[span] != raw:
+            self.digests[span] = raw
+            self.changed = True
+
+    def describes(self, row: int, signature: Signature | tuple) -> bool:
+        """Whether bytes read under `signature` are the row's: the same signature, or the same
+        but for the mtime of a racy row (its digest is checked again by the next scan, which
+        sees the row as moved, so it cannot hide a change)."""
+        known = self.signature(row)
+        if tuple(signature) == tuple(known):
+            return True
+        return known.mtime == UNKNOWN and tuple(signature[:1]) + tuple(signature[2:]) == (
+            known.size,
+            known.ctime,
+            known.ino,
+            known.dev,
+        )
 
     def tracks(self, root: str, relpath: str, digest: str | None) -> bool:
         """Whether a rescan would notice a change to this read: a file read is in the table; a

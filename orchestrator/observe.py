@@ -93,7 +93,7 @@ class Progress:
 class ResourceSampler:
     """Samples CPU and RSS of the driver and its child processes (Ray workers) in a thread."""
 
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.5) -> None:
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

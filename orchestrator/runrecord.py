@@ -216,13 +216,15 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> li
     """Call every registered renderer; a renderer that fails is logged and does not change the
     build's exit code (the outputs are published; only a view of them is missing)."""
     from .errors import OrchestrateError
+    from .memory import relaxed_gc
     from .registry import registered_reports
 
     written: list[Path] = []
     for name, entry in sorted(registered_reports().items()):
         began = time.perf_counter()
         try:
-            files = entry.load()(Path(output_dir), record)
+            with relaxed_gc():
+                files = entry.load()(Path(output_dir), record)
         except OrchestrateError as exc:
             if log is None:
                 raise

@@ -200,6 +200,7 @@ def _relist(
         | {rel for rel, found in listings.items() if found is not None}
     )
     table = FileTable()
+    table.stored = old.stored  # what is saved already: only the parts that moved are written
     racy = 0
     c, oc = table.columns, old.columns
     for rel in names:

@@ -85,6 +85,7 @@ class Scheduler:
     ) -> None:
         self.build = build
         self.forget_state = forget_state  # after a stored result went missing: plan afresh
+        self.ignore_records = forget_state
         self.options = options
         self.log = log
         self.root = str(build.project_root).replace("\\", "/")
@@ -148,8 +149,8 @@ class Scheduler:
                 finally:
                     gc.unfreeze()
                     progress.stop()
-            if not self.options.dry_run:
-                state.save_file_table(table)
+            if not self.options.dry_run and table.changed:
+                state.save_file_table(table)  # the signatures scanned and the digests learned
         finally:
             try:
                 self.cache.close()
@@ -177,9 +178,19 @@ class Scheduler:
         """This run's file table, and its content changes logged in the state (a file whose
         signature moved but whose bytes did not is no change)."""
         skip = {str(self.build.output_dir), str(self.build.cache_dir)}
-        result = scan(self.root, skip, state.file_table())
+        previous = state.file_table()
+        if previous is None:
+            # Without the table the records cannot tell what changed since (not even which
+            # files went away): every stage plans afresh, the action cache sparing the work.
+            self.ignore_records = True
+            if not self.options.dry_run:
+                state.forget_stages()
+        result = scan(self.root, skip, previous)
         changes = result.changes
         table = result.table
+        if previous is None:
+            table.changed = True
+            return table, changes
         logged = [(path, ADDED) for path in changes.added]
         logged += [(path, REMOVED) for path in changes.removed]
         modified = []
@@ -196,8 +207,12 @@ class Scheduler:
             modified.append(path)
             logged.append((path, MODIFIED))
         changes.modified = modified
-        if not self.options.dry_run and (logged or result.relisted or result.racy):
-            state.save_file_table(table, logged)
+        if result.changes or result.relisted or result.racy:
+            table.changed = True
+        if not self.options.dry_run and logged:
+            # The log goes first, the table (saved at the end of the run) after: a run that
+            # dies between them rescans against the old table and logs the changes again.
+            state.log_file_changes(logged)
         return table, changes
 
     # -- one stage -------------------------------------------------------------------------------
@@ -211,7 +226,7 @@ class Scheduler:
         ctx.begin_stage()
         slice_value = self.build.slice_for(spec.config_keys)
         now = fingerprint(spec, self.rebuilder.libs, slice_value)
-        record = None if self.options.no_cache else state.record(spec.name)
+        record = None if self.options.no_cache or self.ignore_records else state.record(spec.name)
         staleness = assess(spec, record, now, state, ctx)
         if self.options.no_cache:
             staleness.why_all = "--no-cache"
@@ -269,6 +284,7 @@ def run_build(
     """Run a build; a damaged cache entry found mid-run is set aside and the run started
     again."""
     from .lock import CacheLock
+    from .memory import relaxed_gc
 
     for attempt in range(3):
         # Again after damage: the state may name results that are gone (`cache gc`, another
@@ -276,7 +292,7 @@ def run_build(
         # file table still spare the work.
         scheduler = Scheduler(build, options, log, stages, forget_state=attempt > 0)
         try:
-            with CacheLock(build.cache_dir):
+            with CacheLock(build.cache_dir), relaxed_gc():
                 return scheduler.run()
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")

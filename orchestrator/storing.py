@@ -53,7 +53,8 @@ def store_stage(
                 existed.append(unit_id)
             unit = item.unit
             data = {
-                "payload": unit.payload,
+                # Only a unit that read files is ever re-run from the state (when they change)
+                "payload": unit.payload if done.reads else None,
                 "files": list(unit.files),
                 "blobs": list(unit.blobs),
                 "cost": unit.cost,

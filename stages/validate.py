@@ -80,7 +80,7 @@ def _cooked_files(assets, cooklist, files) -> set[str]:
     return chosen & set(files)
 
 
-def _load(ctx, index) -> RuleSet:
+def _load(ctx, index, defined: dict | None = None) -> RuleSet:
     section = ctx.section("rules")
     paths = rule_file_paths(ctx.build)
     for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
@@ -91,6 +91,7 @@ def _load(ctx, index) -> RuleSet:
         root=ctx.root,
         allow_custom_code=bool(section.get("allow_custom_code", True)),
         timeout=section.get("timeout"),
+        defined=defined,
     )
 
 
@@ -118,8 +119,14 @@ def plan(ctx, inputs: dict) -> Plan:
         candidates = [path for path in candidates if path in cooked]
     units = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidates, index))
     return Plan(
-        units=units, shared=_shared(ctx, ruleset, index), state=_rules_key(ruleset), scratch=ruleset
+        units=units, shared=_shared(ctx, ruleset, index), state=_state(ruleset), scratch=ruleset
     )
+
+
+def _state(ruleset: RuleSet) -> dict:
+    """What the next run starts from: the rule library's key, and what its custom code
+    defines (so loading the same rules again runs none of it)."""
+    return {"rules": _rules_key(ruleset), "defined": ruleset.defined}
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
@@ -132,8 +139,9 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     ):
         return None
     index = inputs["index"]
-    ruleset = _load(ctx, index)
-    if _rules_key(ruleset) != changes.state:
+    known = changes.state if isinstance(changes.state, dict) else {}
+    ruleset = _load(ctx, index, known.get("defined"))
+    if _rules_key(ruleset) != known.get("rules"):
         return None
     project = changes.inputs[PROJECT]
     added = sorted(project.changed - set(changes.files_modified))
@@ -147,7 +155,7 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     return Plan(
         units=units,
         shared=_shared(ctx, ruleset, index),
-        state=changes.state,
+        state=_state(ruleset),
         removed=removed,
         scratch=ruleset,
         reasons={unit.id: f"new file {unit.payload[0]}" for unit in units},

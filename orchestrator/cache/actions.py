@@ -21,13 +21,13 @@ from ..hashing import digest_bytes
 from .db import is_damage, open_db, set_aside
 
 ENTRIES_PER_KEY = 4
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
     stage TEXT NOT NULL, key BLOB NOT NULL, result BLOB NOT NULL, reads BLOB NOT NULL,
-    stamp INTEGER NOT NULL, check_ BLOB NOT NULL,
-    PRIMARY KEY (stage, key, result)) WITHOUT ROWID;
-"""
+    stamp INTEGER NOT NULL, check_ BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS actions_by_key ON actions (stage, key, result);
+"""  # a rowid table: `reads` can be large (see state.py)
 
 
 class ActionEntry(NamedTuple):

@@ -76,10 +76,59 @@ def glob_match(pattern: str, path: str) -> bool:
     return compile_glob(pattern).match(path) is not None
 
 
+def literal_path(pattern: str) -> str | None:
+    """The one path a glob matches when it has no wildcard (metacharacters written as
+    one-character classes, as `escape_glob` does, count as literal); None otherwise."""
+    if not any(char in pattern for char in GLOB_METACHARACTERS):
+        return pattern
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        one_char_class = char == "[" and i + 2 < len(pattern) and pattern[i + 2] == "]"
+        if one_char_class and pattern[i + 1] in GLOB_METACHARACTERS:
+            out.append(pattern[i + 1])
+            i += 3
+            continue
+        if char in GLOB_METACHARACTERS:
+            return None
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+class GlobSet:
+    """A predicate for "does a whole path match any of these globs": literal paths by set
+    lookup, the rest by one combined regular expression compiled once.
+
+    A layout that lists its assets (Unity Addressables groups: thousands of paths) then costs a
+    lookup per asset path, not a match against every pattern.
+    """
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.literals: set[str] = set()
+        wild = []
+        for pattern in patterns:
+            literal = literal_path(pattern)
+            if literal is None:
+                wild.append(pattern)
+            else:
+                self.literals.add(literal)
+        self.regex = (
+            # The alternation grouped whole: `\Z` must anchor every alternative, not the last.
+            re.compile("(?:" + "|".join(f"(?:{glob_regex(p)})" for p in wild) + r")\Z", re.DOTALL)
+            if wild
+            else None
+        )
+
+    def __call__(self, path: str) -> bool:
+        if path in self.literals:
+            return True
+        return self.regex is not None and self.regex.match(path) is not None
+
+    def __bool__(self) -> bool:
+        return bool(self.literals) or self.regex is not None
+
+
 def compile_globs(patterns: Iterable[str]) -> Callable[[str], bool]:
-    """One predicate: does a whole path match any of the globs (one combined regex)."""
-    patterns = list(patterns)
-    if not patterns:
-        return lambda path: False
-    regex = re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns) + r"\Z", re.DOTALL)
-    return lambda path: regex.match(path) is not None
+    """One predicate: does a whole path match any of the globs (see GlobSet)."""
+    return GlobSet(patterns)

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from orchestrator.codec import record
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
-from stages.algorithms.globs import glob_match
+from stages.algorithms.globs import GlobSet
 from stages.algorithms.graphs import strongly_connected
 from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
@@ -370,11 +370,10 @@ def _explicit_assets(
                 picks += [(name, world)] + [(name, level) for level in levels]
         include, exclude = rule.get("include") or [], rule.get("exclude") or []
         if include:
+            included, excluded = GlobSet(include), GlobSet(exclude)
             for asset in cooked.values():
                 paths = asset_paths(asset)
-                if any(glob_match(g, p) for g in include for p in paths) and not any(
-                    glob_match(g, p) for g in exclude for p in paths
-                ):
+                if any(map(included, paths)) and not (excluded and any(map(excluded, paths))):
                     picks.append((render_name(template, asset, where), asset.id))
         if rule.get("maps") != "all" and not include:
             raise ConfigError(

@@ -110,6 +110,10 @@ class RuleSet:
     skipped: list[dict] = field(default_factory=list)  # {"rule", "reason"}
     warnings: list[dict] = field(default_factory=list)  # {"rule", "message"}
     index_digest: str = "none"
+    # What each func_str defines (code digest and index → function names): running the code
+    # to find out costs a worker process and the index sent to it, so a run that loads rules
+    # it loaded before is given the names (custom code is deterministic, as every rule is).
+    defined: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def uses_custom_code(self) -> bool:
@@ -185,16 +189,17 @@ def load_rules(
     root: str = "",
     allow_custom_code: bool = True,
     timeout: float | None = 30.0,
+    defined: dict[str, list[str]] | None = None,
 ) -> RuleSet:
     """Read every rule file and compile its rules (each func_str runs once, in a custom-code
-    worker, to find its functions)."""
+    worker, to find its functions, unless `defined` — a previous RuleSet's — already says)."""
     from .functions import index_view
 
     if index_digest is None:
         # Any index that can digest itself keys the rules that read it (a Unity index too).
         index_digest = index_digest_of(index)
     view = index_view(index, index_digest, root)
-    ruleset = RuleSet([], 0, index_digest=index_digest)
+    ruleset = RuleSet([], 0, index_digest=index_digest, defined=dict(defined or {}))
     for path in rule_files:
         for key_id, raw, line in read_rule_file(path):
             ruleset.total += 1
@@ -208,6 +213,8 @@ def load_rules(
                 allow_custom_code=allow_custom_code,
                 timeout=timeout,
             )
+    kept = {f"{rule.code_key}:{view.key}" for rule in ruleset.rules if rule.func_str}
+    ruleset.defined = {key: names for key, names in ruleset.defined.items() if key in kept}
     return ruleset
 
 
@@ -247,7 +254,9 @@ def _compile_one(
         ruleset.skipped.append({"rule": label, "reason": "rules.allow_custom_code is false"})
         return
     try:
-        rule, warnings = _compile_fields(raw, label, position, where, view, timeout)
+        rule, warnings = _compile_fields(
+            raw, label, position, where, view, timeout, ruleset.defined
+        )
     except _RuleProblem as exc:
         message = str(exc)  # every rule error names the rule file and the rule's line
         if not message.startswith(f"{where}: "):
@@ -259,7 +268,7 @@ def _compile_one(
 
 
 def _compile_fields(
-    raw: dict, label: str, position: int, where: str, view, timeout
+    raw: dict, label: str, position: int, where: str, view, timeout, defined: dict
 ) -> tuple[CompiledRule, list[str]]:
     problems: list[str] = []
     meant: set[str] = set()  # fields a misspelling stands for
@@ -309,7 +318,9 @@ def _compile_fields(
     uses_index = False
     digest = code_key = _rule_digest(raw)
     if func_str is not None:
-        custom_names, uses_index = _run_custom_code(func_str, label, code_key, view, timeout)
+        custom_names, uses_index = _run_custom_code(
+            func_str, label, code_key, view, timeout, defined
+        )
     rpath, rpath_set = _compile_rpath(raw["rpath"], available)
     not_rpath = _regex("not_rpath", raw.get("not_rpath"))
     xpath = _compile_path("xpath", raw["xpath"])
@@ -382,7 +393,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _run_custom_code(
-    source: str, label: str, digest: str, view, timeout
+    source: str, label: str, digest: str, view, timeout, defined: dict
 ) -> tuple[frozenset[str], bool]:
     try:
         uses_index = bool(names_used(source) & set(INDEX_MODULES))
@@ -390,6 +401,9 @@ def _run_custom_code(
         raise _RuleProblem(f"func_str does not compile: {exc.msg} (line {exc.lineno})") from None
     if uses_index and not view.available:
         raise _RuleProblem("func_str uses res_store/res_filter, which need a Messiah project index")
+    known = defined.get(f"{digest}:{view.key}")
+    if known is not None:  # defined when a worker first calls it
+        return frozenset(known), uses_index
     try:
         names = custom_code_host().define(CustomCode(digest, label, source), view, timeout)
     except CustomCodeTimeout as exc:
@@ -398,6 +412,7 @@ def _run_custom_code(
         if str(exc).startswith("raised SyntaxError:"):
             raise _RuleProblem(f"func_str does not compile: {str(exc)[20:]}") from None
         raise _RuleProblem(f"func_str {exc}") from None
+    defined[f"{digest}:{view.key}"] = sorted(names)
     return frozenset(names), uses_index
 
 

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from orchestrator.errors import StepFailed
+from orchestrator.memory import paused_gc
 
 from ..functions import record_reads
 from ..sandbox import CustomCodeTimeout
@@ -207,7 +208,8 @@ class CustomCodeHost:
         frame = self._index_frames.get(view.key)
         if frame is None:
             index = view.index if view.available else None
-            frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
+            with paused_gc():
+                frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
             with self._lock:
                 while len(self._index_frames) >= KEPT_INDEXES:
                     self._index_frames.pop(next(iter(self._index_frames)))

@@ -31,6 +31,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from orchestrator.memory import paused_gc
+
 from .crossing import dump_reply, load_request, to_plain
 
 KEPT_INDEXES = 2  # a worker serves one build at a time; the previous index may still be asked for
@@ -134,7 +136,8 @@ def serve(requests: Connection, replies: Connection) -> None:
             data = requests.recv_bytes()
         except (EOFError, OSError):
             return
-        message, given, _alive = load_request(data)
+        with paused_gc():  # an index message is a burst of acyclic containers
+            message, given, _alive = load_request(data)
         try:
             reply = state.handle(message)
         except BaseException as exc:  # rule code's SystemExit and KeyboardInterrupt included
