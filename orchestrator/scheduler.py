@@ -248,7 +248,10 @@ class Scheduler:
         except DryRunStop:
             self._close_report(report, started, ctx)
             return False
-        outputs = stage.module.finish(ctx, inputs, replanned.results)
+        try:
+            outputs = stage.module.finish(ctx, inputs, replanned.results)
+        finally:
+            self.rebuilder.end_stage()
         if set(outputs) != set(spec.outputs):
             raise InternalError(
                 f"stage {spec.name!r} returned {sorted(outputs)}, declared {list(spec.outputs)}"

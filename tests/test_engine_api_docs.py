@@ -67,3 +67,42 @@ def test_the_registered_example_joins_the_pipeline_and_runs(word_count, tmp_path
     assert ran.returncode == 0, ran.stderr
     assert (tmp_path / "out" / "reports" / "words.txt").read_text() == "4\n"
     assert "word_count" in ran.stdout and "collect" not in ran.stdout
+
+
+def test_the_incremental_example_runs_one_unit_per_changed_file(tmp_path, monkeypatch):
+    """The "Incremental stages" stage, built, edited, extended and pruned: each rerun runs only
+    the units of the files that changed, and its output equals a clean build's."""
+    from enginekit import write_toy
+
+    from orchestrator.config import load_build
+    from orchestrator.observe import setup_logging
+    from orchestrator.registry import load_stage
+    from orchestrator.scheduler import RunOptions, run_build
+
+    (stage,) = blocks("Incremental stages", "python")
+    (tmp_path / "word_count_incremental.py").write_text(stage, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    files = {f"t{i}.txt": "w " * i for i in range(1, 6)}
+    build_file = write_toy(tmp_path / "inc", files)
+
+    def build(where):
+        stages = [load_stage("word_count_incremental")]
+        options = RunOptions(executor="local", progress=False)
+        result = run_build(load_build(where), options, setup_logging("console"), stages)
+        (report,) = result.reports
+        return dict(result.outputs["word_counts"]), report.built
+
+    assert build(build_file) == ({f"t{i}.txt": i for i in range(1, 6)}, 5)
+    project = tmp_path / "inc" / "p"
+    (project / "t2.txt").write_text("a b c d e f g", encoding="utf-8")
+    (project / "t9.txt").write_text("x", encoding="utf-8")
+    (project / "t5.txt").unlink()
+    counts, built = build(build_file)
+    assert built == 2  # t2 edited, t9 added; t5's unit removed without running
+    clean = write_toy(tmp_path / "clean", {p.name: p.read_text() for p in project.iterdir()})
+    assert (
+        counts
+        == build(clean)[0]
+        == {"t1.txt": 1, "t2.txt": 7, "t3.txt": 3, "t4.txt": 4, "t9.txt": 1}
+    )
+    assert build(build_file)[1] == 0  # nothing changed: nothing runs

@@ -7,6 +7,10 @@ indexed queries serve the reverse lookups an incremental run needs, WAL lets con
 share the action cache, and it needs no map size and no extra package. A database that fails
 to open, has another schema version or turns out damaged is moved aside and started again: it
 only ever holds what a build can recompute.
+
+WAL keeps its index in shared memory, which machines sharing a network file system do not
+share: on such a file system (NFS, SMB, 9p, FUSE, cluster file systems; found in the mount
+table) the databases use SQLite's rollback journal and POSIX locks instead.
 """
 
 from __future__ import annotations
@@ -43,11 +47,58 @@ def open_db(path: Path, schema: str, version: int, log=None) -> sqlite3.Connecti
     raise AssertionError("unreachable")
 
 
+NETWORK_FILE_SYSTEMS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb",
+    "smb3",
+    "smbfs",
+    "9p",
+    "fuse",
+    "ceph",
+    "glusterfs",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "afs",
+    "davfs",
+    "sshfs",
+)
+
+
+def file_system_type(path: Path, mounts: str | None = None) -> str:
+    """The type of the file system `path` is on, from the mount table ("" when unknown)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+    target = os.path.realpath(path)
+    best, found = -1, ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, found = len(point), fields[2]
+    return found
+
+
+def journal_mode(path: Path, mounts: str | None = None) -> str:
+    """WAL, or the rollback journal for a database on a network file system."""
+    kind = file_system_type(path.parent, mounts)
+    shared = any(kind == name or kind.startswith(name + ".") for name in NETWORK_FILE_SYSTEMS)
+    return "DELETE" if shared else "WAL"
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(
         path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
     )
-    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA journal_mode = {journal_mode(path)}")
     db.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it consistent
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute("PRAGMA cache_size = -65536")
