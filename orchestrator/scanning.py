@@ -73,8 +73,15 @@ def scan(root: str, skip: set[str], previous: FileTable | None) -> ScanResult:
             changes.old_digests[table.paths[row]] = old
         racy += _set_row(table, row, sig, fresh_after)
     if moved:
-        table, listed, relisted = _relist(root, skip, table, moved, changed, changes, fresh_after)
-        racy += listed
+        patched = _patch_listings(root, skip, table, moved, changed, changes, fresh_after)
+        if patched is not None:  # the same names: an edit saved through a rename, a touch
+            racy += patched
+            relisted = len(moved)
+        else:
+            table, listed, relisted = _relist(
+                root, skip, table, moved, changed, changes, fresh_after
+            )
+            racy += listed
     else:
         relisted = 0
     changes.added.sort()
@@ -145,6 +152,51 @@ def _append_folder(
     table.folder_start.append(len(table.paths))
     table.subfolders.append(names)
     return int(racy)
+
+
+def _patch_listings(
+    root: str,
+    skip: set[str],
+    table: FileTable,
+    moved: set[int],
+    changed: dict[int, Signature],
+    changes: FileChanges,
+    fresh_after: int,
+) -> int | None:
+    """When every moved folder still holds the same names (an editor that saves through a
+    temporary file and a rename moves its folder), patch the table in place instead of
+    building a new one; None when a name came or went. Returns the racy entries."""
+    listed = {}
+    for i in moved:
+        rel = table.folders[i]
+        found = _list(root, rel, skip)
+        if found is None or found[3] != table.subfolders[i]:
+            return None
+        start, end = table.folder_start[i], table.folder_start[i + 1]
+        files = found[2]
+        if len(files) != end - start or any(
+            table.paths[start + k] != rel + name for k, (name, _) in enumerate(files)
+        ):
+            return None
+        listed[i] = found
+    racy = 0
+    for i, (mtime, ino, files, _) in listed.items():
+        folder_racy = mtime > fresh_after
+        racy += int(folder_racy)
+        table.folder_mtime[i] = UNKNOWN if folder_racy else mtime
+        table.folder_ino[i] = ino
+        start = table.folder_start[i]
+        for k, (_, sig) in enumerate(files):
+            row = start + k
+            if row in changed or table.signature(row) == sig:
+                continue
+            path = table.paths[row]
+            changes.modified.append(path)
+            known = table.digest(row)
+            if known is not None:
+                changes.old_digests[path] = known
+            racy += _set_row(table, row, sig, fresh_after)
+    return racy
 
 
 def _relist(

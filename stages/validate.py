@@ -149,8 +149,10 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         return None
     units = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidate_files(ctx, added), index))
     gone = set(project.removed)
-    removed = tuple(
-        unit_id for unit_id in changes.stored_ids() if unit_id.partition("#")[0] in gone
+    removed = (
+        tuple(unit_id for unit_id in changes.stored_ids() if unit_id.partition("#")[0] in gone)
+        if gone
+        else ()
     )
     return Plan(
         units=units,

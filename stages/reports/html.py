@@ -42,6 +42,7 @@ from .state import BuildState, state_of
 
 PAGE = "reports/index.html"
 CONTENT_CACHE = "reports/report-content.cache"
+TOC_CACHE = "reports/report-tocs.cache"  # each bundle's table of contents, by file signature
 STATE = "reports/build-state.json"
 PREVIOUS_STATE = "reports/build-state.previous.json"
 #: Raise when what the page is made of changes for the same files (invalidates the cache).
@@ -126,7 +127,7 @@ def build_content(output_dir: Path) -> tuple[ContentPart, BuildState | None]:
         manifest: dict | None = read_manifest(output_dir)
     except NotABuildOutput:
         manifest = None
-    contents = bundle_contents(output_dir, manifest) if manifest else {}
+    contents = bundle_contents(output_dir, manifest, output_dir / TOC_CACHE) if manifest else {}
     page: PageContent = content(output_dir, manifest, contents)
     state = None
     if manifest is not None and not any(c.error for c in contents.values()):
@@ -327,5 +328,5 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
     changes = track_state(output_dir, record, key, fresh)
     page = output_dir / PAGE
     atomic_write(page, page_html(output_dir, record, part, changes).encode("utf-8"))
-    kept = [output_dir / name for name in (CONTENT_CACHE, STATE, PREVIOUS_STATE)]
+    kept = [output_dir / name for name in (CONTENT_CACHE, TOC_CACHE, STATE, PREVIOUS_STATE)]
     return [page, *(path for path in kept if path.exists())]

@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 from lxml import etree
 
+from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
 from stages.bundlefile.format import BundleFormatError, BundleReader, TocEntry
 from stages.publishing.output import LINK_XML, MANIFEST, STAGING
@@ -68,16 +69,60 @@ def read_toc(output_dir: Path, relpath: str) -> tuple[TocEntry, ...]:
         raise ProjectError(f"unreadable bundle: {exc}", file=str(path)) from None
 
 
-def bundle_contents(output_dir: Path, manifest: dict) -> dict[str, BundleContents]:
+def bundle_contents(
+    output_dir: Path, manifest: dict, cache: Path | None = None
+) -> dict[str, BundleContents]:
     """Every bundle's table of contents; a missing or damaged file is noted, not fatal (the page
-    must still open for a broken build)."""
+    must still open for a broken build).
+
+    With `cache` (a file), tables of contents read before are taken from it for bundle files
+    whose signature (size, mtime, inode) is the one they were read under, so a rebuild that
+    rewrote one bundle of thousands reads one."""
+    known = _read_toc_cache(cache) if cache is not None else {}
+    kept: dict[str, list] = {}
     contents = {}
     for name, bundle in manifest["bundles"].items():
+        relpath = bundle["file"]
         try:
-            contents[name] = BundleContents(read_toc(output_dir, bundle["file"]))
+            st = (Path(output_dir) / relpath).stat()
+            signature = [st.st_size, st.st_mtime_ns, st.st_ino]
+        except OSError:
+            signature = None
+        cached = known.get(relpath)
+        if signature is not None and cached is not None and cached[0] == signature:
+            entries = tuple(TocEntry(*row) for row in cached[1])
+            contents[name] = BundleContents(entries)
+            kept[relpath] = cached
+            continue
+        try:
+            entries = read_toc(output_dir, relpath)
         except ProjectError as exc:
             contents[name] = BundleContents((), exc.describe())
+            continue
+        contents[name] = BundleContents(entries)
+        if signature is not None:
+            kept[relpath] = [signature, [_toc_row(entry) for entry in entries]]
+    if cache is not None and kept != known:
+        atomic_write(cache, orjson.dumps({"version": TOC_CACHE_VERSION, "bundles": kept}))
     return contents
+
+
+TOC_CACHE_VERSION = 1
+
+
+def _toc_row(entry: TocEntry) -> list:
+    return [entry.id, entry.name, entry.offset, entry.stored_size, entry.size, entry.hash]
+
+
+def _read_toc_cache(path: Path) -> dict[str, list]:
+    try:
+        document = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    if not isinstance(document, dict) or document.get("version") != TOC_CACHE_VERSION:
+        return {}
+    bundles = document.get("bundles")
+    return bundles if isinstance(bundles, dict) else {}
 
 
 def read_json(output_dir: Path, relpath: str) -> dict | None:
