@@ -1,6 +1,7 @@
-"""The engine end to end: a generated project, cold builds (local; Ray with 2 workers, startup
-reported apart), the no-op rerun as a user runs it (fresh process; Ray must not be imported),
-and the floors it is judged against (stat of every input file, ninja's no-op, read + parse).
+"""The engine end to end: a generated project, cold builds (the one users get, `orchestrate run`
+with executor `auto`; Ray with 2 workers, startup reported apart), the no-op rerun as a user runs
+it (fresh process; Ray must not be imported), and the floors it is judged against (stat of every
+input file, ninja's no-op, read + parse).
 
     python benchmarks/bench_engine.py [--assets 10000] [--seed 1] [--repeat 3] [--json]
 

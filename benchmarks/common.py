@@ -289,7 +289,7 @@ def output_dir(project: Project, name: str) -> Path:
 
 @dataclass
 class Run:
-    """One `orchestrate run` process."""
+    """One `orchestrate` process."""
 
     wall: float  # the whole process, as a user waits for it
     exit_code: int
@@ -302,6 +302,8 @@ class Run:
     workers_peak_rss: int | None
     code: str | None = None  # digest of orchestrator/ and stages/ as the run imported them
     driver_peak_private: int | None = None  # RSS less shared pages (Ray's object store)
+    hashed_files: int | None = None  # files the scan read again (signature moved)
+    scan_seconds: float | None = None
 
     @property
     def stage_seconds(self) -> dict[str, float]:
@@ -312,21 +314,17 @@ class Run:
         return {s["name"]: s["built"] for s in self.stages if s["built"]}
 
     @property
+    def executor(self) -> str:
+        """Where the units ran: `ray` when this run imported Ray, else `driver`."""
+        return "ray" if self.ray_imported else "driver"
+
+    @property
     def engine_s(self) -> float | None:
         """run_build's seconds without Ray's startup (the engine reports the startup inside the
         stage that first needed Ray; it is taken out here)."""
         if self.run_build_s is None:
             return None
         return self.run_build_s - (self.ray_startup or 0.0)
-
-    def stage_seconds_without_startup(self) -> dict[str, float]:
-        """Per-stage seconds with Ray's startup taken out of the stage that started Ray."""
-        seconds = dict(self.stage_seconds)
-        if self.ray_startup:
-            first = next((s["name"] for s in self.stages if s["built"]), None)
-            if first is not None:
-                seconds[first] = max(0.0, seconds[first] - self.ray_startup)
-        return seconds
 
     def peak_total(self) -> int:
         return max((s["peak_rss"] for s in self.stages), default=0)
@@ -344,50 +342,65 @@ class Run:
             "driver_peak_private": self.driver_peak_private,
             "workers_peak_rss": self.workers_peak_rss,
             "peak_rss_total": self.peak_total(),
+            "hashed_files": self.hashed_files,
+            "scan_seconds": self.scan_seconds,
             "code": self.code,
             "stages": self.stages,
         }
 
+    @classmethod
+    def from_runner(cls, wall: float, data: dict) -> Run:
+        """A run from what benchmarks/runner.py wrote."""
+        return cls(
+            wall,
+            data["exit_code"],
+            data["run_build_s"],
+            data["imports_s"],
+            data["ray_imported"],
+            data["ray_startup"],
+            data["stages"],
+            data["driver_peak_rss"],
+            data["workers_peak_rss"],
+            data.get("code"),
+            data.get("driver_peak_private"),
+            data.get("hashed_files"),
+            data.get("scan_seconds"),
+        )
+
+
+def runner_command(
+    out: Path, build_file: Path, command: str, args: tuple[str, ...], flags: tuple[str, ...] = ()
+) -> list[str]:
+    """The process that runs `orchestrate COMMAND BUILD ARGS` through benchmarks/runner.py,
+    which writes what happened to `out` (`run` logs as JSON: nothing is drawn)."""
+    logging = ("--log-format", "json") if command == "run" else ()
+    return [PY, str(RUNNER), str(out), *flags, "--", command, str(build_file), *logging, *args]
+
 
 def run_orchestrate(
-    build_file: Path, *args: str, timeout: float = DEFAULT_TIMEOUT, attempts: int = 3
+    build_file: Path,
+    *args: str,
+    command: str = "run",
+    timeout: float = DEFAULT_TIMEOUT,
+    attempts: int = 3,
 ) -> Run:
-    """`orchestrate run BUILD --log-format json ARGS` in a fresh interpreter; exit 0 or 1 is ok
-    (generated projects carry planted rule failures, so a full build exits 1)."""
+    """`orchestrate COMMAND BUILD ARGS` in a fresh interpreter (`run` with `--log-format json`);
+    exit 0 or 1 is ok (generated projects carry planted rule failures, so a full build and
+    `validate` exit 1)."""
     for attempt in range(attempts):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "run.json"
-            command = [
-                PY,
-                str(RUNNER),
-                str(out),
-                "--",
-                "run",
-                str(build_file),
-                "--log-format",
-                "json",
-                *args,
-            ]
             started = time.perf_counter()
             done = subprocess.run(
-                command, cwd=build_file.parent, capture_output=True, text=True, timeout=timeout
+                runner_command(out, build_file, command, args),
+                cwd=build_file.parent,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
             )
             wall = time.perf_counter() - started
             if done.returncode in (0, 1) and out.is_file():
-                data = json.loads(out.read_text(encoding="utf-8"))
-                return Run(
-                    wall,
-                    data["exit_code"],
-                    data["run_build_s"],
-                    data["imports_s"],
-                    data["ray_imported"],
-                    data["ray_startup"],
-                    data["stages"],
-                    data["driver_peak_rss"],
-                    data["workers_peak_rss"],
-                    data.get("code"),
-                    data.get("driver_peak_private"),
-                )
+                return Run.from_runner(wall, json.loads(out.read_text(encoding="utf-8")))
             tail = "\n".join((done.stderr or "").strip().splitlines()[-8:])
             if (
                 any(marker in (done.stderr or "") for marker in RAY_RETRY_MARKERS)
@@ -399,7 +412,9 @@ def run_orchestrate(
                 )
                 time.sleep(20)
                 continue
-            raise BenchError(f"orchestrate {' '.join(args)} exited {done.returncode}:\n{tail}")
+            raise BenchError(
+                f"orchestrate {command} {' '.join(args)} exited {done.returncode}:\n{tail}"
+            )
     raise AssertionError("unreachable")
 
 
@@ -786,18 +801,19 @@ class SizeResults:
 def runs_figure(runs: list[Run], value: Callable[[Run], float | None]) -> dict:
     values = [value(r) for r in runs]
     stage_names = [s["name"] for s in runs[0].stages] if runs else []
-    stages = {
-        name: median([r.stage_seconds_without_startup().get(name) for r in runs])
-        for name in stage_names
-    }
+    # The engine reports each stage's seconds with Ray's startup taken out (reported apart).
+    stages = {name: median([r.stage_seconds.get(name) for r in runs]) for name in stage_names}
     return {
         "median": median(values),
         "values": values,
         "wall_median": median([r.wall for r in runs]),
         "ray_startup_median": median([r.ray_startup for r in runs]),
+        "scan_median": median([r.scan_seconds for r in runs]),
         "stages": stages,
         "built": runs[-1].built if runs else {},
         "ray_imported": any(r.ray_imported for r in runs),
+        "executor": runs[-1].executor if runs else None,
+        "hashed_files": max((r.hashed_files or 0) for r in runs) if runs else None,
         "driver_peak_rss": max((r.driver_peak_rss or 0) for r in runs) if runs else None,
         "driver_peak_private": max((r.driver_peak_private or 0) for r in runs) if runs else None,
         "workers_peak_rss": max((r.workers_peak_rss or 0) for r in runs) if runs else None,

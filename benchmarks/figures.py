@@ -21,6 +21,7 @@ from common import (
     dump_payloads,
     edited,
     ensure_cocos_project,
+    fmt_s,
     log,
     median,
     ninja_noop,
@@ -43,6 +44,9 @@ from common import (
 RAY1 = ("--executor", "ray", "--workers", "1")
 RAY2 = ("--executor", "ray", "--workers", "2")
 LOCAL = ("--executor", "local")
+AUTO = ()  # the build file's executor: `auto`, what a user gets
+#: The build whose warm cache the rebuilds (no-op, edits) start from: the cold build users get.
+WARM_BUILD = "cold-auto"
 
 
 @dataclass
@@ -127,7 +131,9 @@ def ensure_floor(
 def cold_builds(
     project: Project, results: SizeResults, options: Options, dump_for_zstd: bool = True
 ) -> None:
-    for label, args in (("local", LOCAL), ("ray2", RAY2)):
+    """The cold build a user gets (`orchestrate run`, the build file's executor `auto`), and
+    the cold build on Ray with 2 workers (its driver's memory is a target)."""
+    for label, args in (("auto", AUTO), ("ray2", RAY2)):
         name = f"cold-{label}"
         runs = repeat_runs(
             options.repeat_cold,
@@ -148,7 +154,7 @@ def cold_builds(
 
 @section("no-op")
 def noop(project: Project, results: SizeResults, options: Options) -> None:
-    build = _warm_build(project, "cold-ray2", (), options)
+    build = _warm_build(project, WARM_BUILD, AUTO, options)
     runs = repeat_runs(
         options.repeat,
         lambda i: run_orchestrate(build, timeout=options.timeout),
@@ -178,7 +184,7 @@ def _warm_build(project: Project, name: str, args: tuple, options: Options):
 
 @section("edits")
 def edits(project: Project, results: SizeResults, options: Options) -> None:
-    build = _warm_build(project, "cold-ray2", (), options)
+    build = _warm_build(project, WARM_BUILD, AUTO, options)
     targets = pick_edit_targets(project)
     rel = lambda p: str(p.relative_to(project.root))  # noqa: E731
     results.put(
@@ -264,6 +270,33 @@ def collect(project: Project, results: SizeResults, options: Options) -> None:
 
 @section("validation")
 def validation(project: Project, results: SizeResults, options: Options) -> None:
+    """Cold `orchestrate validate` as a new user runs it (whole process, empty cache, the build
+    file's executor), the validate stage's own seconds on Ray with 1 and 2 workers, and the
+    in-process baselines (the ArtEase 1.x parse-per-rule checker among them)."""
+    name = "validate-command"
+
+    def cold_validate(i: int):
+        build = bench_build_file(project, name, shared_paths=options.shared_paths)
+        report = project.dir / "runs" / name / "validate.json"
+        return run_orchestrate(
+            build,
+            "--format",
+            "json",
+            "--output",
+            str(report),
+            command="validate",
+            timeout=options.timeout,
+        )
+
+    runs = repeat_runs(options.repeat_cold, cold_validate, "cold orchestrate validate")
+    figure = runs_figure(runs, lambda r: r.wall)
+    figure["engine_median"] = median([r.engine_s for r in runs])
+    results.put("validate.command", figure)
+    log(
+        f"  cold orchestrate validate: {fmt_s(figure['median'])} whole process "
+        f"(validate stage {fmt_s(figure['stages'].get('validate'))}, units in the "
+        f"{figure['executor']})"
+    )
     stages = ("--stages", "validate")
     for label, args in (("ray1", RAY1), ("ray2", RAY2)):
         name = f"validate-{label}"
@@ -303,6 +336,40 @@ def validation(project: Project, results: SizeResults, options: Options) -> None
         + (" (extrapolated)" if per_rule["extrapolated"] else "")
     )
     ensure_floor(project, results, options, "xml1", "floor.xml_parse.p1")
+    ensure_floor(project, results, options, "p2", "floor.read_parse.p2")
+
+
+# -- pack ------------------------------------------------------------------------------------------
+
+PACK_PATHS = (500, 5000)
+
+
+@section("pack")
+def packing(project: Project, results: SizeResults, options: Options) -> None:
+    """`pack` in this process on the project's cooked assets, with layouts listing 500 and
+    5,000 asset paths explicitly (benchmarks/layouts.py)."""
+    from layouts import explicit_layout, load_pack_inputs, time_pack
+
+    inputs = load_pack_inputs(project)
+    log(
+        f"  collected in this process ({inputs.collect_s:.1f} s): {len(inputs.cooked):,} "
+        "cooked assets"
+    )
+    repeat = max(3, options.repeat)  # in-process and short: never fewer than three runs
+    for count in PACK_PATHS:
+        layout = explicit_layout(inputs.cooked, count)
+        figure = time_pack(inputs, layout, repeat)
+        results.put(f"pack.explicit.{count}", figure)
+        log(
+            f"  pack, {figure['paths']:,} explicit paths in {figure['rules']} rules: "
+            f"{figure['median'] * 1000:.0f} ms ({figure['cooked']:,} cooked assets, "
+            f"{figure['bundles']} bundles)"
+        )
+        if layout.paths < count:
+            results.notes.append(
+                f"pack: the project cooks {layout.paths:,} assets, fewer than {count:,}: the "
+                f"layout of {count:,} paths lists all {layout.paths:,}"
+            )
 
 
 # -- output ------------------------------------------------------------------------------------------

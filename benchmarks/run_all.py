@@ -22,7 +22,18 @@ import common
 import figures as F
 import report
 
-SECTIONS = ("floors", "cold", "output", "noop", "edits", "collect", "validate", "cocos", "report")
+SECTIONS = (
+    "floors",
+    "cold",
+    "output",
+    "noop",
+    "edits",
+    "collect",
+    "validate",
+    "pack",
+    "cocos",
+    "report",
+)
 # The name each section records its failure under (figures.section).
 SECTION_ERRORS = {
     "floors": "floors",
@@ -32,6 +43,7 @@ SECTION_ERRORS = {
     "edits": "edits",
     "collect": "collect+dependency",
     "validate": "validation",
+    "pack": "pack",
     "cocos": "cocos",
     "report": "report page",
 }
@@ -155,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             "edits": lambda: F.edits(project, results, options),
             "collect": lambda: F.collect(project, results, options),
             "validate": lambda: F.validation(project, results, options),
+            "pack": lambda: F.packing(project, results, options),
             "cocos": lambda: F.cocos(project, results, options),
             "report": lambda: F.report_page(project, results, options),
         }

@@ -1,11 +1,15 @@
 """Run the `orchestrate` command in this fresh interpreter and write what happened as JSON.
 
-    python benchmarks/runner.py OUT.json -- run build.yaml [--executor ray --workers 2 ...]
+    python benchmarks/runner.py OUT.json [--stage-frames] -- run build.yaml [--executor ray ...]
+    python benchmarks/runner.py OUT.json -- validate build.yaml --format json --output v.json
 
 The command runs exactly as the console script would (`orchestrator.cli.main`, then `leave`); `run_build` is
-wrapped to keep its `RunResult`, so the per-stage seconds, Ray's startup, the sampled peak RSS and
-whether Ray was imported are written to OUT.json. The benchmark harness times the whole process
-from outside (what a user waits for) and reads the rest from here.
+wrapped to keep its `RunResult`, so the per-stage seconds, Ray's startup, the sampled peak RSS,
+the files the scan re-hashed and whether Ray was imported are written to OUT.json. The benchmark
+harness times the whole process from outside (what a user waits for) and reads the rest from here.
+
+`--stage-frames` (for profilers): each stage runs inside a frame named `stage:<name>`, so a
+sampling profiler's stacks say which stage a sample belongs to (benchmarks/profile_runs.py).
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+import types
 
 STARTED = time.perf_counter()
+STAGE_FRAME_PREFIX = "stage:"
 
 
 def code_digest(root) -> str:
@@ -29,14 +35,43 @@ def code_digest(root) -> str:
     return digest.hexdigest()
 
 
+def _call(call):
+    return call()
+
+
+def named_frame(name: str) -> types.FunctionType:
+    """A function that calls its argument from a frame whose code is named `name` (what
+    py-spy and other sampling profilers print for the frame)."""
+    code = _call.__code__.replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, {}, name)
+
+
+def name_stage_frames(scheduler_class) -> None:
+    """Run every stage of `scheduler_class` inside a frame named `stage:<stage name>`."""
+    original = scheduler_class._stage
+    frames: dict[str, types.FunctionType] = {}
+
+    def stage_in_named_frame(self, stage, *args, **kwargs):
+        name = stage.name
+        frame = frames.get(name)
+        if frame is None:
+            frame = frames[name] = named_frame(STAGE_FRAME_PREFIX + name)
+        return frame(lambda: original(self, stage, *args, **kwargs))
+
+    scheduler_class._stage = stage_in_named_frame
+
+
 def main() -> None:
     out_path = sys.argv[1]
+    flags = sys.argv[2 : sys.argv.index("--")]
     argv = sys.argv[sys.argv.index("--") + 1 :]
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
     code = code_digest(root)
     import orchestrator.scheduler as scheduler
 
+    if "--stage-frames" in flags:
+        name_stage_frames(scheduler.Scheduler)
     captured: dict = {}
     original = scheduler.run_build
 
@@ -70,12 +105,16 @@ def main() -> None:
         "driver_peak_rss": None,
         "driver_peak_private": None,
         "workers_peak_rss": None,
+        "hashed_files": None,
+        "scan_seconds": None,
     }
     if result is not None:
         record["ray_startup"] = result.ray_startup
-        record["driver_peak_rss"] = getattr(result, "driver_peak_rss", None)
-        record["driver_peak_private"] = getattr(result, "driver_peak_private", None)
-        record["workers_peak_rss"] = getattr(result, "workers_peak_rss", None)
+        record["driver_peak_rss"] = result.driver_peak_rss
+        record["driver_peak_private"] = result.driver_peak_private
+        record["workers_peak_rss"] = result.workers_peak_rss
+        record["hashed_files"] = result.hashed_files  # files the scan read again to compare
+        record["scan_seconds"] = result.scan_seconds
         record["stages"] = [
             {
                 "name": r.name,
