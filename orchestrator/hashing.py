@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import blake3
@@ -71,13 +70,3 @@ def fast_pickle(cls: Any) -> Any:
         getter = attrgetter(*names)
         cls.__reduce__ = lambda self: (cls, getter(self))
     return cls
-
-
-def dumps(value: Any) -> bytes:
-    """Serialize a unit result for the store (pickle protocol 5; results hold no sets)."""
-    return pickle.dumps(value, protocol=5)
-
-
-def loads(data: bytes) -> Any:
-    """Inverse of `dumps`."""
-    return pickle.loads(data)

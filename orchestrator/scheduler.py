@@ -113,6 +113,7 @@ class Scheduler:
             explain=options.explain,
         )
         self.hashed = 0
+        self.sampler: ResourceSampler | None = None  # while the stages run
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -137,6 +138,7 @@ class Scheduler:
             }
             progress = Progress(self.options.progress)
             with ResourceSampler() as sampler:
+                self.sampler = sampler
                 try:
                     for position, stage in enumerate(self.stages):
                         if not self._stage(stage, ctx, state, values, progress):
@@ -270,6 +272,8 @@ class Scheduler:
         # Ray's startup is reported on its own, not in the stage that needed it.
         report.seconds = time.perf_counter() - started - self.rebuilder.startup_unreported
         self.rebuilder.startup_unreported = 0.0
+        if self.sampler is not None:
+            report.peak_rss, report.cpu_percent = self.sampler.window()
         ctx.reports.append(report)
         self.log.debug(
             "stage.done",

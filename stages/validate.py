@@ -1,15 +1,16 @@
 """Stage `validate`: check the project against the build's rule files (spec/rules.md).
 
-One unit per source file: it parses the file once and runs every rule whose rpath selects it
-(subxpath targets are read through the reader, so they enter the unit's cache key). A large file
-that many rules select (a Messiah resource.repository carries most of a library) is split into
-parts, each a unit that parses the file once and runs a contiguous group of its rules, so that
-workers share the long pole (stages/rules/parts.py). Results are keyed by rule digest, so the
-document does not depend on the split. The rules are loaded and compiled in `plan`, before any
-project file is read; custom code runs there once and again, lazily, once per worker process.
+Each file is parsed once and checked by every rule whose rpath selects it (subxpath targets are
+read through the reader, so they enter the unit's cache key). Small files are checked in shards
+of about 64 (one unit each); a large file that many rules select (a Messiah resource.repository
+carries most of a library) is split into parts, each a unit that parses the file once and runs a
+contiguous group of its rules, so that workers share the long pole (stages/rules/parts.py).
+Results are keyed by rule digest, so the document does not depend on the grouping. The rules
+are loaded and compiled in `plan`, before any project file is read; custom code runs there once
+and again, lazily, once per worker process.
 
-Incrementally: a file edited is checked again by the engine (its units read it); a file added or
-removed gets or loses its units here; a change to the rules, the index or (with `scope: cooked`)
+Incrementally: a file edited is checked again by the engine (its unit read it); a file added or
+removed re-plans its shard here; a change to the rules, the index or (with `scope: cooked`)
 the cook list plans everything again. The document is patched from the outcomes of the units
 that ran, and the reports are rendered again only when it changed.
 """
@@ -23,7 +24,15 @@ from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers
 from stages.rules.engine import Shared, check_file, plan_files
 from stages.rules.loader import RuleSet, load_rules
-from stages.rules.parts import file_size, split_rules, unit_cost
+from stages.rules.parts import (
+    SHARD_MAX_BYTES,
+    file_size,
+    shard_count,
+    shard_id,
+    shard_of,
+    split_rules,
+    unit_cost,
+)
 from stages.rules.report import (
     build_document,
     gate_fails,
@@ -117,16 +126,19 @@ def plan(ctx, inputs: dict) -> Plan:
     if section.get("scope") == "cooked":
         cooked = _cooked_files(inputs["assets"], inputs["cooklist"], candidates)
         candidates = [path for path in candidates if path in cooked]
-    units = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidates, index))
+    units, shards = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidates, index))
     return Plan(
-        units=units, shared=_shared(ctx, ruleset, index), state=_state(ruleset), scratch=ruleset
+        units=units,
+        shared=_shared(ctx, ruleset, index),
+        state=_state(ruleset, shards),
+        scratch=ruleset,
     )
 
 
-def _state(ruleset: RuleSet) -> dict:
-    """What the next run starts from: the rule library's key, and what its custom code
-    defines (so loading the same rules again runs none of it)."""
-    return {"rules": _rules_key(ruleset), "defined": ruleset.defined}
+def _state(ruleset: RuleSet, shards: int) -> dict:
+    """What the next run starts from: the rule library's key, what its custom code defines (so
+    loading the same rules again runs none of it) and the number of shards."""
+    return {"rules": _rules_key(ruleset), "defined": ruleset.defined, "shards": shards}
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
@@ -147,21 +159,40 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     added = sorted(project.changed - set(changes.files_modified))
     if section.get("scope") == "cooked" and added:
         return None
-    units = _units(ctx, ruleset, plan_files(ruleset, ctx.root, candidate_files(ctx, added), index))
-    gone = set(project.removed)
-    removed = (
-        tuple(unit_id for unit_id in changes.stored_ids() if unit_id.partition("#")[0] in gone)
-        if gone
-        else ()
-    )
+    shards = int(known.get("shards") or 1)
+    units: list[Unit] = []
+    removed: tuple[str, ...] = ()
+    reasons = {}
+    moved = set(added) | set(project.removed)
+    if moved:
+        # The shards files came into or left are planned again whole (with their files that
+        # have units of their own, so a file never sits in two units).
+        touched = {shard_of(path, shards) for path in moved}
+        members = [e.path for e in ctx.walk() if shard_of(e.path, shards) in touched]
+        selected = plan_files(ruleset, ctx.root, candidate_files(ctx, members), index)
+        units, _ = _units(ctx, ruleset, selected, shards)
+        planned = {unit.id for unit in units}
+        stale = {shard_id(shard, shards) for shard in touched}
+        mine = set(members) | set(project.removed)
+        removed = tuple(
+            unit_id
+            for unit_id in changes.stored_ids()
+            if unit_id not in planned and (unit_id in stale or unit_id.partition("#")[0] in mine)
+        )
+        reasons = {unit.id: "files added or removed: " + _named(moved, unit) for unit in units}
     return Plan(
         units=units,
         shared=_shared(ctx, ruleset, index),
-        state=_state(ruleset),
+        state=_state(ruleset, shards),
         removed=removed,
         scratch=ruleset,
-        reasons={unit.id: f"new file {unit.payload[0]}" for unit in units},
+        reasons=reasons,
     )
+
+
+def _named(moved: set[str], unit: Unit) -> str:
+    """The added or removed files a re-planned unit is about (for --explain)."""
+    return ", ".join(sorted(moved & set(unit.files))) or "its shard changed"
 
 
 def _shared(ctx, ruleset: RuleSet, index) -> Shared:
@@ -174,37 +205,58 @@ def _shared(ctx, ruleset: RuleSet, index) -> Shared:
     )
 
 
-def _units(ctx, ruleset: RuleSet, selected: dict) -> list[Unit]:
+def _units(
+    ctx, ruleset: RuleSet, selected: dict, shards: int | None = None
+) -> tuple[list[Unit], int]:
+    """The units checking `selected` (path → rule positions), and the number of shards."""
     units = []
+    small: list[tuple[str, tuple[int, ...], int]] = []
     for relpath, positions in selected.items():
         size = file_size(ctx.root, relpath)
         groups = split_rules(size, [ruleset.rules[i] for i in positions], positions)
+        if len(groups) == 1 and size < SHARD_MAX_BYTES:
+            small.append((relpath, tuple(groups[0]), size))
+            continue
         for part, group in enumerate(groups):
-            rules = [ruleset.rules[i] for i in group]
-            key = {"path": relpath, "rules": [rule.digest for rule in rules]}
-            if any(rule.uses_index for rule in rules):
-                key["index"] = ruleset.index_digest
-            if any(rule.func_str for rule in rules):
-                key["root"] = ctx.root  # custom code sees absolute paths
             unit_id = relpath if len(groups) == 1 else f"{relpath}#{part + 1}"
-            units.append(
-                Unit(
-                    id=unit_id,
-                    payload=(relpath, tuple(group)),
-                    key=key,
-                    files=(relpath,),
-                    cost=unit_cost(size, rules),
-                )
-            )
+            units.append(_unit(ctx, ruleset, unit_id, [(relpath, tuple(group), size)]))
+    shards = shards or shard_count(len(small))
+    by_shard: dict[int, list] = {}
+    for item in small:
+        by_shard.setdefault(shard_of(item[0], shards), []).append(item)
+    for shard, items in sorted(by_shard.items()):
+        units.append(_unit(ctx, ruleset, shard_id(shard, shards), sorted(items)))
     # The heaviest first: executors hand units out in order, and a long unit started last
     # would leave the other workers idle at the end.
     units.sort(key=lambda unit: -unit.cost)
-    return units
+    return units, shards
+
+
+def _unit(ctx, ruleset: RuleSet, unit_id: str, items: list) -> Unit:
+    """A unit checking each (path, rule positions, size) of `items`."""
+    rules = {i: ruleset.rules[i] for _, group, _ in items for i in group}
+    key: dict = {
+        "files": [[path, [ruleset.rules[i].digest for i in group]] for path, group, _ in items]
+    }
+    if any(rule.uses_index for rule in rules.values()):
+        key["index"] = ruleset.index_digest
+    if any(rule.func_str for rule in rules.values()):
+        key["root"] = ctx.root  # custom code sees absolute paths
+    return Unit(
+        id=unit_id,
+        payload=tuple((path, group) for path, group, _ in items),
+        key=key,
+        files=tuple(path for path, _, _ in items),
+        cost=sum(unit_cost(size, [ruleset.rules[i] for i in group]) for _, group, size in items),
+    )
 
 
 def run(payload, shared: Shared, reader):
-    relpath, positions = payload
-    return check_file(relpath, [shared.rules[i] for i in positions], shared, reader)
+    """The outcomes of every file of the unit, file after file."""
+    outcomes: list = []
+    for relpath, positions in payload:
+        outcomes.extend(check_file(relpath, [shared.rules[i] for i in positions], shared, reader))
+    return tuple(outcomes)
 
 
 def finish(ctx, inputs: dict, results) -> dict:

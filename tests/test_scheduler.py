@@ -226,3 +226,10 @@ def test_incremental_build_equals_clean_build(tmp_path_factory, edits):
         incremental = build_toy(build).outputs
         clean = build_toy(write_toy(tmp_path_factory.mktemp("clean"), files)).outputs
         assert incremental == clean
+
+
+def test_every_stage_report_carries_its_memory_sample(tmp_path):
+    """Each stage's report says the peak memory seen while it ran (the run summary shows it)."""
+    build = write_toy(tmp_path, {"a.txt": "1\n", "b.txt": "2\n"})
+    result = build_toy(build)
+    assert result.reports and all(report.peak_rss > 0 for report in result.reports)

@@ -72,16 +72,17 @@ def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch
     root, rule_file, inputs = project
     assert (root / "Repository/resource.repository").stat().st_size > parts.SPLIT_MIN_BYTES
     plan, document = run_stage(root, rule_file, inputs)
-    repository = [u for u in plan.units if u.payload[0] == "Repository/resource.repository"]
+    repository = [u for u in plan.units if u.files == ("Repository/resource.repository",)]
     assert len(repository) > 1 and len({u.id for u in plan.units}) == len(plan.units)
-    assert all(u.files == ("Repository/resource.repository",) for u in repository)
-    assert sorted(i for u in repository for i in u.payload[1]) == list(range(10))
+    assert sorted(i for u in repository for (_, group) in u.payload for i in group) == list(
+        range(10)
+    )
     assert [u.cost for u in plan.units] == sorted((u.cost for u in plan.units), reverse=True)
     assert document["failures"] and document["sources_checked"] > 10
 
     monkeypatch.setattr(parts, "SPLIT_MIN_BYTES", 1 << 40)
     whole_plan, whole = run_stage(root, rule_file, inputs)
-    assert [u.id for u in whole_plan.units if u.payload[0].endswith(".repository")] == [
+    assert [u.id for u in whole_plan.units if u.payload[0][0].endswith(".repository")] == [
         "Repository/resource.repository"
     ]
     for fmt in ("json", "junit", "text"):
@@ -98,8 +99,8 @@ def test_rules_with_one_digest_share_a_part(project):
     root, rule_file, inputs = project
     plan, _ = run_stage(root, rule_file, inputs)
     twins = {6, 9}  # model-faces and model-faces-again, apart in the library
-    holders = [u for u in plan.units if twins & set(u.payload[1])]
-    assert len(holders) == 1 and twins <= set(holders[0].payload[1])
+    holders = [u for u in plan.units if any(twins & set(group) for _, group in u.payload)]
+    assert len(holders) == 1 and twins <= set(holders[0].payload[0][1])
     assert plan.shared.rules[6].digest == plan.shared.rules[9].digest
 
 
@@ -113,7 +114,8 @@ def test_a_rule_edit_changes_only_the_keys_of_the_parts_holding_it(project):
     assert [u.id for u in before.units] == [u.id for u in after.units]
     old = {u.id: u for u in before.units}
     changed = {u.id for u in after.units if u.key != old[u.id].key}
-    holding = {u.id for u in after.units if 3 in u.payload[1]}  # name-short is the 4th rule
+    # name-short is the 4th rule
+    holding = {u.id for u in after.units if any(3 in group for _, group in u.payload)}
     assert changed == holding and len(holding) == 1 and len(after.units) > 2
 
 

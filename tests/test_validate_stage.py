@@ -63,20 +63,27 @@ def validate_once(setup, **rules):
     )
 
 
-def test_units_are_per_file_with_keys_naming_what_they_use(setup):
-    """One unit per selected file; index digest and root enter keys only where rules need them."""
+def test_small_files_are_checked_in_shards_with_keys_naming_what_they_use(setup, monkeypatch):
+    """Small files share shard units (each file and its rules in the key); a file of its own
+    unit keys on its own rules; the index digest and the root enter keys only where rules need
+    them."""
     plan = validate_once(setup).plan
-    keys = {u.id: u.key for u in plan.units}
-    assert sorted(keys) == [
+    (shard,) = plan.units
+    assert shard.id == "<shard 0/1>"
+    assert shard.files == (
         "Other/x.xml",
         "Repository/Loose/resource.xml",
         f"Repository/Test/{G}/resource.xml",
         "Repository/resource.repository",
-    ]
+    )
+    assert [path for path, _ in shard.key["files"]] == list(shard.files)
+    assert "index" in shard.key and "root" in shard.key
+    monkeypatch.setattr(validate, "SHARD_MAX_BYTES", 0)  # every file a unit of its own
+    keys = {u.id: u.key for u in validate_once(setup).plan.units}
+    assert sorted(keys) == sorted(shard.files)
     assert "index" in keys["Repository/resource.repository"]
     assert "index" not in keys["Repository/Loose/resource.xml"]
     assert "root" in keys["Other/x.xml"] and "root" not in keys["Repository/resource.repository"]
-    assert all(u.files == (u.id,) for u in plan.units)
 
 
 def test_finish_and_publish(setup):
@@ -97,16 +104,17 @@ def test_finish_and_publish(setup):
     assert json.loads(run.published["reports/validate.json"])["rules"] == 3
 
 
-def test_units_read_the_file_they_check(setup):
-    """Each unit's trace names the file it checked, so an edit to it invalidates the unit."""
+def test_units_read_the_files_they_check(setup):
+    """Each unit's trace names every file it checked, so an edit to one invalidates the unit."""
     run = validate_once(setup)
-    assert all(unit_id in reads for unit_id, reads in run.reads.items())
+    units = {unit.id: unit for unit in run.plan.units}
+    assert all(set(units[unit_id].files) <= set(reads) for unit_id, reads in run.reads.items())
 
 
 def test_scope_cooked_checks_only_files_of_cooked_assets(setup):
     """rules.scope: cooked limits the units to files of cooked assets."""
     plan = validate_once(setup, scope="cooked").plan
-    assert [u.id for u in plan.units] == [f"Repository/Test/{G}/resource.xml"]
+    assert [u.files for u in plan.units] == [(f"Repository/Test/{G}/resource.xml",)]
 
 
 def test_the_rule_files_are_tracked_inputs_of_the_stage(setup):

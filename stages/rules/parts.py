@@ -1,8 +1,14 @@
-"""Splitting the rules of one large file into parts (the validate stage's units), and their cost.
+"""Shaping the validate stage's units: large files split into parts, small files in shards.
 
 A Messiah resource.repository is a few large files that most of a library's rules select: as one
 unit each they are the long pole of validation however many workers there are. A part parses the
 file once and runs a group of its rules, so the parts of a file can run side by side.
+
+Small files (attribute files, metas: tens of thousands) are checked in shards of about
+SHARD_FILES files: one unit per file made the engine's per-unit work (keys, store, state) cost
+more than the checking. A file's shard is a hash of its path modulo the number of shards, so a
+file added or removed changes its shard only, and an edited file re-checks the files of its
+shard (milliseconds).
 
 Costs are in bytes processed: a unit parses its file once, and each rule makes about one pass over
 it; rules that also read other files (subxpath targets, built-in checks) or run custom code make
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 
 from .loader import CompiledRule
 
@@ -107,3 +114,22 @@ def _balanced_cuts(weights: list[int], parts: int) -> list[int]:
         best = min(range(low, high + 1), key=lambda cut: (abs(cumulative[cut - 1] - target), cut))
         cuts.append(best)
     return cuts
+
+
+SHARD_FILES = 64  # small files per shard, on average
+SHARD_MAX_BYTES = 64 * 1024  # a file this large (or split into parts) has units of its own
+
+
+def shard_count(files: int) -> int:
+    """Shards for this many small files: a power of two, about SHARD_FILES files each."""
+    return 1 << max(0, math.ceil(math.log2(max(1, files) / SHARD_FILES)))
+
+
+def shard_of(relpath: str, shards: int) -> int:
+    """The shard a small file belongs to (stable across runs and machines)."""
+    return zlib.crc32(relpath.encode("utf-8", "surrogateescape")) % shards
+
+
+def shard_id(shard: int, shards: int) -> str:
+    """The unit id of a shard (no project path looks like it)."""
+    return f"<shard {shard}/{shards}>"

@@ -12,7 +12,7 @@ from enginekit import build_toy, write_toy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import scanning
+from orchestrator import statpass
 from orchestrator.filetable import FileTable
 from orchestrator.scanning import scan
 
@@ -154,7 +154,7 @@ def test_the_forked_stat_pass_finds_what_one_process_finds(tmp_path, monkeypatch
     (root / "d4" / "f4.txt").unlink()
     (root / "d5" / "new.txt").write_text("n")
     single = scan(str(root), set(), stored(base))
-    monkeypatch.setattr(scanning, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(statpass, "PARALLEL_MIN_FILES", 1)
     forked = scan(str(root), set(), stored(base))
     assert forked.changes == single.changes
     assert forked.changes.modified == ["d3/f3.txt"]

@@ -1,0 +1,102 @@
+"""The stat pass of a rescan: every known folder and file of the table `stat`ed and compared
+with its stored signature, split between the driver and a forked child on a machine with more
+than one core (the table is shared copy-on-write; the child sends back only what moved)."""
+
+from __future__ import annotations
+
+import os
+import stat as statmod
+
+from .filetable import FileTable, Signature, signature_of
+
+PARALLEL_MIN_FILES = 20_000  # below this, forking costs more than it saves
+GONE = Signature(-2, -2, -2, -2, -2)  # a row whose file vanished or is no longer a file
+
+
+def check_signatures(root: str, old: FileTable) -> tuple[set[int], dict[int, Signature]]:
+    """(folders whose mtime or inode moved or that vanished, file rows whose signature moved →
+    the new signature or GONE), stat'ing in two processes when the table is large."""
+    n = len(old.paths)
+    if n >= PARALLEL_MIN_FILES and (os.cpu_count() or 1) > 1 and hasattr(os, "fork"):
+        return check_forked(root, old)
+    return check_range(root, old, 0, len(old.folders), 0, n)
+
+
+def check_range(
+    root: str, old: FileTable, f0: int, f1: int, r0: int, r1: int
+) -> tuple[set[int], dict[int, Signature]]:
+    moved: set[int] = set()
+    lstat, stat = os.lstat, os.stat
+    mt, ino = old.folder_mtime, old.folder_ino
+    for i in range(f0, f1):
+        rel = old.folders[i]
+        try:
+            st = lstat(f"{root}/{rel}") if rel else stat(root)
+        except OSError:
+            moved.add(i)
+            continue
+        if st.st_mtime_ns != mt[i] or st.st_ino != ino[i] or not statmod.S_ISDIR(st.st_mode):
+            moved.add(i)
+    changed: dict[int, Signature] = {}
+    c = old.columns
+    size, mtime, ctime, inode, dev = c["size"], c["mtime"], c["ctime"], c["ino"], c["dev"]
+    prefix = root + "/"
+    paths = old.paths
+    for r in range(r0, r1):
+        try:
+            st = stat(prefix + paths[r])
+        except OSError:
+            changed[r] = GONE
+            continue
+        if (
+            st.st_mtime_ns != mtime[r]
+            or st.st_size != size[r]
+            or st.st_ctime_ns != ctime[r]
+            or st.st_ino != inode[r]
+            or st.st_dev != dev[r]
+        ):
+            changed[r] = signature_of(st) if statmod.S_ISREG(st.st_mode) else GONE
+    return moved, changed
+
+
+def check_forked(root: str, old: FileTable) -> tuple[set[int], dict[int, Signature]]:
+    """Half the stats in a forked child (a snapshot of this process: the table is shared
+    copy-on-write), half here; the child sends back only what moved."""
+    import msgpack
+
+    half_rows, half_folders = len(old.paths) // 2, len(old.folders) // 2
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: stat, report, leave without running any cleanup
+        status = 0
+        try:
+            os.close(read_end)
+            moved, changed = check_range(
+                root, old, half_folders, len(old.folders), half_rows, len(old.paths)
+            )
+            data = msgpack.packb([sorted(moved), [[r, *sig] for r, sig in changed.items()]])
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view) :]
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    moved, changed = check_range(root, old, 0, half_folders, 0, half_rows)
+    chunks = []
+    with os.fdopen(read_end, "rb") as pipe:
+        while chunk := pipe.read(1 << 20):
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:  # the child failed: check its half here instead
+        more_moved, more_changed = check_range(
+            root, old, half_folders, len(old.folders), half_rows, len(old.paths)
+        )
+    else:
+        folders, rows = msgpack.unpackb(b"".join(chunks))
+        more_moved = set(folders)
+        more_changed = {r: Signature(*sig) for r, *sig in rows}
+    moved |= more_moved
+    changed.update(more_changed)
+    return moved, changed
