@@ -296,7 +296,9 @@ class Rebuilder:
             return self._memory[digest]
         try:
             return loads(self.cache.get_blob(digest))
-        except (CacheCorrupt, CodecError):
+        except (CacheCorrupt, CodecError) as exc:
+            if isinstance(exc, CodecError):  # intact bytes, but no value: never trust it again
+                self.cache.refuse(digest, str(exc))
             producer = self._producers.get(digest)
             if producer is None:
                 raise CacheCorrupt(f"stored result {digest[:12]} is damaged or gone") from None

@@ -17,6 +17,7 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .cache import Cache
 from .cache.state import ScopeState
@@ -57,6 +58,7 @@ class RunResult:
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
     scan_seconds: float = 0.0
     file_changes: FileChanges | None = None
+    concluded: Any = None  # what run_build's `conclude` made of the run
 
 
 @dataclass
@@ -264,10 +266,15 @@ class Scheduler:
 
 
 def run_build(
-    build: Build, options: RunOptions, log, stages: Sequence[Stage] | None = None
+    build: Build,
+    options: RunOptions,
+    log,
+    stages: Sequence[Stage] | None = None,
+    conclude: Callable[[RunResult], Any] | None = None,
 ) -> RunResult:
     """Run a build; a damaged cache entry found mid-run is set aside and the run started
-    again."""
+    again. `conclude(result)` (kept as `result.concluded`) reads what the run left while it
+    still holds the cache: a stored value it finds damaged starts the run again too."""
     from .lock import CacheLock
 
     for attempt in range(3):
@@ -277,7 +284,10 @@ def run_build(
         scheduler = Scheduler(build, options, log, stages, forget_state=attempt > 0)
         try:
             with CacheLock(build.cache_dir):
-                return scheduler.run()
+                result = scheduler.run()
+                if conclude is not None:
+                    result.concluded = conclude(result)
+                return result
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
             if attempt == 2:
