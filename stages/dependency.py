@@ -2,8 +2,9 @@
 
 The closure is fast (linear in assets and references), so it is one unit keyed on the
 fingerprint of the assets (the digests of their entries); it runs again only when an asset
-entry, the source's roots or the build file's cook section change. `publish` writes `reports/cooklist.json`. With `cook.fail_on_missing` and
-something missing, the cook list's `failure` is set so the CLI exits 1 after publishing.
+entry, the source's roots or the build file's cook section change. `publish` writes
+`reports/cooklist.json`. With `cook.fail_on_missing` and something missing, the cook list's
+`failure` is set so the CLI exits 1 after publishing.
 """
 
 from __future__ import annotations
