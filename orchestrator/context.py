@@ -115,12 +115,20 @@ class Context:
         (orchestrator/outputs.py)."""
         return self.output_folder.path(relpath)
 
-    def mark_published(self, relpath: str) -> None:
-        """Note an output file the stage found already right (so a later skip checks it too)."""
-        self.output_path(relpath)
+    def mark_published(self, relpath: str) -> bool:
+        """Note an output file the stage found already right (so a later skip checks it too);
+        False, noting nothing, when it is not as the folder's last publication of it left it
+        (deleted, edited, replaced): the stage must publish it again."""
+        try:
+            st = self.output_path(relpath).stat()
+        except FileNotFoundError:
+            return False
+        if self.state.output_digest(relpath, st) is None:
+            return False
         self.ledger.record(relpath)
         self.published.add(relpath)
         self.stage_published.add(relpath)
+        return True
 
     def output_digest(self, relpath: str, st: os.stat_result) -> str:
         """The digest of an output file as it is (remembered by signature across runs)."""

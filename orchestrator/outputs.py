@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from .cache.atomic import naming
 from .errors import ProjectError
 
 LEDGER = "reports/.orchestrate.published"
@@ -96,9 +97,15 @@ class Ledger:
         if relpath in self._known:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, (relpath + "\n").encode("utf-8"))
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                # A line a killed run tore: its file was never written (a path is listed
+                # first), and ours must not join it. Only the lock holder writes here.
+                os.ftruncate(fd, os.pread(fd, size, 0).rfind(b"\n") + 1)
+            with naming(self.path):
+                os.write(fd, (relpath + "\n").encode("utf-8"))
         finally:
             os.close(fd)
         self._known.add(relpath)

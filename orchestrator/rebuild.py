@@ -114,6 +114,7 @@ class Rebuilder:
         dry_run: bool = False,
         keep_going: bool = False,
         explain: bool = False,
+        keep_producers: bool = False,
     ) -> None:
         self.cache = cache
         self.executors = executors
@@ -126,6 +127,9 @@ class Rebuilder:
         self.explained: list[UnitOutcome] = []
         self.startup_unreported = 0.0  # Ray's startup inside the current stage, reported apart
         self._producers: dict[str, Producer] = {}  # result digest → what recomputes it
+        # A run restarted after damage keeps them all: several damaged blobs are then mended
+        # in one pass instead of one restart each.
+        self.keep_producers = keep_producers
         self._memory: dict[str, Any] = {}  # small results made in this run, by digest
 
     def key_prefix(self, stage: Stage, slice_value: Any) -> bytes:
@@ -292,7 +296,8 @@ class Rebuilder:
         for the whole run kept every unit's payload and small result alive: a gigabyte at
         100,000 assets."""
         self._memory.clear()
-        self._producers.clear()
+        if not self.keep_producers:
+            self._producers.clear()
 
     def remember(self, digest: str, producer: Producer) -> None:
         """How to recompute a stored result found through the state, should it be damaged."""
@@ -304,9 +309,13 @@ class Rebuilder:
             return self._memory[digest]
         try:
             return loads(self.cache.get_blob(digest))
-        except (CacheCorrupt, CodecError):
+        except (CacheCorrupt, CodecError) as exc:
+            if isinstance(exc, CodecError):  # intact bytes, but no value: never trust it again
+                self.cache.refuse(digest, str(exc))
             producer = self._producers.get(digest)
             if producer is None:
+                # The run starts again (run_build): no action entry may lead it back here.
+                self.cache.actions.drop_result(digest)
                 raise CacheCorrupt(f"stored result {digest[:12]} is damaged or gone") from None
             self.log.warning("cache.recompute", digest=digest[:12])
             return self.recompute(producer, digest)

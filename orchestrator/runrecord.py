@@ -15,6 +15,7 @@ folder, and is called after every run (not a dry run) and by `orchestrate report
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -30,6 +31,7 @@ from .outcomes import StageReport, UnitOutcome
 SCHEMA = 1
 RECORD = "reports/run.json"
 PREVIOUS = "reports/run.previous.json"
+OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
 #: Units listed one by one (with the reason each ran); beyond this they are only counted.
 RAN_LIMIT = 1000
 
@@ -214,7 +216,8 @@ def write_record(output_dir: Path, record: dict) -> Path:
 
 def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> list[Path]:
     """Call every registered renderer; a renderer that fails is logged and does not change the
-    build's exit code (the outputs are published; only a view of them is missing)."""
+    build's exit code (the outputs are published; only a view of them is missing), unless the
+    disk or the quota is full: that fails the build as it would anywhere else (exit 4)."""
     from .errors import OrchestrateError
     from .memory import relaxed_gc
     from .registry import registered_reports
@@ -231,8 +234,8 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> li
             log.warning("report.failed", report=name, error=exc.describe())
             continue
         except Exception as exc:  # a bug in a renderer must not hide a finished build
-            if log is None:
-                raise
+            if log is None or getattr(exc, "errno", None) in OUT_OF_SPACE:
+                raise  # a full disk or quota fails the build (exit 4), as for any other file
             log.error("report.failed", report=name, error=f"{type(exc).__name__}: {exc}")
             continue
         written.extend(Path(f) for f in files or ())

@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -70,16 +70,27 @@ def judge(build: Build, stages: list[Stage], outputs: Any) -> Verdict:
 
 
 def summary_lines(build: Build, stages: list[Stage], outputs: Any) -> list[str]:
-    """What the stages that ran have to tell (their `summary` hooks), then where reports are."""
+    """What the stages that ran have to tell (their `summary` hooks)."""
     lines: list[str] = []
     for stage in stages:
         hook = getattr(stage.module, "summary", None)
         if hook is not None:
             lines.extend(hook(build, outputs))
-    reports = build.output_dir / "reports"
-    if reports.exists():
-        lines.append(f"reports: {reports}")
     return lines
+
+
+class Conclusion(NamedTuple):
+    verdict: Verdict
+    summary: list[str]
+
+
+def conclude(build: Build, result: Any) -> Conclusion:
+    """The verdict and the summary of a run: what its stages make of the values it left (read
+    while the run still holds the cache, so a damaged stored value makes it start again)."""
+    return Conclusion(
+        judge(build, result.stages, result.outputs),
+        summary_lines(build, result.stages, result.outputs),
+    )
 
 
 def run_command(
@@ -119,7 +130,9 @@ def run_command(
     t0 = time.time()
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
         try:
-            result = run_build(build, options, log)
+            result = run_build(
+                build, options, log, conclude=None if dry_run else lambda run: conclude(build, run)
+            )
         except OrchestrateError as error:
             if not dry_run:  # the record says how it ended, and the page shows what is there
                 with contextlib.suppress(OSError):  # never hide the error that stopped the run
@@ -138,11 +151,12 @@ def run_command(
             elif not result.explained:
                 click.echo("nothing to do")
             return 0
-        verdict = judge(build, result.stages, result.outputs)
+        verdict, lines = result.concluded
         written = record_run(build, options, t0, verdict.exit_code, verdict.reasons, result, log)
     if not quiet:
         print_summary(summary_table(result.reports), interactive())
-        for line in summary_lines(build, result.stages, result.outputs):
+        reports = build.output_dir / "reports"
+        for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
             click.echo(line)
         for path in written:
             click.echo(f"report: {path}")

@@ -17,6 +17,7 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .cache import Cache
 from .cache.state import ScopeState
@@ -57,6 +58,7 @@ class RunResult:
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
     scan_seconds: float = 0.0
     file_changes: FileChanges | None = None
+    concluded: Any = None  # what run_build's `conclude` made of the run
 
 
 @dataclass
@@ -111,6 +113,7 @@ class Scheduler:
             dry_run=options.dry_run,
             keep_going=options.keep_going,
             explain=options.explain,
+            keep_producers=forget_state,
         )
         self.hashed = 0
         self.sampler: ResourceSampler | None = None  # while the stages run
@@ -286,10 +289,15 @@ class Scheduler:
 
 
 def run_build(
-    build: Build, options: RunOptions, log, stages: Sequence[Stage] | None = None
+    build: Build,
+    options: RunOptions,
+    log,
+    stages: Sequence[Stage] | None = None,
+    conclude: Callable[[RunResult], Any] | None = None,
 ) -> RunResult:
     """Run a build; a damaged cache entry found mid-run is set aside and the run started
-    again."""
+    again. `conclude(result)` (kept as `result.concluded`) reads what the run left while it
+    still holds the cache: a stored value it finds damaged starts the run again too."""
     from .lock import CacheLock
     from .memory import relaxed_gc
 
@@ -300,7 +308,10 @@ def run_build(
         scheduler = Scheduler(build, options, log, stages, forget_state=attempt > 0)
         try:
             with CacheLock(build.cache_dir), relaxed_gc():
-                return scheduler.run()
+                result = scheduler.run()
+                if conclude is not None:
+                    result.concluded = conclude(result)
+                return result
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
             if attempt == 2:

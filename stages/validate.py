@@ -286,13 +286,15 @@ def finish(ctx, inputs: dict, results) -> dict:
 
 
 def publish(ctx, outputs: dict) -> None:
-    """The three reports, rendered only when the document changed."""
+    """The three reports, rendered only when the document changed or a report is not as it
+    was published (deleted or edited since)."""
     document = outputs["validation"]
     for fmt, relpath in REPORTS.items():
+        if document is UNCHANGED and ctx.mark_published(relpath):
+            continue
         if document is UNCHANGED:
-            ctx.mark_published(relpath)
-        else:
-            ctx.publish_bytes(relpath, render(document, fmt))
+            document = ctx.previous["validation"]
+        ctx.publish_bytes(relpath, render(document, fmt))
 
 
 def verdict(build, outputs) -> list[str]:

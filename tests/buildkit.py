@@ -102,8 +102,9 @@ def cache_problems(cache_dir: Path, torn_ok: bool = False) -> list[str]:
     """Entries of a cache that fail verification (leftover temporary files are not entries).
 
     Loose blobs must match their names; every intact pack-index line must name a blob the cache
-    returns verified; every action row must pass its check and name a stored blob; the
-    databases must pass SQLite's integrity check and every stored value its digest. A damaged
+    returns verified; every action row must pass its check and name a stored blob;
+    the databases must pass SQLite's integrity check, every stored value its digest and every
+    unit, record and file-table row its check. A damaged
     index line (a torn append of a killed run) is a problem unless `torn_ok`: the index skips
     such lines by design.
     """
@@ -171,7 +172,10 @@ def _action_problems(cache, db) -> list[str]:
 
 def _state_problems(cache, db, path: Path) -> list[str]:
     from orchestrator.cache.entries import STORED_PREFIX
-    from orchestrator.codec import loads
+    from orchestrator.cache.statedb import row_check
+    from orchestrator.codec import allow_package, loads
+
+    allow_package("stages")  # units hold records of the stages' types, as a build would decode
 
     problems = []
     for value, key, digest, data in db.execute(
@@ -182,11 +186,22 @@ def _state_problems(cache, db, path: Path) -> list[str]:
             data = cache.get_blob(data[len(STORED_PREFIX) :].decode("ascii"))
         if digest_bytes(data) != bytes(digest).hex():
             problems.append(f"{path.name}: entry {value}[{key}] does not match its digest")
-    for stage, unit_id, data in db.execute("SELECT stage, id, data FROM units"):
+    for stage, unit_id, key, result, data, check in db.execute(
+        "SELECT stage, id, key, result, data, check_ FROM units"
+    ):
+        if row_check(bytes(key), bytes(result), bytes(data)) != bytes(check):
+            problems.append(f"{path.name}: unit {stage}/{unit_id} fails its check")
+            continue
         try:
             loads(bytes(data))
         except Exception as exc:
             problems.append(f"{path.name}: unit {stage}/{unit_id} does not decode: {exc}")
+    for name, data, check in db.execute("SELECT * FROM records"):
+        if row_check(bytes(data)) != bytes(check):
+            problems.append(f"{path.name}: records row {name} fails its check")
+    for name, data, digest in db.execute("SELECT * FROM filetable"):
+        if digest_bytes(bytes(data)) != digest:
+            problems.append(f"{path.name}: filetable row {name} fails its digest")
     return problems
 
 

@@ -9,9 +9,16 @@ Layout under the cache folder:
   lock                          held shared by builds, alone by `cache gc` and `cache clear`
 
 Blobs are written through a temporary file and a rename or appended in verified ranges, and
-every read is checked against the digest; the databases verify their rows and are set aside
-when damaged. So a reader never trusts a partial or damaged entry: it only costs recomputing.
-Everything stored is data (orchestrator/codec.py): nothing executes when read.
+every read is checked against the digest; a database that SQLite finds damaged is set aside,
+and the rows that hold results, values, units, records and the file table carry a digest of
+their bytes (SQLite keeps none), so bit rot inside a row is found too. So a reader never trusts
+a partial or damaged entry: it only costs recomputing. Everything stored is data
+(orchestrator/codec.py): nothing executes when read; an intact blob that is no value is refused.
+
+Durability: a process killed at any point leaves nothing that is trusted half-written (each
+write path is killed in tests/test_faults.py). Nothing is fsynced (SQLite runs with
+`synchronous = NORMAL`): after an OS crash or a power loss the last entries may be lost, which
+only costs recomputing them (docs/cluster.md, "When things fail").
 """
 
 from __future__ import annotations
@@ -87,6 +94,16 @@ class Cache:
             path.unlink(missing_ok=True)
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return data
+
+    def refuse(self, digest: str, why: str) -> None:
+        """Drop a blob that matches its digest but holds no value this build stores (planted in
+        a shared cache, or written by another product): the blob and the action entries that
+        name it, so that no run finds it again."""
+        path = self._blob_path(digest)
+        self.dropped(path, f"blob {digest[:12]} was refused: {why}")
+        path.unlink(missing_ok=True)
+        self.packs.refuse(digest)
+        self.actions.drop_result(digest)
 
     # -- durability and housekeeping ---------------------------------------------------------
     def flush(self) -> None:

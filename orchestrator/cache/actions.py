@@ -18,7 +18,7 @@ import msgpack
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
-from .db import is_damage, open_db, set_aside
+from .db import is_damage, open_db, raise_if_outside, set_aside
 
 ENTRIES_PER_KEY = 4
 SCHEMA_VERSION = 2
@@ -44,6 +44,8 @@ class ActionCache:
         self._db: sqlite3.Connection | None = None
         self._pending: list[tuple] = []
         self._used: list[tuple] = []  # entries that served a hit: their stamp moves (gc is LRU)
+        self._damaged: list[tuple] = []  # entries that failed their check: deleted at the flush
+        self._refused: list[tuple] = []  # results refused: the entries naming them go too
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -61,11 +63,13 @@ class ActionCache:
         for result, reads, check in rows:
             if digest_bytes(bytes(result) + bytes(reads)).encode("ascii")[:16] != bytes(check):
                 self._owner.dropped(self.path, f"a damaged action entry of {stage} was skipped")
+                self._damaged.append((stage, bytes.fromhex(key), bytes(result)))
                 continue
             try:
                 entries.append(ActionEntry(msgpack.unpackb(reads), bytes(result).hex()))
             except (ValueError, msgpack.ExtraData, TypeError):
                 self._owner.dropped(self.path, "an undecodable action entry was skipped")
+                self._damaged.append((stage, bytes.fromhex(key), bytes(result)))
         return entries
 
     def put(self, stage: str, key: str, reads: dict[str, str | None], result: str) -> None:
@@ -75,19 +79,29 @@ class ActionCache:
         check = digest_bytes(raw + packed).encode("ascii")[:16]
         self._pending.append((stage, bytes.fromhex(key), raw, packed, time.time_ns(), check))
 
+    def drop_result(self, result: str) -> None:
+        """Delete (with the next flush) every entry whose result is this blob."""
+        self._refused.append((bytes.fromhex(result),))
+
     def touch(self, stage: str, key: str, result: str) -> None:
         """Note that an entry served a hit (its stamp moves with the next flush)."""
         self._used.append((time.time_ns(), stage, bytes.fromhex(key), bytes.fromhex(result)))
 
     def flush(self) -> None:
-        """Write what was recorded, in one transaction."""
-        if not self._pending and not self._used:
+        """Write what was recorded, and delete what was found damaged, in one transaction."""
+        if not self._pending and not self._used and not self._damaged and not self._refused:
             return
         rows, self._pending = sorted(self._pending), []
         used, self._used = sorted(self._used), []
+        damaged, self._damaged = sorted(set(self._damaged)), []
+        refused, self._refused = sorted(set(self._refused)), []
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
+            db.executemany(
+                "DELETE FROM actions WHERE stage = ? AND key = ? AND result = ?", damaged
+            )
+            db.executemany("DELETE FROM actions WHERE result = ?", refused)
             db.executemany("INSERT OR REPLACE INTO actions VALUES (?, ?, ?, ?, ?, ?)", rows)
             db.executemany(
                 "UPDATE actions SET stamp = ? WHERE stage = ? AND key = ? AND result = ?", used
@@ -104,6 +118,7 @@ class ActionCache:
             return []
 
     def _fail(self, exc: sqlite3.DatabaseError) -> None:
+        raise_if_outside(exc, self.path)
         if not is_damage(exc):
             raise exc
         self.close()

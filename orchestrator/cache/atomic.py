@@ -13,6 +13,7 @@ import itertools
 import os
 import socket
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,12 +52,24 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.makedirs(parent, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming(path), os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """Name `path` in an OSError that names no file (a write to an open file, a full disk),
+    so that the error the user sees says which file could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -87,7 +100,8 @@ def append_lines(path: Path, data: bytes) -> None:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        os.write(fd, data)
+        with naming(path):
+            os.write(fd, data)
     finally:
         os.close(fd)
 

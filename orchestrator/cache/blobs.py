@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
-from .atomic import Owner, append_lines, line_checksum
+from .atomic import Owner, append_lines, line_checksum, naming
 
 LARGE_BLOB_BYTES = 1 << 20
 
@@ -70,8 +70,11 @@ class BlobPacks:
                 found = (fields[1].decode("ascii"), int(fields[2]), int(fields[3]))
             except (ValueError, UnicodeDecodeError):
                 found = None
-            if found is None:
+            if found is None:  # counted and logged: a recomputation the log explains
                 del index[digest]
+                self._cache.dropped(
+                    self.folder / "index.log", f"the index line of blob {digest[:12]} is damaged"
+                )
             else:
                 index[digest] = found
         return found
@@ -110,6 +113,10 @@ class BlobPacks:
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return data
 
+    def refuse(self, digest: str) -> None:
+        """Never return this blob again in this run (it is not a value this build stores)."""
+        self._bad.add(digest)
+
     def put(self, digest: str, data: bytes) -> None:
         index = self._load()
         if digest not in self._bad and self.has(digest):
@@ -124,7 +131,8 @@ class BlobPacks:
             self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
             writer = self._writer = open(self.folder / self._name, "ab")  # noqa: SIM115 (the run's)
         offset = writer.tell()
-        writer.write(data)
+        with naming(self.folder / self._name):
+            writer.write(data)
         index[digest] = (self._name, offset, len(data))
         self._bad.discard(digest)
         body = f"{digest} {self._name} {offset} {len(data)}"
@@ -134,7 +142,8 @@ class BlobPacks:
 
     def flush(self) -> None:
         if self._writer is not None:
-            self._writer.flush()
+            with naming(self.folder / self._name):
+                self._writer.flush()
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()

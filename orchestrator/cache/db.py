@@ -15,14 +15,27 @@ table) the databases use SQLite's rollback journal and POSIX locks instead.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
 from pathlib import Path
 
-from ..errors import CacheCorrupt
+from ..errors import CacheCorrupt, StepFailed
 
 BUSY_TIMEOUT_MS = 60_000
+#: What SQLite reports when the file system refuses a read, or a write for any reason but a
+#: full disk (a full quota among them): the database is not damaged, the machine is in trouble.
+IO_REFUSED = {
+    sqlite3.SQLITE_IOERR_READ,
+    sqlite3.SQLITE_IOERR_WRITE,
+    sqlite3.SQLITE_IOERR_FSYNC,
+    sqlite3.SQLITE_IOERR_DIR_FSYNC,
+    sqlite3.SQLITE_IOERR_TRUNCATE,
+    sqlite3.SQLITE_IOERR_SHMSIZE,
+}
+#: What SQLite reports for a file that is not (or no longer) a sound database.
+DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_IOERR_SHORT_READ}
 
 
 def open_db(path: Path, schema: str, version: int, log=None) -> sqlite3.Connection:
@@ -41,6 +54,7 @@ def open_db(path: Path, schema: str, version: int, log=None) -> sqlite3.Connecti
                 db.execute(f"PRAGMA user_version = {version}")
             return db
         except sqlite3.DatabaseError as exc:
+            raise_if_outside(exc, path)
             if attempt or not (is_damage(exc) or "schema version" in str(exc)):
                 raise CacheCorrupt(f"cannot open {path}: {exc}") from None
             set_aside(path, str(exc), log)
@@ -118,7 +132,25 @@ def set_aside(path: Path, why: str, log=None) -> None:
 
 def is_damage(exc: BaseException) -> bool:
     """Whether a database error means the file is damaged (as opposed to busy or full)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code in DAMAGED or (code & 0xFF) == sqlite3.SQLITE_CORRUPT
     text = str(exc).lower()
-    return isinstance(exc, sqlite3.DatabaseError) and (
-        "malformed" in text or "not a database" in text or "corrupt" in text or "disk i/o" in text
-    )
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def raise_if_outside(exc: BaseException, path: Path) -> None:
+    """A database write the machine refused fails the build as any other write would: a full
+    disk as ENOSPC (exit 4, "the disk is full"), another refused read or write (a full quota, a
+    failing disk) as a failed step (exit 4) naming the file. Neither is damage: nothing is set
+    aside."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+    if code in IO_REFUSED:
+        raise StepFailed(
+            f"the file system refused the cache database: {exc} (a full quota or a failing disk)",
+            file=str(path),
+        ) from None

@@ -36,13 +36,17 @@ class ValueEntries(StateDatabase):
         return digest, data
 
     def decode(self, digest: bytes, data: bytes) -> Any:
+        stored = None
         if data.startswith(STORED_PREFIX):
-            data = self.blobs.get_blob(data[len(STORED_PREFIX) :].decode("ascii"))
+            stored = data[len(STORED_PREFIX) :].decode("ascii")
+            data = self.blobs.get_blob(stored)
         if digest_bytes(data) != digest.hex():
             raise CacheCorrupt("a stored value does not match its digest")
         try:
             return loads(data)
         except CodecError as exc:
+            if stored is not None:  # intact, but no value: no run may find it again
+                self.blobs.refuse(stored, str(exc))
             raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
 
     def entry(self, value: str, key: str = WHOLE) -> Any:

@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..codec import CodecError, dumps, loads
+from ..errors import CacheCorrupt
 from ..filetable import FileTable
 from ..hashing import digest_bytes, digest_value
 from .entries import WHOLE, ValueChanges, ValueEntries
-from .statedb import chunks
+from .statedb import chunks, row_check
 
 __all__ = ["WHOLE", "ScopeState", "StoredUnit", "ValueChanges", "machine_id"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: rows carry a check of their bytes; large rows in rowid tables
 # Tables whose rows can be large (unit payloads, value entries) keep a rowid: in a WITHOUT
 # ROWID table the whole row is the b-tree key, and interior pages copy large keys, which made
 # storing 6,555 small rows beside a few large ones take 77 s instead of 0.03 s (measured).
@@ -40,9 +41,10 @@ CREATE TABLE IF NOT EXISTS filetable (name TEXT PRIMARY KEY, data BLOB NOT NULL,
 CREATE TABLE IF NOT EXISTS file_changes (gen INTEGER NOT NULL, path TEXT NOT NULL,
     kind TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS file_changes_by_gen ON file_changes (gen);
-CREATE TABLE IF NOT EXISTS records (stage TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS records (stage TEXT PRIMARY KEY, data BLOB NOT NULL,
+    check_ BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS units (stage TEXT NOT NULL, id TEXT NOT NULL, key BLOB NOT NULL,
-    result BLOB NOT NULL, data BLOB NOT NULL);
+    result BLOB NOT NULL, data BLOB NOT NULL, check_ BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS units_by_id ON units (stage, id);
 CREATE TABLE IF NOT EXISTS reads (path TEXT NOT NULL, stage TEXT NOT NULL, unit TEXT NOT NULL,
     PRIMARY KEY (path, stage, unit)) WITHOUT ROWID;
@@ -99,15 +101,14 @@ class ScopeState(ValueEntries):
         if not blobs:
             return None
         try:
-            if any(digest_bytes(data) != digests[name] for name, data in blobs.items()):
-                raise ValueError("a part does not match its digest")
-            table = FileTable.from_blobs(blobs)
-        except (KeyError, ValueError, UnicodeDecodeError) as exc:
-            if self.log is not None:
-                self.log.warning("cache.dropped", file=str(self.path), reason=f"file table: {exc}")
-            return None
-        table.stored = digests
-        return table
+            if all(digest_bytes(data) == digests[name] for name, data in blobs.items()):
+                table = FileTable.from_blobs(blobs)
+                table.stored = digests
+                return table
+        except (KeyError, ValueError, UnicodeDecodeError):
+            pass
+        self.dropped("file table damaged")
+        return None
 
     def save_file_table(self, table: FileTable) -> None:
         """Store the table: the parts that differ from what it was loaded from."""
@@ -145,26 +146,37 @@ class ScopeState(ValueEntries):
 
     # -- stage records ---------------------------------------------------------------------------
     def record(self, stage: str) -> dict | None:
-        row = self.execute("SELECT data FROM records WHERE stage = ?", (stage,)).fetchone()
-        if row is None:
-            return None
-        try:
-            record = loads(bytes(row[0]))
-        except CodecError:
-            return None
-        return record if isinstance(record, dict) else None
+        row = self.execute(
+            "SELECT stage, data, check_ FROM records WHERE stage = ?", (stage,)
+        ).fetchone()
+        return None if row is None else self._record(*row)
 
     def records(self) -> dict[str, dict]:
         found = {}
-        for stage, data in self.execute("SELECT stage, data FROM records"):
-            try:
-                found[stage] = loads(bytes(data))
-            except CodecError:
-                continue
+        for row in self.execute("SELECT stage, data, check_ FROM records"):
+            record = self._record(*row)
+            if record is not None:
+                found[row[0]] = record
         return found
 
+    def _record(self, stage: str, data: bytes, check: bytes) -> dict | None:
+        """A stored record; None (the stage runs as if it never had) when it is damaged."""
+        data = bytes(data)
+        try:
+            if row_check(data) == bytes(check):
+                record = loads(data)
+                if isinstance(record, dict):
+                    return record
+        except CodecError:
+            pass
+        self.dropped(f"the damaged record of {stage} was skipped")
+        return None
+
     def put_record(self, stage: str, record: dict) -> None:
-        self.execute("INSERT OR REPLACE INTO records VALUES (?, ?)", (stage, dumps(record)))
+        data = dumps(record)
+        self.execute(
+            "INSERT OR REPLACE INTO records VALUES (?, ?, ?)", (stage, data, row_check(data))
+        )
 
     def forget_stages(self) -> None:
         """Drop every stage's record, units and values (the file table and the signatures of
@@ -179,10 +191,10 @@ class ScopeState(ValueEntries):
 
     # -- units and what they read ------------------------------------------------------------------
     def units(self, stage: str, ids: Iterable[str] | None = None) -> dict[str, StoredUnit]:
-        """The stage's stored units (all, or those named)."""
+        """The stage's stored units (all, or those named); CacheCorrupt if one is damaged."""
         if ids is None:
             rows = self.execute(
-                "SELECT id, key, result, data FROM units WHERE stage = ?", (stage,)
+                "SELECT id, key, result, data, check_ FROM units WHERE stage = ?", (stage,)
             ).fetchall()
         else:
             wanted = sorted(set(ids))
@@ -190,17 +202,22 @@ class ScopeState(ValueEntries):
             for chunk in chunks(wanted, 500):
                 marks = ",".join("?" * len(chunk))
                 rows += self.execute(
-                    f"SELECT id, key, result, data FROM units WHERE stage = ? AND id IN ({marks})",
+                    "SELECT id, key, result, data, check_ FROM units WHERE stage = ? AND "
+                    f"id IN ({marks})",
                     (stage, *chunk),
                 ).fetchall()
         found = {}
-        for unit_id, key, result, data in rows:
+        for unit_id, key, result, data, check in rows:
+            key, result, data = bytes(key), bytes(result), bytes(data)
             try:
-                found[unit_id] = StoredUnit(
-                    unit_id, bytes(key).hex(), bytes(result).hex(), loads(bytes(data))
-                )
+                if row_check(key + result + data) == bytes(check):
+                    found[unit_id] = StoredUnit(unit_id, key.hex(), result.hex(), loads(data))
+                    continue
             except CodecError:
-                continue  # an undecodable unit is simply absent: it runs again
+                pass
+            # Not "absent": the stage would keep the unit's old result without running it.
+            # The run starts again with every stage planned afresh (scheduler.run_build).
+            raise CacheCorrupt(f"a stored unit of {stage} ({unit_id}) is damaged")
         return found
 
     def unit_keys(self, stage: str) -> dict[str, tuple[str, str]]:
@@ -214,11 +231,12 @@ class ScopeState(ValueEntries):
 
     def put_units(self, stage: str, units: Iterable[tuple[str, str, str, Any]]) -> None:
         """Store units: (id, static key digest, result digest, data)."""
-        rows = sorted(
-            (stage, unit_id, bytes.fromhex(key), bytes.fromhex(result), dumps(data))
-            for unit_id, key, result, data in units
-        )
-        self.execute_many("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?)", rows)
+        rows = []
+        for unit_id, key, result, data in units:
+            fields = (bytes.fromhex(key), bytes.fromhex(result), dumps(data))
+            rows.append((stage, unit_id, *fields, row_check(*fields)))
+        rows.sort()
+        self.execute_many("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?)", rows)
 
     def drop_units(self, stage: str, ids: Iterable[str]) -> None:
         ids = list(ids)

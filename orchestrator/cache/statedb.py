@@ -9,7 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CacheCorrupt
-from .db import is_damage, open_db, set_aside
+from ..hashing import digest_bytes
+from .db import is_damage, open_db, raise_if_outside, set_aside
+
+
+class Rows(list):
+    """The rows of a query, fetched whole (`fetchone`/`fetchall` as on a cursor)."""
+
+    def fetchone(self) -> Any:
+        return self[0] if self else None
+
+    def fetchall(self) -> list:
+        return self
 
 
 class StateDatabase:
@@ -31,9 +42,11 @@ class StateDatabase:
             self._db = open_db(self.path, self.schema, self.version, self.log)
         return self._db
 
-    def execute(self, sql: str, args: Iterable = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, args: Iterable = ()) -> Rows:
+        """The statement's rows, all fetched here: SQLite finds most damage while stepping
+        through rows, and that must be handled like damage found when the query starts."""
         try:
-            return self.db.execute(sql, tuple(args))
+            return Rows(self.db.execute(sql, tuple(args)).fetchall())
         except sqlite3.DatabaseError as exc:
             self._fail(exc)
             raise
@@ -46,10 +59,16 @@ class StateDatabase:
             raise
 
     def _fail(self, exc: sqlite3.DatabaseError) -> None:
+        raise_if_outside(exc, self.path)
         if is_damage(exc):
             self.close()
             set_aside(self.path, str(exc), self.log)
             raise CacheCorrupt(f"the build state was damaged and has been set aside: {exc}")
+
+    def dropped(self, why: str) -> None:
+        """Log a damaged row that was skipped (what it held is recomputed)."""
+        if self.log is not None:
+            self.log.warning("cache.dropped", file=str(self.path), reason=why)
 
     def begin(self) -> None:
         if not self.db.in_transaction:
@@ -90,6 +109,12 @@ class StateDatabase:
 
     def set_meta(self, name: str, value: Any) -> None:
         self.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+
+
+def row_check(*fields: bytes) -> bytes:
+    """What a row stores to be verified on read: SQLite keeps no checksum of the rows it holds,
+    so bit rot inside a row that leaves the file sound would otherwise be read as data."""
+    return digest_bytes(b"".join(fields)).encode("ascii")[:16]
 
 
 def chunks(items: list, size: int) -> Iterator[list]:
