@@ -2,8 +2,9 @@
 
 The closure is fast (linear in assets and references), so it is one unit keyed on the
 fingerprint of the assets (the digests of their entries); it runs again only when an asset
-entry, the source's roots or the build file's cook section change. `publish` writes `reports/cooklist.json`. With `cook.fail_on_missing` and
-something missing, the cook list's `failure` is set so the CLI exits 1 after publishing.
+entry, the source's roots or the build file's cook section change. `publish` writes
+`reports/cooklist.json`. With `cook.fail_on_missing` and something missing, the cook list's
+`failure` is set so the CLI exits 1 after publishing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 
 import orjson
 
+from orchestrator.hashing import digest_value
 from orchestrator.typing import Plan, StageSpec, Unit
 from stages.cooklist.closure import compute_cooklist
 from stages.layout.packing import source_bundles
@@ -39,6 +41,9 @@ def plan(ctx, inputs: dict) -> Plan:
             "assets": assets.fingerprint(),
             "external": sorted(source.external),
             "source_roots": source.roots,
+            # Assets the project's files assign to bundles are roots: a `.meta` naming a bundle
+            # changes the cook list without changing any asset entry.
+            "assigned": digest_value(bundles["assigned"]),
         },
         cost=max(1, len(assets)),
     )
