@@ -247,9 +247,7 @@ class Scheduler:
         for name, value in outputs.items():
             values.add(name, value)
         if not self.options.dry_run:
-            stage_record = StageRecord(
-                now, report.units, staleness.record, record is not None and not staleness.usable
-            )
+            stage_record = StageRecord(now, report.units, staleness.record, not staleness.usable)
             store_stage(stage, ctx, state, replanned, outputs, stage_record, callbacks)
         self._close_report(report, started, ctx)
         return True
