@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.cache import unseal
 from orchestrator.hashing import digest_bytes
 
 TESTS = Path(__file__).resolve().parent
