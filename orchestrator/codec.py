@@ -115,7 +115,8 @@ def _record_class(name: Any) -> type:
 
 
 def dumps(value: Any) -> bytes:
-    """The stored bytes of a value (deterministic for equal values of supported types)."""
+    """The stored bytes of a value: equal values give equal bytes, sets included (sorted);
+    a dict keeps its order, so a value whose digest matters builds its dicts in key order."""
     return _pack(value)
 
 

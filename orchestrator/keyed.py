@@ -43,7 +43,8 @@ NOTHING = Changes(frozenset(), frozenset())
 class Keyed(Mapping):
     """A keyed value as a consumer sees it: entries decoded on first use, digests without
     decoding. Backed by the build state (a value the last run stored) or by a mapping a stage
-    just returned in this run."""
+    just returned in this run; either way its keys come in sorted order, so what a consumer
+    builds by iterating does not depend on which run made the value."""
 
     def __init__(
         self,
@@ -86,7 +87,7 @@ class Keyed(Mapping):
     def _key_list(self) -> list[str]:
         if self._keys is None:
             if self._memory is not None:
-                self._keys = list(self._memory)
+                self._keys = sorted(self._memory)
             else:
                 keys = set(self._state.keys(self.name))
                 if self._overlay is not None:
@@ -114,15 +115,15 @@ class Keyed(Mapping):
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """The whole value as a dict (decoding every entry a run did not make)."""
-        if isinstance(self._memory, dict):
+        """The whole value as a dict in key order (decoding every entry a run did not make)."""
+        if isinstance(self._memory, dict) and list(self._memory) == self._key_list():
             return self._memory
         return dict(self.items())
 
     def items(self):
         """Every entry, decoded in one pass (a consumer that reads the whole value)."""
         if self._memory is not None:
-            return self._memory.items()
+            return [(key, self._memory[key]) for key in self._key_list()]
         if self._overlay is None and not self._decoded:
             return list(self._state.items(self.name))
         return [(key, self[key]) for key in self]

@@ -313,6 +313,8 @@ def _list(root: str, rel: str, skip: set[str]) -> tuple[int, int, list, tuple[st
     files = []
     subfolders = []
     for item in entries:
+        if not item.name.isascii():
+            _check_name(item.path)
         if item.is_dir(follow_symlinks=False):
             if item.path not in skip:
                 subfolders.append(item.name)
@@ -327,3 +329,16 @@ def _list(root: str, rel: str, skip: set[str]) -> tuple[int, int, list, tuple[st
             raise ProjectError(f"cannot read: {exc.strerror}", file=item.path) from None
     files.sort()
     return st.st_mtime_ns, st.st_ino, files, tuple(sorted(subfolders))
+
+
+def _check_name(path: str) -> None:
+    """Refuse a name that is not UTF-8 (the file table, the build state and every stored value
+    hold paths as UTF-8 text), naming it as well as it can be printed."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise ProjectError(
+            "file name is not valid UTF-8; rename it (paths are stored as UTF-8 text)",
+            file=shown,
+        ) from None

@@ -24,7 +24,7 @@ from .cache.state import ScopeState
 from .codec import allow_package
 from .config import Build
 from .context import Context
-from .errors import CacheCorrupt
+from .errors import CacheCorrupt, OrchestrateError
 from .executors.pool import ExecutorPool
 from .filetable import FileTable
 from .graph import Stage, select
@@ -151,6 +151,12 @@ class Scheduler:
                             if last_use.get(name, -1) <= position:
                                 values.release(name)
                         gc.freeze()  # what the stages built lives on: keep the collector off it
+                except OrchestrateError as error:
+                    if not self.options.dry_run and not isinstance(error, CacheCorrupt):
+                        # The digests units found are true whatever stopped the build: without
+                        # them, the next touch of those files would look like an edit.
+                        state.save_file_table(table)
+                    raise
                 finally:
                     gc.unfreeze()
                     progress.stop()
@@ -264,9 +270,7 @@ class Scheduler:
         for name, value in outputs.items():
             values.add(name, value)
         if not self.options.dry_run:
-            stage_record = StageRecord(
-                now, report.units, staleness.record, record is not None and not staleness.usable
-            )
+            stage_record = StageRecord(now, report.units, staleness.record, not staleness.usable)
             store_stage(stage, ctx, state, replanned, outputs, stage_record, callbacks)
         self._close_report(report, started, ctx)
         return True

@@ -78,7 +78,7 @@ def assess(
     if record.get("fingerprint") != fingerprint_now:
         return Staleness(None, fingerprint_change(record.get("fingerprint"), fingerprint_now))
     since = int(record["gen"])
-    file_changes = state.file_changes(since)
+    file_changes = net_file_changes(state.file_changes(since))
     changed_paths = sorted({path for path, _ in file_changes} | outside_changes(record, ctx))
     dirty = state.readers(spec.name, changed_paths) if changed_paths else {}
     return Staleness(
@@ -89,6 +89,23 @@ def assess(
         dirty,
         input_changes(spec, state, since, file_changes),
     )
+
+
+def net_file_changes(logged: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """What the changes logged by several runs (oldest first) amount to for a stage that last
+    ran before all of them, one per path: a file added and then edited is added, one removed
+    and added again modified, one added and removed again no change at all."""
+    first: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for path, kind in logged:
+        first.setdefault(path, kind)
+        last[path] = kind
+    net = []
+    for path, kind in first.items():
+        existed, exists = kind != ADDED, last[path] != REMOVED
+        if existed or exists:
+            net.append((path, MODIFIED if existed and exists else ADDED if exists else REMOVED))
+    return net
 
 
 def can_skip(staleness: Staleness, ctx: Context) -> bool:

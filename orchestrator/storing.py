@@ -28,7 +28,9 @@ class StageRecord(NamedTuple):
     fingerprint: dict
     units: int  # how many units the stage has (for the report of a skipped run)
     previous: dict | None  # the record it replaces, when it still applied
-    fresh_start: bool  # a record of another fingerprint: its stored units mean nothing now
+    # Planned without a usable record (none, another fingerprint, --no-cache): the plan is
+    # every unit the stage has, so the stored ones it does not name must go.
+    fresh_start: bool
 
 
 def store_stage(

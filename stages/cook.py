@@ -157,7 +157,10 @@ def finish(ctx, inputs: dict, results) -> dict:
         }
     changed = sorted(results.changed)
     removed = tuple(sorted(results.removed or ()))
+    # A Type is read from the asset entry, not cooked: an asset whose entry changed keeps its
+    # unit (and payload) when its cooker did not change, but its Type may have.
+    replanned = sorted(results.changed | {unit.id for unit in results.plan.units})
     return {
         "cooked": KeyedPatch({a: results.digest(a) for a in changed}, removed),
-        "cooked_types": KeyedPatch({a: assets[a].type for a in changed}, removed),
+        "cooked_types": KeyedPatch({a: assets[a].type for a in replanned}, removed),
     }

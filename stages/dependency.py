@@ -13,6 +13,7 @@ import json
 
 import orjson
 
+from orchestrator.hashing import digest_value
 from orchestrator.typing import Plan, StageSpec, Unit
 from stages.cooklist.closure import compute_cooklist
 from stages.layout.packing import source_bundles
@@ -40,6 +41,9 @@ def plan(ctx, inputs: dict) -> Plan:
             "assets": assets.fingerprint(),
             "external": sorted(source.external),
             "source_roots": source.roots,
+            # Assets the project's files assign to bundles are roots: a `.meta` naming a bundle
+            # changes the cook list without changing any asset entry.
+            "assigned": digest_value(bundles["assigned"]),
         },
         cost=max(1, len(assets)),
     )

@@ -105,10 +105,11 @@ def _load(ctx, index, defined: dict | None = None) -> RuleSet:
 
 
 def _rules_key(ruleset: RuleSet) -> str:
-    """What the rule library is, as far as the units and the document go."""
+    """What the rule library is, as far as the units and the document go (a rule's digest
+    leaves out what only the document shows: its label, severity and name)."""
     return digest_value(
         [
-            [rule.digest for rule in ruleset.rules],
+            [[rule.digest, rule.label, rule.severity, rule.name] for rule in ruleset.rules],
             ruleset.total,
             ruleset.rule_errors,
             ruleset.skipped,

@@ -1,0 +1,119 @@
+"""Keyed values: a value held in memory, in the build state, or as the state patched by an
+overlay looks the same to a consumer — entries, key order, membership, fingerprint."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.cache import Cache
+from orchestrator.cache.state import ScopeState
+from orchestrator.keyed import Changes, Keyed, KeyedPatch
+
+KEYS = st.text(alphabet="abcé資料/._-", min_size=1, max_size=6)
+ENTRIES = st.one_of(
+    st.integers(-5, 5),
+    st.text(max_size=4),
+    st.tuples(st.text(max_size=3), st.integers(0, 3)),
+    st.frozensets(st.integers(0, 5), max_size=3),
+)
+
+
+def open_state(folder: Path) -> ScopeState:
+    project = folder / "project"
+    project.mkdir(exist_ok=True)
+    cache = folder / "cache"
+    return ScopeState(cache, str(project), str(folder / "out"), Cache(cache))
+
+
+def agree(value: Keyed, expected: dict) -> None:
+    """`value` shows exactly `expected`, keys in sorted order, whichever way it is held."""
+    assert list(value) == sorted(expected)
+    assert len(value) == len(expected)
+    assert list(value.items()) == sorted(expected.items())
+    assert value.values() == [expected[key] for key in sorted(expected)]
+    assert value.as_dict() == expected and list(value.as_dict()) == sorted(expected)
+    for key, entry in expected.items():
+        assert key in value and value[key] == entry
+    assert "never-a-key" not in value and 5 not in value
+    with pytest.raises(KeyError):
+        value["never-a-key"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    before=st.dictionaries(KEYS, ENTRIES, max_size=8),
+    changed=st.dictionaries(KEYS, ENTRIES, max_size=4),
+    removals=st.sets(KEYS, max_size=4),
+)
+def test_memory_state_and_overlay_agree(before, changed, removals):
+    """The value after a patch, held as a dict, stored in the state, or as the old state under
+    the patch, has the same entries, order, membership and fingerprint."""
+    removed = tuple(sorted((removals & set(before)) - set(changed)))
+    after = {key: entry for key, entry in {**before, **changed}.items() if key not in removed}
+    with tempfile.TemporaryDirectory() as folder:
+        state = open_state(Path(folder))
+        try:
+            state.replace_entries("old", before)
+            state.replace_entries("new", after)
+            shuffled = dict(reversed(list(after.items())))  # a stage's own insertion order
+            held = [
+                Keyed("v", memory=shuffled),
+                Keyed("new", state),
+                Keyed("old", state, overlay=KeyedPatch(changed, removed)),
+            ]
+            for value in held:
+                agree(value, after)
+            fingerprints = {value.fingerprint() for value in held[:2]}
+            fingerprints.add(Keyed("v", memory=after).fingerprint())
+            assert len(fingerprints) == 1
+        finally:
+            state.close()
+
+
+def test_a_state_backed_value_reads_only_the_entries_asked_for(tmp_path, monkeypatch):
+    """Looking up one entry decodes that entry alone, and only once."""
+    state = open_state(tmp_path)
+    state.replace_entries("v", {f"k{i}": i for i in range(50)})
+    decoded = []
+    original = state.decode
+
+    def counting(digest, data):
+        decoded.append(data)
+        return original(digest, data)
+
+    monkeypatch.setattr(state, "decode", counting)
+    value = Keyed("v", state)
+    assert value["k7"] == 7 and value["k7"] == 7
+    assert "k8" in value and "zz" not in value
+    assert len(decoded) == 1
+    state.close()
+
+
+def test_fingerprint_moves_with_any_entry_and_only_then(tmp_path):
+    """The fingerprint of a stored value changes when an entry is changed, added or removed,
+    and comes back when the value does."""
+    state = open_state(tmp_path)
+    state.replace_entries("v", {"a": 1, "b": (2, "x")})
+    first = Keyed("v", state).fingerprint()
+    state.put_entries("v", [("b", (2, "y"))])
+    second = Keyed("v", state).fingerprint()
+    state.put_entries("v", [("c", None)])
+    third = Keyed("v", state).fingerprint()
+    state.replace_entries("v", {"a": 1, "b": (2, "x")})
+    assert len({first, second, third}) == 3
+    assert Keyed("v", state).fingerprint() == first
+    state.close()
+
+
+def test_patches_and_changes_are_false_when_empty():
+    """An empty patch or change set means nothing moved; `everything` is a change."""
+    assert not KeyedPatch({}) and KeyedPatch({}, ("gone",)) and KeyedPatch({"a": 1})
+    nothing = Changes(frozenset(), frozenset())
+    assert not nothing and Changes(frozenset(), frozenset(), everything=True)
+    changes = Changes(frozenset({"a"}), frozenset({"b"}))
+    assert changes and changes.touched == {"a", "b"}
