@@ -6,8 +6,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from orchestrator.cache import Cache
 from orchestrator.cache.state import ScopeState, machine_id
+from orchestrator.errors import CacheCorrupt
 from orchestrator.scanning import scan
 
 KEY, RESULT = "ab" * 32, "cd" * 32
@@ -43,12 +46,14 @@ def test_the_file_table_and_its_change_log_survive_runs(tmp_path):
     state = open_state(tmp_path)
     assert state.file_table() is None
     table = scan(str(project), set(), None).table
-    state.save_file_table(table, [("a.txt", "added")])
+    state.save_file_table(table)
+    state.log_file_changes([("a.txt", "added")])
     g1 = state.generation
     state.close()
     state = open_state(tmp_path)
     assert state.file_table().paths == ["a.txt"]
-    state.save_file_table(table, [("a.txt", "modified"), ("b.txt", "added")])
+    state.save_file_table(table)
+    state.log_file_changes([("a.txt", "modified"), ("b.txt", "added")])
     assert state.file_changes(0) == [("a.txt", "added"), ("a.txt", "modified"), ("b.txt", "added")]
     assert sorted(state.file_changes(g1)) == [("a.txt", "modified"), ("b.txt", "added")]
     state.close()
@@ -87,14 +92,17 @@ def test_units_and_the_reverse_index_of_their_reads(tmp_path):
     state.close()
 
 
-def test_an_undecodable_unit_or_record_is_absent(tmp_path):
-    """A stored unit or record that does not decode is treated as missing (it runs again)."""
+def test_an_undecodable_record_is_absent_and_an_undecodable_unit_is_damage(tmp_path):
+    """A record that does not decode is missing (its stage plans afresh); a unit that does not
+    decode is damage (kept, its stage would trust an old result), so the run restarts."""
     state = open_state(tmp_path)
     state.put_units("s", [("good", KEY, RESULT, {}), ("bad", KEY, RESULT, {})])
     state.put_record("s", {"gen": 1})
     state.execute("UPDATE units SET data = x'c1' WHERE id = 'bad'")  # 0xc1: never msgpack
     state.execute("UPDATE records SET data = x'c1'")
-    assert set(state.units("s")) == {"good"}
+    assert set(state.units("s", ["good"])) == {"good"}
+    with pytest.raises(CacheCorrupt, match=r"stored unit of s \(bad\)"):
+        state.units("s")
     assert state.record("s") is None and state.records() == {}
     state.close()
 

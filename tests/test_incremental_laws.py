@@ -234,9 +234,9 @@ class MessiahChanges:
         )
         (new / "resource.data").write_bytes(new_id.encode("ascii") * (1 + b % 5))
         if b % 2 == 0:
-            repositories = [
-                r for r in self.repositories() if folder.is_relative_to(r.parent)
-            ] or self.repositories()
+            # Only a repository above the folder can list it (an earlier step may have renamed
+            # the one that did).
+            repositories = [r for r in self.repositories() if folder.is_relative_to(r.parent)]
             if repositories:
                 repository = repositories[-1]
                 package = folder.parent.relative_to(repository.parent).as_posix()
