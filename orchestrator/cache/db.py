@@ -40,22 +40,24 @@ DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_IOERR_S
 
 def open_db(path: Path, schema: str, version: int, log=None) -> sqlite3.Connection:
     """A connection to the database at `path` with `schema` applied; a database of another
-    version or one that cannot be read is set aside first."""
+    version is replaced, one that cannot be read is set aside first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(2):
+    for attempt in range(3):
         try:
             db = _connect(path)
             found = db.execute("PRAGMA user_version").fetchone()[0]
             if found not in (0, version):
                 db.close()
-                raise sqlite3.DatabaseError(f"schema version {found}, expected {version}")
+                # Nothing in it is worth a post-mortem: another release's layout, recomputable.
+                discard(path, f"schema version {found}, this release uses {version}", log)
+                continue
             if found == 0:
                 db.executescript(schema)
                 db.execute(f"PRAGMA user_version = {version}")
             return db
         except sqlite3.DatabaseError as exc:
             raise_if_outside(exc, path)
-            if attempt or not (is_damage(exc) or "schema version" in str(exc)):
+            if attempt == 2 or not is_damage(exc):
                 raise CacheCorrupt(f"cannot open {path}: {exc}") from None
             set_aside(path, str(exc), log)
     raise AssertionError("unreachable")
@@ -117,6 +119,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute("PRAGMA cache_size = -65536")
     return db
+
+
+def discard(path: Path, why: str, log=None) -> None:
+    """Delete a database of another release (and its WAL): it is started again empty."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    if log is not None:
+        log.info("cache.replaced", file=str(path), reason=why)
 
 
 def set_aside(path: Path, why: str, log=None) -> None:

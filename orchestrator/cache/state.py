@@ -30,7 +30,8 @@ from .statedb import chunks, row_check
 
 __all__ = ["WHOLE", "ScopeState", "StoredUnit", "ValueChanges", "machine_id"]
 
-SCHEMA_VERSION = 4  # 4: rows carry a check of their bytes; large rows in rowid tables
+SCHEMA_VERSION = 5  # 4: rows carry a check of their bytes; large rows in rowid tables
+# 5: a unit's reads are found by unit (dropping one scanned every read)
 # Tables whose rows can be large (unit payloads, value entries) keep a rowid: in a WITHOUT
 # ROWID table the whole row is the b-tree key, and interior pages copy large keys, which made
 # storing 6,555 small rows beside a few large ones take 77 s instead of 0.03 s (measured).
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS units (stage TEXT NOT NULL, id TEXT NOT NULL, key BLO
 CREATE UNIQUE INDEX IF NOT EXISTS units_by_id ON units (stage, id);
 CREATE TABLE IF NOT EXISTS reads (path TEXT NOT NULL, stage TEXT NOT NULL, unit TEXT NOT NULL,
     PRIMARY KEY (path, stage, unit)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS reads_by_unit ON reads (stage, unit);
 CREATE TABLE IF NOT EXISTS entries (value TEXT NOT NULL, key TEXT NOT NULL, gen INTEGER NOT NULL,
     digest BLOB, data BLOB);
 CREATE UNIQUE INDEX IF NOT EXISTS entries_by_key ON entries (value, key);
