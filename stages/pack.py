@@ -9,7 +9,7 @@ from orchestrator.hashing import digest_value
 from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
-from stages.layout.priority import PRIORITY
+from stages.algorithms.priority import PRIORITY
 from stages.sources import get_source
 
 DEFAULT_POLICY = "extract"

@@ -15,7 +15,7 @@ from PIL import Image
 
 from orchestrator.cli import main
 from stages.cooking.cookers import unpack_files
-from stages.layout.priority import natural_key
+from stages.algorithms.priority import natural_key
 from stages.sources.cocos import collect_cocos
 from stages.sources.cocos.atlas import AtlasOptions, cook_page, layout_pages
 

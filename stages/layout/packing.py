@@ -42,7 +42,7 @@ from stages.algorithms.globs import GlobSet
 from stages.algorithms.graphs import strongly_connected
 from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
-from .priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority
+from stages.algorithms.priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority
 
 DEFAULT_BUNDLE = "default"
 SHARED_PREFIX = "shared/"

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import xxhash
 
 from orchestrator.codec import record
-from stages.layout.priority import natural_key
+from stages.algorithms.priority import natural_key
 
 from ..base import HARD, RESOURCE, Asset, Problem, Recipe, Ref
 from .atlas import RECIPE, RECIPE_VERSION, AtlasOptions, layout_pages, page_size

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from orchestrator.codec import record
-from stages.layout.priority import Fill
+from stages.algorithms.priority import Fill
 
 from ..base import Asset
 from .atlas_plan import AutoAtlas

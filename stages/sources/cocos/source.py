@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.reads import to_posix
 from orchestrator.typing import FileEntry
-from stages.layout.priority import PRIORITY
+from stages.algorithms.priority import PRIORITY
 from stages.settings import ENGINE_ASSETS, cocos_engine_path
 
 from ..base import HARD, RESOURCE, WORLD, Asset, PackHook, ParseUnit, Problem, Ref, SourceResult
