@@ -8,8 +8,8 @@ from functools import partial
 from orchestrator.hashing import digest_value
 from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
-from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
 from stages.algorithms.priority import PRIORITY
+from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
 from stages.sources import get_source
 
 DEFAULT_POLICY = "extract"

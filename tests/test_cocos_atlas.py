@@ -14,8 +14,8 @@ from cocos_projects import CocosProject, contents, frame, pack_project, redirect
 from PIL import Image
 
 from orchestrator.cli import main
-from stages.cooking.cookers import unpack_files
 from stages.algorithms.priority import natural_key
+from stages.cooking.cookers import unpack_files
 from stages.sources.cocos import collect_cocos
 from stages.sources.cocos.atlas import AtlasOptions, cook_page, layout_pages
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cocos_projects import CocosProject, contents, frame, pack_project, redirects, texture
 
-from stages.layout.packing import pack
 from stages.algorithms.priority import fill_by_priority, natural_key
+from stages.layout.packing import pack
 from stages.sources.base import HARD, Asset, Ref
 from stages.sources.cocos import collect_cocos
 

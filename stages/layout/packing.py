@@ -40,9 +40,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 from stages.algorithms.globs import GlobSet
 from stages.algorithms.graphs import strongly_connected
-from stages.sources.base import HARD, LEVEL, WORLD, Asset
-
 from stages.algorithms.priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority
+from stages.sources.base import HARD, LEVEL, WORLD, Asset
 
 DEFAULT_BUNDLE = "default"
 SHARED_PREFIX = "shared/"
