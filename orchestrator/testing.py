@@ -6,11 +6,10 @@ executors use), `finish` and `publish`, without the cache or the rest of the pip
 stage did comes back in a `StageRun`: its outputs, the files it published, what each unit read,
 and what it logged.
 
-    from orchestrator.testing import run_stage
-    from stages import link_xml
-
-    run = run_stage(link_xml, inputs={...}, settings={"link_xml": {"assembly": "Game"}})
-    assert b"Game.Material" in run.outputs["link_xml"]
+    >>> from orchestrator.testing import run_stage
+    >>> from stages import link_xml
+    >>> run = run_stage(link_xml, inputs={...}, settings={"link_xml": {"assembly": "Game"}})
+    >>> assert b"Game.Material" in run.outputs["link_xml"]
 """
 
 from __future__ import annotations
