@@ -174,11 +174,11 @@ def noop(project: Project, results: SizeResults, options: Options) -> None:
 
 
 def _warm_build(project: Project, name: str, args: tuple, options: Options):
-    """The build file of a run whose cache is warm; runs it once if it never ran."""
+    """The build file of a run whose cache is warm: one untimed run first, which settles a
+    cache left by other code (the product's code is in every key) or by an interrupted run."""
     build = bench_build_file(project, name, fresh=False, shared_paths=options.shared_paths)
-    if not (project.dir / "runs" / name / "cache").is_dir():
-        log(f"  warming {name}")
-        run_orchestrate(build, *args, timeout=options.timeout)
+    log(f"  warming {name} (untimed)")
+    run_orchestrate(build, *args, timeout=options.timeout)
     return build
 
 

@@ -23,6 +23,7 @@ from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers
 from stages.rules.engine import Shared, check_file, plan_files
+from stages.rules.functions import StoredIndex, index_is_available
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import (
     SHARD_MAX_BYTES,
@@ -131,15 +132,21 @@ def plan(ctx, inputs: dict) -> Plan:
     return Plan(
         units=units,
         shared=_shared(ctx, ruleset, index),
-        state=_state(ruleset, shards),
+        state=_state(ruleset, shards, index),
         scratch=ruleset,
     )
 
 
-def _state(ruleset: RuleSet, shards: int) -> dict:
+def _state(ruleset: RuleSet, shards: int, index) -> dict:
     """What the next run starts from: the rule library's key, what its custom code defines (so
-    loading the same rules again runs none of it) and the number of shards."""
-    return {"rules": _rules_key(ruleset), "defined": ruleset.defined, "shards": shards}
+    loading the same rules again runs none of it), the number of shards, and the index's digest
+    and shape (so that an unchanged index is decoded only if a rule reads it)."""
+    return {
+        "rules": _rules_key(ruleset),
+        "defined": ruleset.defined,
+        "shards": shards,
+        "index": [ruleset.index_digest, index_is_available(index)],
+    }
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
@@ -151,8 +158,11 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         and (changes.inputs["cooklist"] or changes.inputs["assets"])
     ):
         return None
-    index = inputs["index"]
     known = changes.state if isinstance(changes.state, dict) else {}
+    if not isinstance(known.get("index"), list):
+        return None
+    digest, available = known["index"]
+    index = StoredIndex(lambda: inputs["index"], digest, available)
     ruleset = _load(ctx, index, known.get("defined"))
     if _rules_key(ruleset) != known.get("rules"):
         return None
@@ -184,7 +194,7 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     return Plan(
         units=units,
         shared=_shared(ctx, ruleset, index),
-        state=_state(ruleset, shards),
+        state=_state(ruleset, shards, index),
         removed=removed,
         scratch=ruleset,
         reasons=reasons,

@@ -34,6 +34,8 @@ from unity_projects import (
     write_folder_meta,
 )
 
+from stages.rules import functions
+from stages.rules.functions import StoredIndex
 from stages.sources.messiah.reader import ATTRIBUTE_FILES, GUID_RE, PAYLOAD_FILES
 
 PAST_NS = time.time_ns() - 3600 * 10**9
@@ -591,6 +593,44 @@ def test_one_texture_edit_reruns_only_its_own_work(template, tmp_path, edited):
     again = lawkit.build(build_file)
     assert {stage: set(units) for stage, units in again.planned.items() if units} == expected
     assert {stage: units for stage, units in again.ran.items() if units} == expected
+
+
+WIDTH_ONLY = """
+- {id: width, rpath: '/texture\\.xml$', xpath: 'Texture,Width',
+   condition: ['满足表达式', 'all(int(v) <= 4096 for v in d)']}
+"""
+INDEXED = """
+- {id: known, rpath: '/texture\\.xml$', xpath: 'Texture,Width',
+   condition: ['满足表达式', 'len(res_store.res_in_disk) > 0']}
+"""
+
+
+@pytest.mark.parametrize(("rules", "decodes"), [(WIDTH_ONLY, 0), (WIDTH_ONLY + INDEXED, 1)])
+def test_an_edit_decodes_the_index_only_when_a_rule_it_reruns_reads_it(
+    template, tmp_path, monkeypatch, rules, decodes
+):
+    """Re-checking an edited texture with rules that look at the file alone never reads the
+    project index (decoding it from the state takes a second at 100,000 resources); a rule
+    naming the index does."""
+    build_file = checkout(template, tmp_path)
+    (tmp_path / "rules.yaml").write_text(rules, encoding="utf-8")
+    assert lawkit.build(build_file).exit_code in (0, 1)
+    decoded: list[int] = []
+    get = StoredIndex.get
+
+    def counting(self):
+        if self._index is None:  # the first read of the index in this run
+            decoded.append(1)
+        return get(self)
+
+    monkeypatch.setattr(StoredIndex, "get", counting)
+    monkeypatch.setattr(functions, "_VIEWS", {})  # a new process: no view of the first build's
+    path = next((tmp_path / "project").rglob("texture.xml"))
+    text = path.read_text(encoding="utf-8")
+    path.write_text(re.sub(r"<Width>\d+<", "<Width>97<", text), encoding="utf-8")
+    again = lawkit.build(build_file)
+    assert again.ran.get("validate"), "the edited texture was not checked again"
+    assert len(decoded) == decodes
 
 
 # -- regressions: changes the laws caught ---------------------------------------------------------

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+
 import yaml
 from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
 
 from orchestrator.reads import Reader
 from stages.rules.engine import check_file, prepare
+from stages.rules.functions import IndexView, StoredIndex
 
 G_MODEL = "7a0c3d5e-1b2f-4c6d-8e9f-0a1b2c3d4e5f"
 G_MAT = "914fa3a0-62cd-4b5a-83df-92fdf494534a"
@@ -146,3 +149,21 @@ def test_files_custom_code_reads_through_res_filter_are_the_units_reads(tmp_path
     reader = Reader(str(root))
     check_file("Worlds/w.iworld", list(ruleset.rules), shared, reader)
     assert LEVEL in reader.reads and reader.reads[LEVEL] is not None
+
+
+def test_a_stored_index_is_read_only_when_a_rule_reads_it(tmp_path):
+    """Its digest and shape come without reading it; an attribute reads it once; a worker that
+    unpickles it gets the index itself."""
+    index = make_index(tmp_path, {G_MAT: {"file": "Repo/a/resource.xml"}})
+    loads: list[int] = []
+
+    def load():
+        loads.append(1)
+        return index
+
+    stored = StoredIndex(load, "d1", available=True)
+    view = IndexView(stored, tmp_path.as_posix())
+    assert stored.digest() == "d1" and view.available and loads == []
+    assert G_MAT in view.container("res_store.res_in_repo") and loads == [1]
+    assert view.resource_files(G_MAT) and loads == [1]
+    assert pickle.loads(pickle.dumps(stored)) == index

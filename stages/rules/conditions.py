@@ -16,11 +16,13 @@ from lxml import etree
 from orchestrator.errors import MissingInput
 
 from .custom.host import CustomCodeError
-from .expressions import ExpressionError, compile_expression
+from .expressions import ExpressionError, compile_expression, expression_globals
 from .functions import PREDEFINED_SETS
 from .paths import element_label
 from .registry import CHECK_PREFIXES, CheckRef, available_checks
 from .sandbox import CustomCodeTimeout, time_limit
+
+NO_INDEX = (None, None)  # (res_store, res_filter) for expressions that name neither
 
 METHODS = {
     "存在": "exists",
@@ -281,8 +283,11 @@ def _value_test(condition: Condition, env):
 
 
 def _expression_test(condition: Condition, env):
-    code = compile_expression(condition.text).code  # type: ignore[arg-type]
-    scope = env.expression_globals()
+    compiled = compile_expression(condition.text)  # type: ignore[arg-type]
+    code = compiled.code
+    # An expression naming neither index module gets none: building the modules decodes the
+    # index, a second at 100,000 resources, for expressions that only look at `d`.
+    scope = env.expression_globals() if compiled.uses_index else expression_globals(NO_INDEX)
 
     def test(d):
         scope["d"] = d
