@@ -11,6 +11,8 @@ import pytest
 import xxhash
 import yaml
 from cocos_projects import CocosProject, contents, frame, pack_project, redirects, texture
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from orchestrator.cli import main
@@ -18,6 +20,7 @@ from stages.algorithms.priority import natural_key
 from stages.cooking.cookers import unpack_files
 from stages.sources.cocos import collect_cocos
 from stages.sources.cocos.atlas import AtlasOptions, cook_page, layout_pages
+from stages.sources.cocos.atlas_plan import atlas_options
 
 
 def expected_image_id(frames: list[str]) -> str:
@@ -195,6 +198,68 @@ def test_layout_is_deterministic_and_respects_the_page():
         for p in page:
             assert p.x - options.border >= 0 and p.x + p.width + options.border <= 64
             assert p.y - options.border >= 0 and p.y + p.height + options.border <= 64
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"padding": -5}, {"padding": -1}, {"maxWidth": 0}, {"maxHeight": -8}, {"maxWidth": "64"}],
+    ids=["padding-5", "padding-1", "maxWidth0", "maxHeight-8", "maxWidth-text"],
+)
+def test_atlas_options_out_of_range_or_of_the_wrong_type_take_the_defaults(tmp_path, options):
+    """A hand-edited .pac meta with a negative padding, a page side below 1 or a number written
+    as text packs as with Creator's default for that option (a padding of -5 used to reach the
+    packer as an empty rectangle: an internal error, exit 3)."""
+    project = CocosProject(tmp_path)
+    project.folder("assets/res", bundle="res")
+    project.pac("assets/res/a.pac", **options)
+    images = [project.image(f"assets/res/i{n}.png", (8, 8)) for n in range(2)]
+    source, _ = pack_project(tmp_path)
+    (atlas,) = source.pack_hook.data.atlases
+    assert atlas.options == AtlasOptions()
+    (page,) = atlas.pages
+    assert set(page.frames) == {frame(image) for image in images}
+
+
+ATLAS_OPTION_KEYS = (
+    "maxWidth",
+    "maxHeight",
+    "padding",
+    "paddingBleed",
+    "allowRotation",
+    "filterUnused",
+    "removeTextureInBundle",
+    "removeImageInBundle",
+    "removeSpriteAtlasInBundle",
+)
+ODD_OPTION_VALUES = st.one_of(
+    st.integers(-20, 80),
+    st.sampled_from([0, -1, 2**31, -(2**63)]),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.text(max_size=4),
+)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    user=st.dictionaries(st.sampled_from(ATLAS_OPTION_KEYS), ODD_OPTION_VALUES, max_size=5),
+    sizes=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=6),
+)
+def test_any_pac_options_lay_out_frames_inside_their_page(user, sizes):
+    """Whatever a .pac meta's `userData` holds, its options are usable (padding at least 0,
+    page sides at least 1) and every frame that fits is placed inside its page, padding
+    included."""
+    options = atlas_options(user)
+    assert options.padding >= 0 and options.max_width >= 1 and options.max_height >= 1
+    frames = [(f"f{n}", w, h) for n, (w, h) in enumerate(sizes) if options.fits(w, h)]
+    pages = layout_pages(frames, options)
+    assert sorted(p.frame for page in pages for p in page) == sorted(f[0] for f in frames)
+    border = options.border
+    for page in pages:
+        for p in page:
+            assert p.x - border >= 0 and p.x + p.width + border <= options.max_width
+            assert p.y - border >= 0 and p.y + p.height + border <= options.max_height
 
 
 def test_pipeline_cooks_the_page_and_reruns_byte_identically(atlas_project, tmp_path_factory):

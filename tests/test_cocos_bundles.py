@@ -172,6 +172,19 @@ def test_bundle_names_and_default_priorities(tmp_path):
     assert source.bundle_priorities == {"main": 7, "Levels": 1, "resources": 8}
 
 
+def test_a_bundle_name_that_is_not_text_gives_the_folders_name(tmp_path):
+    """`bundleName` as a list, a number or empty text names no bundle: the folder's name is
+    used, as when it is absent (a list used to become its Python repr, which the pack stage
+    refused as an unsafe name without naming the meta)."""
+    project = CocosProject(tmp_path)
+    for folder, given in (("Levels", ["levels"]), ("Heroes", 7), ("Items", "")):
+        (tmp_path / "assets" / folder).mkdir()
+        user = {"isBundle": True, "bundleName": given}
+        project.meta(f"assets/{folder}", "directory", files=[], user=user)
+    source = collect_cocos(str(tmp_path))
+    assert source.bundle_priorities == {"main": 7, "Levels": 1, "Heroes": 1, "Items": 1}
+
+
 def test_malformed_metas_and_json_are_reported_and_the_build_goes_on(tmp_path):
     """A broken meta, a meta without its file and a scene that does not parse are warnings."""
     project = CocosProject(tmp_path)

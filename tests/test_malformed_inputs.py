@@ -1,15 +1,18 @@
-"""Hypothesis feeds malformed XML, rule files, build files, Unity YAML and `.meta` files to collect
-and validate: never exit 3, never a traceback, and a file that does not parse is always named.
+"""Hypothesis feeds malformed XML, rule files, build files, Unity YAML and `.meta` files, and Cocos
+Creator `.meta` and serialized JSON files, to collect and validate: never exit 3, never a
+traceback, and a file that does not parse is always named.
 
 Each example mutates one file of a small clean project (truncations, deletions, random bytes,
-tokens that XML and YAML parsers treat specially, encodings), runs `orchestrate run --stages
-validate` in this process, and checks what the user sees: stderr and the validate report.
+tokens that XML, YAML and JSON parsers treat specially, encodings; for Cocos JSON also valid JSON
+with values of odd types and ranges), runs `orchestrate run --stages validate` in this process,
+and checks what the user sees: stderr and the validate report.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import tempfile
@@ -17,16 +20,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cocos_projects import CocosProject, frame, texture
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 from unity_projects import HEADER, build_settings, guid, material, prefab, write
 
 from orchestrator.cli import main
+from stages.sources.cocos.meta import USER_FIELDS
 
 TESTS = Path(__file__).resolve().parent
 MESSIAH_BASE = TESTS / "data" / "bad" / "_base"
 UNITY_RULES = TESTS.parent / "configs" / "rules" / "unity-common.yaml"
+COCOS_RULES = TESTS.parent / "configs" / "rules" / "cocos-common.yaml"
 
 #: Text that XML and YAML parsers read specially, spliced into files.
 TOKENS = [
@@ -99,8 +105,8 @@ FUZZ = settings(
 
 
 @st.composite
-def mutated(draw, original: bytes) -> bytes:
-    """`original` with one to three mutations."""
+def mutated(draw, original: bytes, tokens: list[bytes] = TOKENS) -> bytes:
+    """`original` with one to three mutations (`tokens` are the special texts spliced in)."""
     data = original
     for _ in range(draw(st.integers(1, 3))):
         at = draw(st.integers(0, len(data)))
@@ -126,7 +132,7 @@ def mutated(draw, original: bytes) -> bytes:
         elif kind == "insert":
             data = data[:at] + draw(st.binary(min_size=1, max_size=24)) + data[at:]
         elif kind == "token":
-            data = data[:at] + draw(st.sampled_from(TOKENS)) + data[at:]
+            data = data[:at] + draw(st.sampled_from(tokens)) + data[at:]
         elif kind == "replace":
             text = draw(st.text(min_size=1, max_size=16)).encode("utf-8", "surrogatepass")
             data = data[:at] + text + data[at + len(text) :]
@@ -222,6 +228,10 @@ def test_the_clean_projects_pass():
     with unity_case() as case:
         code, text = run_validate(case / "build.yaml")
         assert code == 0, text[-3000:]
+    with cocos_case() as case:
+        code, text = run_validate(case / "build.yaml")
+        assert code == 0, text[-3000:]
+        assert '"rule_errors": []' in text and "collect.problem" not in text
 
 
 @pytest.mark.slow
@@ -408,6 +418,247 @@ def test_malformed_unity_yaml_and_meta_files(relpath):
         with unity_case() as case:
             # the reference scanner reads these leniently, as Unity does: only a failure must
             # name the file
+            check(case, relpath, data)
+
+    fuzz()
+
+
+# -- Cocos Creator ------------------------------------------------------------------------------
+
+#: Text that JSON parsers, and Creator's references, read specially, spliced into files.
+JSON_TOKENS = [
+    *TOKENS,
+    b'"__uuid__": "',
+    b'{"__uuid__": "x"}',
+    b'"__uuid__": 7',
+    b'"__id__": -1',
+    b'"subMetas": []',
+    b'"userData": null',
+    b'"isBundle": true, "bundleName": "main"',
+    b'"importer": "directory"',
+    b"\\u0000",
+    b"\\ud800",
+    b'\\"',
+    b"\\",
+    b"1e999",
+    b"18446744073709551616",
+    b"-0",
+    b"[" * 300,
+    b"{" * 40,
+    b",",
+    b"NaN",
+    b"Infinity",
+    b"@",
+    b"@f9941@",
+    b"db://assets/",
+    b"db://internal/",
+]
+
+
+@contextlib.contextmanager
+def cocos_case():
+    """A small clean Creator 3.x project: a bundle folder holding an image and an auto atlas
+    folder, a scene and a prefab referencing their sprite frames, the render pipeline and
+    physics material the project settings name, every folder with its meta."""
+    folder = Path(tempfile.mkdtemp(prefix="orchestrate-fuzz-cocos-"))
+    try:
+        case = folder / "case"
+        project = CocosProject(case / "project")
+        project.folder("assets/ui", bundle="ui")
+        hero = project.image("assets/ui/hero.png")
+        project.folder("assets/ui/atlas")
+        icon = project.image("assets/ui/atlas/icon.png")
+        project.pac("assets/ui/atlas/auto.pac", maxWidth=1024, maxHeight=1024, padding=2)
+        project.folder("assets/scenes")
+        project.scene("assets/scenes/main.scene", [frame(hero), frame(icon)])
+        project.folder("assets/prefabs")
+        project.prefab("assets/prefabs/crate.prefab", [frame(hero), texture(icon)])
+        project.folder("assets/pipeline")
+        pipeline = project.serialized("assets/pipeline/forward.rpp", "render-pipeline")
+        physics = project.serialized("assets/pipeline/default.pmtl", "physics-material")
+        project.settings(
+            {"general": {"renderPipeline": pipeline}, "physics": {"defaultMaterial": physics}}
+        )
+        shutil.copy(COCOS_RULES, case / "rules.yaml")
+        (case / "build.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "project": "project",
+                    "source": "cocos",
+                    "rules": {"files": ["rules.yaml"]},
+                    "bundles": {"from_meta": True},
+                    "executor": {"kind": "local"},
+                }
+            ),
+            encoding="utf-8",
+        )
+        yield case
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+COCOS_METAS = [
+    "project/assets/ui.meta",
+    "project/assets/ui/hero.png.meta",
+    "project/assets/ui/atlas/auto.pac.meta",
+    "project/assets/scenes/main.scene.meta",
+]
+COCOS_SERIALIZED = [
+    "project/assets/scenes/main.scene",
+    "project/assets/prefabs/crate.prefab",
+]
+
+
+def json_parses(data: bytes) -> bool:
+    """Whether `data` is one JSON document in UTF-8 (what Creator writes and reads back)."""
+    try:
+        json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relpath", COCOS_METAS + COCOS_SERIALIZED)
+def test_malformed_cocos_meta_and_serialized_files(relpath):
+    """Folder, image, auto-atlas and scene metas, and scene and prefab JSON, malformed: a file
+    that is not JSON is named (the spec: reported, and the build goes on without it)."""
+    with cocos_case() as case:
+        original = (case / relpath).read_bytes()
+
+    @FUZZ
+    @given(data=mutated(original, JSON_TOKENS))
+    def fuzz(data):
+        with cocos_case() as case:
+            check(case, relpath, data, json_parses)
+
+    fuzz()
+
+
+#: Keys Creator writes in metas and serialized assets, and the `userData` keys the build reads.
+COCOS_KEYS = sorted(
+    {
+        "ver",
+        "importer",
+        "imported",
+        "uuid",
+        "files",
+        "subMetas",
+        "userData",
+        "name",
+        "__type__",
+        "__uuid__",
+        "__id__",
+        "_spriteFrame",
+        "_name",
+    }
+    | USER_FIELDS
+)
+
+
+@st.composite
+def reshaped_json(draw, original: bytes) -> bytes:
+    """`original` (a JSON document) still valid JSON, with one to four keys of its objects (at
+    any depth) given values of odd types, odd values (a number that is negative, zero or huge),
+    or removed."""
+    ids = [f"{n:08x}-0000-4000-8000-{n:012x}" for n in (2, 3, 4, 99)]
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-10, max_value=10),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=12),
+        st.sampled_from(
+            [
+                *ids,
+                *(f"{i}@f9941" for i in ids),
+                *(f"{i}@6c48a" for i in ids),
+                "@",
+                "x@y@z",
+                "",
+                " ",
+                "..",
+                "../../outside",
+                "/etc",
+                "db://assets/ui/hero.png",
+                "db://internal/nothing",
+                "main",
+                "internal",
+                "resources",
+                "directory",
+                "image",
+                "texture",
+                "sprite-frame",
+                "scene",
+                "prefab",
+                "auto-atlas",
+                "sprite-atlas",
+                "spine-data",
+                "bitmap-font",
+                "particle",
+                "typescript",
+                ".json",
+                ".png",
+                "cc.Sprite",
+                "满足",
+            ]
+        ),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from(COCOS_KEYS), inner, max_size=3)
+        ),
+        max_leaves=6,
+    )
+    odd_numbers = st.one_of(
+        st.integers(min_value=-20, max_value=20), st.sampled_from([-(2**31), 2**31, 2**63 - 1])
+    )
+    document = json.loads(original)
+    for _ in range(draw(st.integers(1, 4))):
+        objects = list(_json_objects(document))
+        if not objects:
+            break
+        target = draw(st.sampled_from(objects))
+        own = sorted(target)
+        key = draw(st.sampled_from(own if own and draw(st.booleans()) else COCOS_KEYS))
+        before = target.get(key)
+        choice = draw(st.integers(0, 5))
+        if choice == 0:
+            target.pop(key, None)
+        elif choice <= 2 and isinstance(before, int) and not isinstance(before, bool):
+            target[key] = draw(odd_numbers)  # the type Creator writes, a value it never does
+        else:
+            target[key] = draw(values)
+    return json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8")
+
+
+def _json_objects(node):
+    """Every JSON object in `node`, depth-first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _json_objects(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _json_objects(value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relpath", COCOS_METAS + COCOS_SERIALIZED)
+def test_cocos_files_of_valid_json_and_wrong_shapes(relpath):
+    """Metas and serialized assets that are valid JSON with odd types and values (a uuid that is
+    a number, `subMetas` a list, a negative atlas padding, a reference to nothing): each is a
+    reported problem or works; never exit 3 or a traceback, and exit 2 names the file."""
+    with cocos_case() as case:
+        original = (case / relpath).read_bytes()
+
+    @FUZZ
+    @given(data=reshaped_json(original))
+    def fuzz(data):
+        with cocos_case() as case:
             check(case, relpath, data)
 
     fuzz()

@@ -1,6 +1,7 @@
 """The HTML build report: written by every run, self-contained, the build's figures in its HTML,
 its data whole; kept content reused on a no-op rerun; what changed since the previous build;
-`orchestrate report` re-renders from the folder's files."""
+`orchestrate report` re-renders from the folder's files (and `--open` hands the page to
+the browser)."""
 
 from __future__ import annotations
 
@@ -125,6 +126,37 @@ def test_report_command_re_renders_without_moving_the_previous_build(demo, capsy
     assert cli("report", str(output)) == 0
     assert f"report: {output / PAGE}" in capsys.readouterr().out
     assert inline(page(output), "run-data") == before
+
+
+def test_report_open_hands_the_page_to_the_browser_as_a_file_url(demo, capsys, monkeypatch):
+    """`report OUT --open` renders the page, then asks the default browser to open it by its
+    absolute `file://` URL; when no browser starts it says where the page is, exiting 0."""
+    output = build(demo, "build/out")
+    opened: list[str] = []
+    started = True
+
+    def fake_open(url: str, *args, **kwargs) -> bool:
+        opened.append(url)
+        return started
+
+    monkeypatch.setattr("webbrowser.open", fake_open)
+    assert cli("report", str(output), "--open") == 0
+    page_path = (output / PAGE).resolve()
+    assert opened == [page_path.as_uri()] and opened[0].startswith("file:///")
+    assert "no browser" not in capsys.readouterr().err
+    started = False
+    assert cli("report", str(output), "--open") == 0
+    assert len(opened) == 2
+    assert f"no browser could be started; open {page_path} by hand" in capsys.readouterr().err
+
+
+def test_report_without_open_starts_no_browser(demo, monkeypatch):
+    """Without --open the page is rendered and no browser is asked for."""
+    output = build(demo, "build/out")
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url, *args, **kwargs: opened.append(url))
+    assert cli("report", str(output)) == 0
+    assert opened == [] and (output / PAGE).is_file()
 
 
 def test_report_command_on_a_folder_that_holds_no_build_exits_2(tmp_path, capsys):

@@ -104,6 +104,43 @@ def test_a_dry_run_plans_validate_without_running_refused_code(tmp_path):
     assert sentinel.read_text() == "load "
 
 
+QUERY_COMMANDS = {
+    "why": ["why", "g"],
+    "graph": ["graph", "--format", "json"],
+    "cooklist": ["cooklist", "--format", "json"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(QUERY_COMMANDS))
+def test_why_graph_and_cooklist_never_load_the_rules_so_custom_code_never_runs(
+    tmp_path, capsys, monkeypatch, command
+):
+    """`why`, `graph` and `cooklist` run only collect and dependency, which never load the rule
+    library: its code runs neither with --no-custom-code or ORCHESTRATE_NO_CUSTOM_CODE=1 nor
+    even without them (the control that shows no rule is loaded), and each answers the same."""
+    build, sentinel = custom_code_build(tmp_path)
+    name, *options = QUERY_COMMANDS[command]
+    answers = []
+    for switch, variable in (([], None), (["--no-custom-code"], None), ([], "1")):
+        if variable is None:
+            monkeypatch.delenv("ORCHESTRATE_NO_CUSTOM_CODE", raising=False)
+        else:
+            monkeypatch.setenv("ORCHESTRATE_NO_CUSTOM_CODE", variable)
+        code = run_inprocess(name, str(build), *options, *switch)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert not sentinel.exists(), (switch, variable)
+        assert not (tmp_path / "build" / "out" / "reports" / "validate.json").exists()
+        answers.append(out)
+    assert answers[0] == answers[1] == answers[2]
+    if command == "why":
+        assert answers[0].startswith("/ g: missing")
+    elif command == "graph":
+        assert [node["id"] for node in json.loads(answers[0])["nodes"]] == ["g"]
+    else:
+        assert json.loads(answers[0])["cooked"] == []
+
+
 @pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
 def test_the_environment_variable_does_what_the_flag_does(tmp_path, monkeypatch, value):
     """ORCHESTRATE_NO_CUSTOM_CODE (for CI and farms) refuses custom code on every command."""
@@ -181,3 +218,59 @@ def test_help_lists_the_switch_on_commands_that_run_stages(capsys):
     for command in ("run", "validate", "cooklist", "why", "graph", "demo"):
         assert run_inprocess(command, "--help") == 0
         assert "--no-custom-code" in capsys.readouterr().out, command
+
+
+def demo_with_marked_rules(monkeypatch: pytest.MonkeyPatch, sentinel: Path) -> list[str]:
+    """Make `demo` generate its starter rule library plus a rule whose code leaves a mark; the
+    ids of the rules that carry custom code, in file order."""
+    import stages.sources.messiah.generator as generator
+
+    starter = generator.starter_rules_bytes()
+    marking = {
+        "id": "demo-marks",
+        "rpath": r"resource\.repository$",
+        "xpath": "*/Items/Item,GUID",
+        "condition": ["func_check"],
+        "func_str": (
+            f"open({str(sentinel)!r}, 'a').write('load ')\n"
+            "def check(**kw):\n"
+            f"    open({str(sentinel)!r}, 'a').write('call ')\n"
+            "    return []\n"
+        ),
+    }
+    marked = starter + b"\n" + yaml.safe_dump([marking], allow_unicode=True).encode("utf-8")
+    monkeypatch.setattr(generator, "starter_rules_bytes", lambda: marked)
+    return [rule["id"] for rule in yaml.safe_load(marked) if "func_str" in rule]
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_demo_with_the_switch_never_runs_the_rule_librarys_code(tmp_path, monkeypatch, how):
+    """`demo --no-custom-code` (or the variable) builds the generated project end to end with
+    none of its rule library's custom code run: every rule carrying code is reported skipped,
+    and the demo exits 0 as documented."""
+    sentinel = tmp_path / "custom-code-ran"
+    with_code = demo_with_marked_rules(monkeypatch, sentinel)
+    dest = tmp_path / "demo"
+    options = ["--assets", "100", "--executor", "local"]
+    if how == "flag":
+        options.append("--no-custom-code")
+    else:
+        monkeypatch.setenv("ORCHESTRATE_NO_CUSTOM_CODE", "1")
+    assert run_inprocess("demo", str(dest), *options) == 0
+    assert not sentinel.exists()
+    report = json.loads((dest / "build" / "out" / "reports" / "validate.json").read_text())
+    reason = "rules.allow_custom_code is false"
+    assert report["skipped"] == [{"rule": rule, "reason": reason} for rule in with_code]
+
+
+def test_demo_without_the_switch_runs_the_rule_librarys_code(tmp_path, monkeypatch):
+    """The control: the demo's build file allows custom code, so the marking rule's code runs
+    (at load, then per repository) and nothing is skipped."""
+    sentinel = tmp_path / "custom-code-ran"
+    demo_with_marked_rules(monkeypatch, sentinel)
+    monkeypatch.delenv("ORCHESTRATE_NO_CUSTOM_CODE", raising=False)
+    dest = tmp_path / "demo"
+    assert run_inprocess("demo", str(dest), "--assets", "100", "--executor", "local") == 0
+    assert sentinel.read_text().startswith("load call ")
+    report = json.loads((dest / "build" / "out" / "reports" / "validate.json").read_text())
+    assert report["skipped"] == []

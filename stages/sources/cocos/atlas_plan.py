@@ -62,20 +62,20 @@ class PlannedAtlases(NamedTuple):
 
 
 def atlas_options(user: dict) -> AtlasOptions:
+    """The options of a `.pac` meta, Creator's defaults standing in for a value of the wrong type
+    or out of range (a negative padding, a page side below 1: no packer can use them)."""
     defaults = AtlasOptions()
 
-    def pick(key: str, default, kind):
+    def pick(key: str, default, kind, minimum: int | None = None):
         value = user.get(key, default)
-        return (
-            value
-            if isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-            else default
-        )
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return default
+        return default if minimum is not None and value < minimum else value
 
     return AtlasOptions(
-        pick("maxWidth", defaults.max_width, int),
-        pick("maxHeight", defaults.max_height, int),
-        pick("padding", defaults.padding, int),
+        pick("maxWidth", defaults.max_width, int, minimum=1),
+        pick("maxHeight", defaults.max_height, int, minimum=1),
+        pick("padding", defaults.padding, int, minimum=0),
         pick("paddingBleed", defaults.padding_bleed, bool),
         pick("allowRotation", defaults.allow_rotation, bool),
         pick("filterUnused", defaults.filter_unused, bool),

@@ -48,11 +48,12 @@ def bundle_folders(catalog: Catalog, problems: list[Problem]) -> list[BundleFold
         meta = catalog.folders[path]
         if meta.user.get("isBundle") is not True or not path.startswith("assets/"):
             continue
-        name = meta.user.get("bundleName") or posixpath.basename(path)
+        given = meta.user.get("bundleName")  # a name only as text: a list is no name
+        name = given if isinstance(given, str) and given else posixpath.basename(path)
         priority = meta.user.get("priority")
         if not isinstance(priority, int) or isinstance(priority, bool):
             priority = RESOURCES_PRIORITY if name == RESOURCES else FOLDER_PRIORITY
-        found.append(BundleFolder(str(name), priority, path, meta.url))
+        found.append(BundleFolder(name, priority, path, meta.url))
     for outer in found:
         for inner in found:
             if inner is not outer and inner.path.startswith(outer.path + "/"):
