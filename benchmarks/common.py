@@ -196,33 +196,22 @@ def orchestrate_command() -> list[str]:
 
 def ensure_project(size: int, seed: int = 1, regenerate: bool = False) -> Project:
     """The project of `size` resources, generated once under benchmarks/work and reused."""
-    dest = WORK / f"messiah-{size}-seed{seed}"
-    project = Project(size, seed, dest)
-    restore_leftover_edits(project)
-    meta = dest / "generated.json"
-    if not regenerate and meta.is_file() and (dest / "build.yaml").is_file():
-        data = json.loads(meta.read_text(encoding="utf-8"))
-        if data.get("assets") == size and data.get("seed") == seed and project.root.is_dir():
-            log(f"reusing {dest.relative_to(ROOT)}")
-            return project
-    log(f"generating {size} resources (seed {seed}) in {dest.relative_to(ROOT)}")
-    if dest.exists():
-        shutil.rmtree(dest)
-    started = time.perf_counter()
-    subprocess.run(
-        [*orchestrate_command(), "generate", str(dest), "--assets", str(size), "--seed", str(seed)],
-        check=True,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
-    project.generated_s = time.perf_counter() - started
-    return project
+    return _ensure_generated("messiah", (), f"{size} resources", size, seed, regenerate)
 
 
 def ensure_cocos_project(size: int, seed: int = 1, regenerate: bool = False) -> Project:
     """The Cocos Creator project of `size` assets (`orchestrate generate --engine cocos`),
     generated once under benchmarks/work and reused."""
-    dest = WORK / f"cocos-{size}-seed{seed}"
+    what = f"a Cocos project of {size} assets"
+    return _ensure_generated("cocos", ("--engine", "cocos"), what, size, seed, regenerate)
+
+
+def _ensure_generated(
+    kind: str, engine: tuple[str, ...], what: str, size: int, seed: int, regenerate: bool
+) -> Project:
+    """benchmarks/work/<kind>-<size>-seed<seed>, reused when its generated.json says it is the
+    same size and seed, else generated with `orchestrate generate` (and timed)."""
+    dest = WORK / f"{kind}-{size}-seed{seed}"
     project = Project(size, seed, dest)
     restore_leftover_edits(project)
     meta = dest / "generated.json"
@@ -231,26 +220,12 @@ def ensure_cocos_project(size: int, seed: int = 1, regenerate: bool = False) -> 
         if data.get("assets") == size and data.get("seed") == seed and project.root.is_dir():
             log(f"reusing {dest.relative_to(ROOT)}")
             return project
-    log(f"generating a Cocos project of {size} assets (seed {seed}) in {dest.relative_to(ROOT)}")
+    log(f"generating {what} (seed {seed}) in {dest.relative_to(ROOT)}")
     if dest.exists():
         shutil.rmtree(dest)
     started = time.perf_counter()
-    subprocess.run(
-        [
-            *orchestrate_command(),
-            "generate",
-            str(dest),
-            "--engine",
-            "cocos",
-            "--assets",
-            str(size),
-            "--seed",
-            str(seed),
-        ],
-        check=True,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
+    command = [*orchestrate_command(), "generate", str(dest), *engine, "--assets", str(size)]
+    subprocess.run([*command, "--seed", str(seed)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     project.generated_s = time.perf_counter() - started
     return project
 

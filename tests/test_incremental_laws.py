@@ -619,12 +619,12 @@ def test_an_edit_decodes_the_index_only_when_a_rule_it_reruns_reads_it(
     get = StoredIndex.get
 
     def counting(self):
-        if self._index is None:  # the first read of the index in this run
+        if not self.loaded:  # the first read of the index in this run
             decoded.append(1)
         return get(self)
 
     monkeypatch.setattr(StoredIndex, "get", counting)
-    monkeypatch.setattr(functions, "_VIEWS", {})  # a new process: no view of the first build's
+    functions.forget_views()  # a new process: no view of the first build's index
     path = next((tmp_path / "project").rglob("texture.xml"))
     text = path.read_text(encoding="utf-8")
     path.write_text(re.sub(r"<Width>\d+<", "<Width>97<", text), encoding="utf-8")

@@ -65,6 +65,10 @@ class StoredIndex:
     def digest(self) -> str:
         return self._digest
 
+    @property
+    def loaded(self) -> bool:
+        return self._index is not None
+
     def get(self) -> Any:
         if self._index is None:
             self._index = self._load()
@@ -145,6 +149,11 @@ class IndexView:
 
 
 _VIEWS: dict[str, IndexView] = {}
+
+
+def forget_views() -> None:
+    """Drop the process's views, as a new process starts without them."""
+    _VIEWS.clear()
 
 
 def index_view(index: Any, index_digest: str, root: str) -> IndexView:
