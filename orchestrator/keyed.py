@@ -126,6 +126,12 @@ class Keyed(Mapping):
             return [(key, self._memory[key]) for key in self._key_list()]
         if self._overlay is None and not self._decoded:
             return list(self._state.items(self.name))
+        if self._overlay is not None:  # one pass over the stored entries, then the patch
+            merged = dict(self._state.items(self.name))
+            for key in self._overlay.removed:
+                merged.pop(key, None)
+            merged.update(self._overlay.set)
+            return [(key, merged[key]) for key in self._key_list()]
         return [(key, self[key]) for key in self]
 
     def values(self):

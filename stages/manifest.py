@@ -8,20 +8,28 @@ files staged as they are (NonUFS). Neither holds time stamps or absolute paths.
 
 from __future__ import annotations
 
-import json
 from typing import NamedTuple
 
 import orjson
 
-import orchestrator
 from orchestrator.codec import record
-from orchestrator.hashing import digest_value
+from orchestrator.hashing import digest_bytes
 from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
-from stages.publishing.output import LINK_XML, MANIFEST, STAGING, publish_build
+from stages.publishing.manifests import (
+    LINK_XML,
+    MANIFEST,
+    STAGING,
+    manifest_document,
+    patch_bundle_files,
+    staging_document,
+    staging_entry,
+    to_json_bytes,
+)
+from stages.publishing.output import publish_build
 
 SPEC = StageSpec(
     name="manifest",
-    version=2,  # 2: reads the keyed bundle values; patches the last document when it can
+    version=3,  # 3: patches the last manifest's bytes (2: reads the keyed bundle values)
     inputs=(
         "cooklist",
         "cooked_types",
@@ -36,8 +44,6 @@ SPEC = StageSpec(
     config_keys=("platform",),
     description="the build manifest and the staging manifest",
 )
-
-FORMAT = 1
 
 
 @record
@@ -56,97 +62,6 @@ def stage_versions() -> dict[str, int]:
     return {stage.name: stage.spec.version for stage in registered_stages()}
 
 
-def manifest_document(
-    bundles,
-    asset_bundles,
-    info,
-    bundle_files,
-    cooklist,
-    cooked_types,
-    platform: str,
-    versions: dict[str, int],
-) -> dict:
-    """The manifest as JSON-able data (deterministic: sorted keys, cook-list order)."""
-    entries = {}
-    for name, bundle in sorted(bundles.items()):
-        record = bundle_files[name]
-        entries[name] = {
-            **file_fields(record),
-            "kind": bundle.kind,
-            "assets": list(bundle.assets),
-            "explicit": list(bundle.explicit),
-            "implicit": list(bundle.implicit),
-            "dependencies": list(bundle.dependencies),
-            "reverse_dependencies": list(bundle.reverse_dependencies),
-            "used_by": list(bundle.used_by),
-        }
-        if bundle.priority is not None:  # `shared_dependencies: priority`
-            entries[name]["priority"] = bundle.priority
-            entries[name]["redirects"] = {r.asset: r.bundle for r in bundle.redirects}
-            entries[name].update(bundle.source_fields)  # e.g. Cocos `paths`, `scenes`
-    types = dict(cooked_types.items())
-    return {
-        "format": FORMAT,
-        "build": {
-            "platform": platform,
-            "tool_version": orchestrator.__version__,
-            "stage_versions": dict(sorted(versions.items())),
-            "shared_dependencies": info.policy,
-        },
-        "bundles": entries,
-        "assets": {
-            a: {"type": types[a], "bundles": list(names)}
-            for a, names in sorted(asset_bundles.items())
-        },
-        "cooklist": [a for a in cooklist.cooked if a in types],
-        "missing": sorted(cooklist.missing),
-        "bundle_cycles": [list(c) for c in info.cycles],
-        "loose_files": [LINK_XML, STAGING],
-    }
-
-
-def file_fields(record) -> dict:
-    """What the manifest says of a bundle's file (its BundleFile)."""
-    return {
-        "file": record.file,
-        "size": record.size,
-        "crc32": record.crc32,
-        "content_hash": record.content_hash,
-        "raw_hash": record.raw_hash,
-    }
-
-
-def staging_entry(record) -> dict:
-    return {
-        "file": record.file,
-        "bundle": record.name,
-        "size": record.size,
-        "raw_hash": record.raw_hash,
-    }
-
-
-def staging_document(bundle_files) -> dict:
-    """UFS: the bundle files (and the bundle each is); NonUFS: loose files staged as they are."""
-    return {
-        "format": FORMAT,
-        "ufs": [staging_entry(r) for r in sorted(bundle_files.values(), key=lambda r: r.file)],
-        "non_ufs": sorted([LINK_XML, MANIFEST, STAGING]),
-    }
-
-
-def to_json_bytes(document: dict) -> bytes:
-    """`json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)` and a newline, UTF-8.
-
-    orjson writes the same bytes for these documents (str keys, ints, no floats: its float
-    spelling would differ) ten times faster; what it refuses (ints past 64 bits, lone
-    surrogates) goes the slow way and fails or not exactly as before.
-    """
-    try:
-        return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    except orjson.JSONEncodeError:
-        return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
 def plan(ctx, inputs: dict) -> Plan:
     document = manifest_document(
         inputs["bundles"],
@@ -162,39 +77,47 @@ def plan(ctx, inputs: dict) -> Plan:
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """When only bundle files changed (an asset cooked again), the last documents are patched
-    where they name those files; anything else plans the documents again."""
+    """When only bundle files changed (an asset cooked again), the last manifest's bytes are
+    patched where they name those files, and the staging document made from the last one;
+    anything else plans the documents again."""
     files = changes.inputs["bundle_files"]
     others = ("cooklist", "cooked_types", "bundles", "asset_bundles", "packing")
     if files.removed or any(changes.inputs[name] for name in others):
         return None
     previous: BuildOutput = ctx.previous["manifest"]
-    document = orjson.loads(previous.manifest)
-    staging = orjson.loads(previous.loose[STAGING])
     changed = {name: inputs["bundle_files"][name] for name in sorted(files.changed)}
-    for name, bundle_file in changed.items():
-        document["bundles"][name].update(file_fields(bundle_file))
+    manifest = patch_bundle_files(previous.manifest, changed)
+    if manifest is None:
+        return None
+    staging = orjson.loads(previous.loose[STAGING])
     ufs = {entry["bundle"]: entry for entry in staging["ufs"]}
     ufs.update((name, staging_entry(bundle_file)) for name, bundle_file in changed.items())
     staging["ufs"] = sorted(ufs.values(), key=lambda entry: entry["file"])
-    return _plan(document, staging)
+    return _plan(manifest, staging)
 
 
-def _plan(document: dict, staging: dict) -> Plan:
+def _plan(manifest: dict | bytes, staging: dict) -> Plan:
+    """One unit holding the documents' bytes, keyed by them: a patched manifest and one made
+    afresh with the same content are the same unit."""
+    documents = (
+        manifest if isinstance(manifest, bytes) else to_json_bytes(manifest),
+        to_json_bytes(staging),
+    )
     return Plan(
         units=[
             Unit(
                 id="manifest",
-                payload=(document, staging),
-                key={"manifest": digest_value([document, staging])},
+                payload=documents,
+                key={"manifest": digest_bytes(documents[0]), "staging": digest_bytes(documents[1])},
             )
         ]
     )
 
 
 def run(payload, shared, reader) -> tuple[bytes, bytes]:
-    document, staging = payload
-    return to_json_bytes(document), to_json_bytes(staging)
+    """The documents' bytes, as planned (made in the driver: the patch needs the last ones)."""
+    manifest, staging = payload
+    return manifest, staging
 
 
 def finish(ctx, inputs: dict, results) -> dict:

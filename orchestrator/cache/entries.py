@@ -15,6 +15,9 @@ from .statedb import StateDatabase
 INLINE_MAX_BYTES = 256 * 1024  # larger values live in the blob store
 STORED_PREFIX = b"blob:"
 WHOLE = ""  # the key of a value that is not keyed
+#: Up to this many keys, a patch looks up their stored digests by key rather than reading all
+#: of the value's (SQLite binds at most 999 parameters by default in older builds).
+FEW_KEYS = 500
 
 
 class ValueChanges(NamedTuple):
@@ -83,6 +86,20 @@ class ValueEntries(StateDatabase):
             )
         }
 
+    def digests_of(self, value: str, keys: list[str]) -> dict[str, str]:
+        """The stored digests of some keys (a patch of a few entries need not read them all)."""
+        found = {}
+        for start in range(0, len(keys), FEW_KEYS):
+            chunk = keys[start : start + FEW_KEYS]
+            marks = ", ".join("?" * len(chunk))
+            for key, digest in self.execute(
+                f"SELECT key, digest FROM entries WHERE value = ? AND key IN ({marks}) "
+                "AND data IS NOT NULL",
+                (value, *chunk),
+            ):
+                found[key] = bytes(digest).hex()
+        return found
+
     def fingerprint(self, value: str) -> str:
         """A digest of every live entry's key and digest, in key order."""
         rows = self.execute(
@@ -130,8 +147,13 @@ class ValueEntries(StateDatabase):
         self, value: str, entries: Iterable[tuple[str, Any]], known: dict[str, str] | None = None
     ) -> list[str]:
         """Store entries whose digest differs from what is stored; returns the keys changed."""
+        entries = list(entries)
         if known is None:
-            known = self.digests(value)
+            known = (
+                self.digests_of(value, [key for key, _ in entries])
+                if len(entries) <= FEW_KEYS
+                else self.digests(value)
+            )
         rows, changed = [], []
         for key, entry in entries:
             digest, data = self.encode(entry)

@@ -21,9 +21,7 @@ from orchestrator.hashing import digest_bytes, digest_file
 from orchestrator.outputs import OutputFolder as SafeOutputFolder
 from orchestrator.outputs import remove_empty_folders
 
-MANIFEST = "manifest.json"
-STAGING = "staging.json"
-LINK_XML = "link.xml"
+from .manifests import LINK_XML, MANIFEST, STAGING, named_bundle_files
 
 
 def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
@@ -83,10 +81,18 @@ def write_if_changed(output_dir: str | os.PathLike, relpath: str, data: bytes) -
     return True
 
 
-def previous_bundle_files(output_dir: str | os.PathLike) -> list[str]:
-    """The bundle files the manifest now in the folder names ([] if none or unreadable)."""
+def previous_bundle_files(output_dir: str | os.PathLike, ours: bool = False) -> list[str]:
+    """The bundle files the manifest now in the folder names ([] if none or unreadable).
+
+    `ours`: the manifest is bytes this engine published (its signature is the recorded one),
+    so its files are found line by line instead of parsing the whole document.
+    """
     try:
-        document = orjson.loads(Path(output_dir, MANIFEST).read_bytes())
+        data = Path(output_dir, MANIFEST).read_bytes()
+        found = named_bundle_files(data) if ours else None
+        if found is not None:
+            return found
+        document = orjson.loads(data)
         return sorted({b["file"] for b in document["bundles"].values()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
@@ -122,13 +128,14 @@ def publish_build(
     """
     output_dir = ctx.output_dir
     folder = OutputFolder(output_dir, getattr(ctx, "output_digest", None))
-    previous = previous_bundle_files(output_dir)
+    # The engine's context checks a file once (one stat, its digest remembered by signature)
+    # and counts it as published, so a later skipped run still notices it deleted or changed.
+    holds = getattr(ctx, "output_holds", None) or folder.matches
+    mark = getattr(ctx, "mark_published", None)
+    previous = previous_bundle_files(output_dir, ours=mark is not None and mark(MANIFEST))
     written = []
     for record in sorted(bundle_files, key=lambda r: r.file):
-        if folder.matches(record.file, record.size, record.raw_hash):
-            mark = getattr(ctx, "mark_published", None)
-            if mark is not None:  # a later skipped run must still notice it deleted or changed
-                mark(record.file)
+        if holds(record.file, record.size, record.raw_hash):
             continue
         data = load(record.name)
         if digest_bytes(data) != record.raw_hash:

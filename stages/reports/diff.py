@@ -155,6 +155,8 @@ def diff_states(old: BuildState, new: BuildState) -> PatchDiff:
     patch = PatchDiff()
     for name in sorted(set(old.bundles) | set(new.bundles)):
         a, b = old.bundles.get(name), new.bundles.get(name)
+        if a == b:
+            continue
         change = BundleChange(
             name,
             a.file if a else None,
@@ -170,7 +172,12 @@ def diff_states(old: BuildState, new: BuildState) -> PatchDiff:
             patch.bundles_removed.append(change)
         elif (a.content_hash, a.raw_hash, a.file) != (b.content_hash, b.raw_hash, b.file):
             patch.bundles_changed.append(change)
-    for asset in sorted(set(old.assets) | set(new.assets)):
+    differing = [  # most assets are the same in both: compare those without a change record
+        asset
+        for asset in set(old.assets) | set(new.assets)
+        if old.assets.get(asset) != new.assets.get(asset)
+    ]
+    for asset in sorted(differing):
         a_asset, b_asset = old.assets.get(asset), new.assets.get(asset)
         moved = _asset_change(asset, a_asset, b_asset)
         if a_asset is None:

@@ -12,7 +12,7 @@ from lxml import etree
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
 from stages.bundlefile.format import BundleFormatError, BundleReader, TocEntry
-from stages.publishing.output import LINK_XML, MANIFEST, STAGING
+from stages.publishing.manifests import LINK_XML, MANIFEST, STAGING
 
 VALIDATE_JSON = "reports/validate.json"
 COOKLIST_JSON = "reports/cooklist.json"
