@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from stages.publishing.manifests import (
     PATCH_LIMIT,
+    FileFieldsChange,
+    bundle_file_changes,
     file_fields,
     named_bundle_files,
     patch_bundle_files,
@@ -88,3 +90,29 @@ def test_unknown_bundle_or_shape_is_not_patched():
     assert patch_bundle_files(orjson.dumps(orjson.loads(data)), {"a": record}) is None
     many = {f"b{i}": record for i in range(PATCH_LIMIT + 1)}
     assert patch_bundle_files(to_json_bytes(document(many, False)), many) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(names, bundle_files, min_size=1, max_size=8),
+    st.data(),
+    st.booleans(),
+)
+def test_file_changes_between_two_manifests_are_found_exactly(bundles, data, priority):
+    """The bundles whose file fields differ are found with both sides' fields; a difference
+    anywhere else (a bundle's assets) is refused."""
+    before = to_json_bytes(document(bundles, priority))
+    chosen = data.draw(st.lists(st.sampled_from(sorted(bundles)), unique=True))
+    changed = {name: data.draw(bundle_files) for name in chosen}
+    after = to_json_bytes(document({**bundles, **changed}, priority))
+    found = bundle_file_changes(before, after)
+    expected = {
+        name: FileFieldsChange(file_fields(bundles[name]), file_fields(record))
+        for name, record in changed.items()
+        if record != bundles[name]
+    }
+    assert found == expected
+    other = orjson.loads(after)
+    moved = data.draw(st.sampled_from(sorted(bundles)))
+    other["bundles"][moved]["assets"].append("one more")
+    assert bundle_file_changes(before, to_json_bytes(other)) is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import orjson
 
@@ -153,17 +154,25 @@ def patch_bundle_files(manifest: bytes, changed: Mapping[str, object]) -> bytes 
     return b"".join(pieces)
 
 
+def _field_span(entry: bytes, key: str) -> tuple[int, int] | None:
+    """Where the value of a bundle entry's field `key` lies in the entry (its line's comma
+    left out); None when the entry has no such line."""
+    line = b'\n      "' + key.encode() + b'": '
+    at = entry.find(line)
+    if at < 0:
+        return None
+    begin = at + len(line)
+    end = entry.find(b"\n", begin)
+    end = len(entry) if end < 0 else end
+    return begin, end - 1 if entry[end - 1 : end] == b"," else end
+
+
 def _patched_entry(entry: bytes, fields: dict) -> bytes | None:
     for key, value in fields.items():
-        line = b'\n      "' + key.encode() + b'": '
-        at = entry.find(line)
-        if at < 0:
+        span = _field_span(entry, key)
+        if span is None:
             return None
-        begin = at + len(line)
-        end = entry.find(b"\n", begin)
-        end = len(entry) if end < 0 else end
-        comma = b"," if entry[begin:end].endswith(b",") else b""
-        entry = entry[:begin] + orjson.dumps(value) + comma + entry[end:]
+        entry = entry[: span[0]] + orjson.dumps(value) + entry[span[1] :]
     return entry
 
 
@@ -180,3 +189,80 @@ def named_bundle_files(manifest: bytes) -> list[str] | None:
         return sorted({orjson.loads(found) for found in FILE_LINE.findall(manifest, start, end)})
     except orjson.JSONDecodeError:
         return None
+
+
+class FileFieldsChange(NamedTuple):
+    """A bundle whose file fields differ between two manifests (and nothing else of it)."""
+
+    before: dict
+    after: dict
+
+
+def bundle_file_changes(before: bytes, after: bytes) -> dict[str, FileFieldsChange] | None:
+    """The bundles whose file fields differ between two manifests `to_json_bytes` wrote, when
+    nothing else differs; None when something else does (or the bytes are not of that shape).
+
+    The bytes are compared in place: a difference is traced to the bundle entry holding it,
+    that entry's file fields are read from both, and the comparison goes on after the entry,
+    which must then be the same but for those fields. Cost: a comparison of the bytes.
+    """
+    start = before.find(BUNDLES_OPEN)
+    if start < 0 or after[: start + len(BUNDLES_OPEN)] != before[: start + len(BUNDLES_OPEN)]:
+        return None
+    changes: dict[str, FileFieldsChange] = {}
+    old, new = start, start
+    while True:
+        same = _common_prefix(before, old, after, new)
+        if old + same == len(before) and new + same == len(after):
+            return changes
+        if len(changes) >= PATCH_LIMIT:
+            return None
+        at = before.rfind(b'\n    "', start, old + same + 1)
+        if at < start:
+            return None
+        shift = new - old
+        old_end = before.find(ENTRY_CLOSE, at + 1)
+        new_end = after.find(ENTRY_CLOSE, at + shift + 1)
+        if old_end < old + same or new_end < 0:
+            return None  # the difference is not inside a bundle's entry
+        head_end = before.find(b": {\n", at)
+        try:
+            name = orjson.loads(before[at + 5 : head_end])
+        except orjson.JSONDecodeError:
+            return None
+        old_entry, new_entry = before[at:old_end], after[at + shift : new_end]
+        fields = (_file_fields_of(old_entry), _file_fields_of(new_entry))
+        if None in fields or name in changes:
+            return None
+        if _patched_entry(old_entry, fields[1]) != new_entry:  # type: ignore[arg-type]
+            return None
+        changes[name] = FileFieldsChange(*fields)  # type: ignore[arg-type]
+        old, new = old_end, new_end
+
+
+def _file_fields_of(entry: bytes) -> dict | None:
+    found = {}
+    for key in ("file", "size", "crc32", "content_hash", "raw_hash"):
+        span = _field_span(entry, key)
+        if span is None:
+            return None
+        try:
+            found[key] = orjson.loads(entry[span[0] : span[1]])
+        except orjson.JSONDecodeError:
+            return None
+    return found
+
+
+def _common_prefix(a: bytes, i: int, b: bytes, j: int) -> int:
+    """How many bytes of a[i:] and b[j:] are the same from their start (blocks compared whole,
+    then halved: memcmp does the work)."""
+    length, done, block = min(len(a) - i, len(b) - j), 0, 1 << 16
+    while done < length:
+        size = min(block, length - done)
+        if a[i + done : i + done + size] == b[j + done : j + done + size]:
+            done += size
+            continue
+        if size == 1:
+            return done
+        block = max(1, size // 2)
+    return length

@@ -76,7 +76,7 @@ def content(
     manifest = manifest or {"bundles": {}, "assets": {}, "cooklist": []}
     assets = _assets(manifest, contents, cooklist)
     bundles = _bundles(manifest, contents, assets.index)
-    failures = _failures(validation)
+    failures = failures_of(validation)
     data = {
         "format": FORMAT,
         "build": manifest.get("build", {}),
@@ -92,9 +92,6 @@ def content(
         "bundleCycles": [list(c) for c in manifest.get("bundle_cycles", [])],
         "linkXml": link_xml_types(output_dir),
     }
-    sizes = [b["size"] for b in manifest["bundles"].values()]
-    loose = sum((output_dir / f).stat().st_size for f in LOOSE_FILES if (output_dir / f).is_file())
-    duplicated = [i for i, held in enumerate(assets.bundles) if isinstance(held, list)]
     build = manifest.get("build") or {}
     figures = {
         "has_manifest": bool(manifest["bundles"] or manifest["assets"]),
@@ -104,22 +101,44 @@ def content(
         if "cooked" in cooklist
         else len(manifest["cooklist"]),
         "assets_packed": len(manifest["assets"]),
-        "bundles": len(sizes),
-        "bundle_bytes": sum(sizes),
-        "output_bytes": sum(sizes) + loose,
+        "bundles": len(bundles["name"]),
         "missing": len(data["missing"]),
         "ambiguous": len(data["ambiguous"]),
         "cycles": len(data["cycles"]),
-        "duplicated": len(duplicated),
-        "duplicated_bytes": sum(assets.sizes[i] * (len(assets.bundles[i]) - 1) for i in duplicated),
+        "duplicated": sum(1 for held in assets.bundles if isinstance(held, list)),
         "unreadable_bundles": sum(1 for c in contents.values() if c.error),
+        **size_figures(output_dir, data),
+    }
+    return PageContent(figures, data, tiles_of(bundles))
+
+
+def size_figures(output_dir: Path, data: dict) -> dict:
+    """The figures that move when a bundle's file does: bytes of bundles, of the whole output,
+    of assets stored more than once; and the rule failures' counts."""
+    sizes = data["bundles"]["size"]
+    held, stored = data["assets"]["bundle"], data["assets"]["size"]
+    loose = sum((output_dir / f).stat().st_size for f in LOOSE_FILES if (output_dir / f).is_file())
+    failures = data["validation"]
+    return {
+        "bundle_bytes": sum(sizes),
+        "output_bytes": sum(sizes) + loose,
+        "duplicated_bytes": sum(
+            stored[i] * (len(bundles) - 1)
+            for i, bundles in enumerate(held)
+            if isinstance(bundles, list)
+        ),
         "validation": failures["counts"] if failures else None,
     }
-    tiles = [
-        Tile(i, name, size, manifest["bundles"][name].get("kind", ""), len(bundles["assets"][i]))
-        for i, (name, size) in enumerate(zip(bundles["name"], bundles["size"]))
+
+
+def tiles_of(bundles: dict) -> list[Tile]:
+    """The treemap's tiles from the page's bundle columns."""
+    return [
+        Tile(i, name, size, kind, len(members))
+        for i, (name, size, kind, members) in enumerate(
+            zip(bundles["name"], bundles["size"], bundles["kind"], bundles["assets"])
+        )
     ]
-    return PageContent(figures, data, tiles)
 
 
 def _pairs(mapping: Any) -> list[list[str]]:
@@ -233,15 +252,9 @@ def _bundles(manifest: dict, contents: dict[str, BundleContents], asset_index: d
     for i, name in enumerate(names):
         bundle = manifest["bundles"][name]
         columns["name"].append(name)
-        content_hash = bundle.get("content_hash", "")[:HASH_DIGITS]
-        file = bundle.get("file", "")
-        # the usual file names are told by a number, not spelt out (a fifth of the data)
-        columns["file"].append(
-            FILE_IS_NAME_AND_HASH
-            if file == f"{name}_{content_hash}"
-            else (FILE_IS_NAME if file == name else file)
-        )
-        columns["size"].append(bundle.get("size", 0))
+        file, size, content_hash = file_columns(name, bundle)
+        columns["file"].append(file)
+        columns["size"].append(size)
         columns["kind"].append(bundle.get("kind", ""))
         columns["hash"].append(content_hash)
         columns["assets"].append(
@@ -258,7 +271,20 @@ def _bundles(manifest: dict, contents: dict[str, BundleContents], asset_index: d
     return columns
 
 
-def _failures(document: dict | None) -> dict | None:
+def file_columns(name: str, bundle: dict) -> tuple[int | str, int, str]:
+    """A bundle's file, size and hash as the page's bundle columns hold them (the usual file
+    names are told by a number, not spelt out: a fifth of the data)."""
+    content_hash = bundle.get("content_hash", "")[:HASH_DIGITS]
+    file = bundle.get("file", "")
+    code = (
+        FILE_IS_NAME_AND_HASH
+        if file == f"{name}_{content_hash}"
+        else (FILE_IS_NAME if file == name else file)
+    )
+    return code, bundle.get("size", 0), content_hash
+
+
+def failures_of(document: dict | None) -> dict | None:
     """Rule failures with rules and files as indices, and the counts by severity."""
     if document is None:
         return None
