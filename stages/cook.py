@@ -95,8 +95,8 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     stale = {shards.shard_of(asset_id) for asset_id in wanted} | set(wanted)
     again = [asset_id for asset_id in cooked if shards.shard_of(asset_id) in stale]
     units = _units(ctx, inputs, shards, [*again, *wanted])
-    planned = {unit.id for unit in units}
-    removed = tuple(sorted(unit_id for unit_id in stale - planned))
+    gone = stale - {unit.id for unit in units}
+    removed = tuple(sorted(gone & set(changes.stored_ids()))) if gone else ()
     return Plan(units=units, state=settings, removed=removed, reasons=_reasons(units, wanted))
 
 
