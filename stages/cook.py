@@ -226,11 +226,15 @@ def finish(ctx, inputs: dict, results) -> dict:
             "cooked": {asset_id: made[asset_id] for asset_id in ids},
             "cooked_types": {asset_id: assets[asset_id].type for asset_id in ids},
         }
-    # The entries of every asset of a unit whose result changed are written again: those
-    # cooked to the same bytes keep their digest, which is no change downstream.
+    # Of a unit whose result changed, only the assets whose payload changed (the others of
+    # its shard cooked to the same bytes) or that joined it.
     cooked = {}
     for unit_id in sorted(results.changed):
-        cooked.update(results[unit_id].digests)
+        was = results.before.get(unit_id)
+        known = ctx.load_result(was).digests if was is not None else {}
+        for asset_id, digest in results[unit_id].digests.items():
+            if known.get(asset_id) != digest:
+                cooked[asset_id] = digest
     gone = set()
     for unit_id in sorted(results.removed or ()):
         gone.update(ctx.load_result(results.before[unit_id]).digests)

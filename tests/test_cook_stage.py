@@ -16,7 +16,7 @@ from orchestrator.config import load_build
 from orchestrator.keyed import NOTHING, Changes
 from orchestrator.observe import setup_logging
 from orchestrator.scheduler import RunOptions, run_build
-from orchestrator.typing import StageChanges
+from orchestrator.typing import Plan, StageChanges, StoredParts
 from stages import cook
 from stages.cooking.shards import SHARD_ASSETS, ShardMap
 from stages.sources.base import RESOURCE, Asset, Recipe
@@ -180,3 +180,28 @@ def test_explain_names_the_file_behind_a_shard_that_ran(tmp_path):
         if value == "cooked" and first.get((value, key)) != digest
     }
     assert moved == {texture}
+
+
+class ShardResults(dict):
+    """Unit results as `finish` sees them after an incremental update: every unit changed."""
+
+    def __init__(self, results: dict, before: dict[str, str]) -> None:
+        super().__init__(results)
+        self.changed = set(results)
+        self.removed: set[str] = set()
+        self.before = before
+        self.plan = Plan(units=[])
+
+
+def test_an_incremental_finish_patches_only_the_payloads_that_changed():
+    """Of a shard cooked again, `cooked` is patched only where an asset's payload digest moved
+    (and `cooked_types` with it), not for the assets that cooked to the same bytes."""
+    ctx, inputs = setup(3)
+    old = StoredParts({"guid-0000": "d0", "guid-0001": "d1", "guid-0002": "d2"})
+    new = StoredParts({"guid-0000": "d0", "guid-0001": "d1-edited", "guid-0002": "d2"})
+    ctx.load_result = {"old": old}.__getitem__
+    results = ShardResults({"<shard 00000000>": new}, {"<shard 00000000>": "old"})
+    outputs = cook.finish(ctx, inputs, results)
+    assert outputs["cooked"].set == {"guid-0001": "d1-edited"}
+    assert outputs["cooked_types"].set == {"guid-0001": "Mesh"}
+    assert outputs["cooked"].removed == ()
