@@ -93,7 +93,7 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     # A changed entry may move its asset between a shard and a unit of its own (its Type now
     # has an external cooker): both of its possible units are planned again, or removed.
     stale = {shards.shard_of(asset_id) for asset_id in wanted} | set(wanted)
-    again = [asset_id for asset_id in cooked if shards.shard_of(asset_id) in stale]
+    again = shards.members(cooked, stale)
     units = _units(ctx, inputs, shards, [*again, *wanted])
     gone = stale - {unit.id for unit in units}
     removed = tuple(sorted(gone & set(changes.stored_ids()))) if gone else ()

@@ -55,3 +55,12 @@ def test_adding_an_asset_moves_only_assets_of_its_own_shard(count, seed, extra):
     assert all(before.shard_of(a) == landed for a in moved)
     if asset_hash(extra) % SHARD_ASSETS:
         assert not moved  # not a boundary: nothing moves at all
+
+
+def test_members_are_the_assets_of_the_shards_named():
+    """`members` keeps the given order and only the assets of the named shards (an asset id
+    among the names, as for a unit of its own, selects nothing)."""
+    ids = guids(1_000)
+    shards = ShardMap(ids)
+    named = {shards.shard_of(ids[3]), shards.shard_of(ids[500]), ids[7]}
+    assert shards.members(ids, named) == [a for a in ids if shards.shard_of(a) in named]

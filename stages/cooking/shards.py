@@ -42,9 +42,18 @@ class ShardMap:
         starts.update(h for h in map(asset_hash, asset_ids) if h % SHARD_ASSETS == 0)
         self.bounds = sorted(starts)
 
+    def _bound_of(self, asset_id: str) -> int:
+        return self.bounds[bisect_right(self.bounds, asset_hash(asset_id)) - 1]
+
     def shard_of(self, asset_id: str) -> str:
         """The id of the shard holding `asset_id` (one of the assets the map was drawn from)."""
-        return shard_id(self.bounds[bisect_right(self.bounds, asset_hash(asset_id)) - 1])
+        return shard_id(self._bound_of(asset_id))
+
+    def members(self, asset_ids: Iterable[str], shard_ids: Iterable[str]) -> list[str]:
+        """Those of `asset_ids` that the shards named hold, in the order given."""
+        named = set(shard_ids)
+        wanted = {bound for bound in self.bounds if shard_id(bound) in named}
+        return [asset_id for asset_id in asset_ids if self._bound_of(asset_id) in wanted]
 
     def group(self, asset_ids: Iterable[str]) -> dict[str, list[str]]:
         """Shard id → its assets among `asset_ids`, sorted by id (a shard's key and payload do
