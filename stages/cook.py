@@ -94,7 +94,8 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     # has an external cooker): both of its possible units are planned again, or removed.
     stale = {shards.shard_of(asset_id) for asset_id in wanted} | set(wanted)
     again = shards.members(cooked, stale)
-    units = _units(ctx, inputs, shards, [*again, *wanted])
+    # (an asset of those shards with a unit of its own, not changed, is left as it is)
+    units = [u for u in _units(ctx, inputs, shards, [*again, *wanted]) if u.id in stale]
     gone = stale - {unit.id for unit in units}
     removed = tuple(sorted(gone & set(changes.stored_ids()))) if gone else ()
     return Plan(units=units, state=settings, removed=removed, reasons=_reasons(units, wanted))
@@ -103,8 +104,9 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
 def _reasons(units: list[Unit], wanted: list[str]) -> dict[str, str]:
     """Each re-planned unit's changed asset entries (for --explain)."""
     reasons = {}
+    changed = set(wanted)
     for unit in units:
-        mine = sorted({job.asset_id for job in unit.payload} & set(wanted))
+        mine = sorted({job.asset_id for job in unit.payload} & changed)
         named = ", ".join(f"assets[{asset_id}]" for asset_id in mine[:REASON_ASSETS])
         more = f" and {len(mine) - REASON_ASSETS} more" if len(mine) > REASON_ASSETS else ""
         reasons[unit.id] = f"{named}{more} changed"

@@ -205,3 +205,21 @@ def test_an_incremental_finish_patches_only_the_payloads_that_changed():
     assert outputs["cooked"].set == {"guid-0001": "d1-edited"}
     assert outputs["cooked_types"].set == {"guid-0001": "Mesh"}
     assert outputs["cooked"].removed == ()
+
+
+def test_update_leaves_the_own_units_of_unchanged_assets_in_a_replanned_shard_alone():
+    """Replanning a shard plans again its assets cooked in it, not the assets of its hash range
+    that have units of their own."""
+    ctx, inputs = setup(400, cookers={"Texture": EXTERNAL})
+    plan = cook.plan(ctx, inputs)
+    shards = ShardMap(inputs["cooklist"].cooked)
+    alone = next(u.id for u in plan.units if not u.id.startswith("<shard "))
+    neighbour = next(
+        a
+        for a in inputs["cooklist"].cooked
+        if shards.shard_of(a) == shards.shard_of(alone) and inputs["assets"][a].type == "Mesh"
+    )
+    inputs["assets"][neighbour] = dataclasses.replace(inputs["assets"][neighbour], name="New")
+    again = cook.update(ctx, inputs, changes(plan, [neighbour]))
+    assert [u.id for u in again.units] == [shards.shard_of(alone)]
+    assert again.reasons == {shards.shard_of(alone): f"assets[{neighbour}] changed"}
