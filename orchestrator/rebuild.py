@@ -25,7 +25,7 @@ from .graph import Stage
 from .hashing import canonical_json, digest_bytes, digest_value
 from .observe import Progress, outcome_line
 from .outcomes import StageReport, UnitOutcome
-from .typing import Unit
+from .typing import Parts, StoredParts, Unit
 
 #: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
 #: each, 100,000 of them) are reloaded from the store only if `finish` asks for them.
@@ -230,17 +230,8 @@ class Rebuilder:
                     if not self.keep_going:
                         raise error
                     continue
-                try:
-                    blob = dumps(finished.result)
-                except TypeError as exc:
-                    raise InternalError(
-                        f"stage {spec.name!r}: unit {item.unit.id!r} returned "
-                        f"a value that cannot be stored: {exc}"
-                    ) from None
-                digest = self.cache.put_blob(blob)
-                if len(blob) <= KEEP_IN_MEMORY_BYTES:
-                    self._memory[digest] = finished.result
-                self._producers[digest] = Producer(stage, ctx.root, shared, item.unit)
+                producer = Producer(stage, ctx.root, shared, item.unit)
+                digest, _ = self.store(finished.result, producer)
                 self.cache.actions.put(spec.name, item.static, finished.reads, digest)
                 ctx.note_reads(finished.reads, finished.signatures)
                 done[item.unit.id] = Done(digest, finished.reads, True)
@@ -265,6 +256,32 @@ class Rebuilder:
         if failures:
             raise failures[0]
         return done
+
+    def store(self, result: Any, producer: Producer) -> tuple[str, dict[str, Any]]:
+        """Store a unit's result, each of its `Parts` first as a result of its own; its digest,
+        and each stored value by digest (what `recompute` may be asked for)."""
+        made: dict[str, Any] = {}
+        if isinstance(result, Parts):
+            digests = {}
+            for name, value in result.values.items():
+                digests[name] = self._put(value, producer, made, keep=False)
+            result = StoredParts(digests)
+        return self._put(result, producer, made, keep=True), made
+
+    def _put(self, value: Any, producer: Producer, made: dict[str, Any], keep: bool) -> str:
+        try:
+            blob = dumps(value)
+        except TypeError as exc:
+            raise InternalError(
+                f"stage {producer.stage.name!r}: unit {producer.unit.id!r} returned "
+                f"a value that cannot be stored: {exc}"
+            ) from None
+        digest = self.cache.put_blob(blob)
+        if keep and len(blob) <= KEEP_IN_MEMORY_BYTES:
+            self._memory[digest] = value
+        self._producers[digest] = producer
+        made[digest] = value
+        return digest
 
     # -- the action cache ------------------------------------------------------------------------
     def lookup(
@@ -308,7 +325,7 @@ class Rebuilder:
         if digest in self._memory:
             return self._memory[digest]
         try:
-            return loads(self.cache.get_blob(digest))
+            value = loads(self.cache.get_blob(digest))
         except (CacheCorrupt, CodecError) as exc:
             if isinstance(exc, CodecError):  # intact bytes, but no value: never trust it again
                 self.cache.refuse(digest, str(exc))
@@ -318,7 +335,14 @@ class Rebuilder:
                 self.cache.actions.drop_result(digest)
                 raise CacheCorrupt(f"stored result {digest[:12]} is damaged or gone") from None
             self.log.warning("cache.recompute", digest=digest[:12])
-            return self.recompute(producer, digest)
+            value = self.recompute(producer, digest)
+        if isinstance(value, StoredParts):
+            # A part found damaged later is recomputed by the unit that made it.
+            producer = self._producers.get(digest)
+            if producer is not None:
+                for part in value.digests.values():
+                    self._producers.setdefault(part, producer)
+        return value
 
     def recompute(self, producer: Producer, expected: str) -> Any:
         """Run a unit again in the driver (its stored result was damaged or gone)."""
@@ -329,9 +353,9 @@ class Rebuilder:
         )
         if finished.error is not None:
             raise finished.error
-        digest = self.cache.put_blob(dumps(finished.result))
-        if digest != expected:  # not reproducible: restart so every key sees the new value
+        _, made = self.store(finished.result, producer)
+        if expected not in made:  # not reproducible: restart so every key sees the new value
             raise CacheCorrupt(
                 f"unit {unit.id!r} of {producer.stage.name!r} recomputed differently"
             )
-        return finished.result
+        return made[expected]

@@ -31,7 +31,7 @@ from .context import Context
 from .executors import WorkItem, run_item
 from .hashing import digest_bytes
 from .scanning import scan
-from .typing import Digest, Plan
+from .typing import Digest, Parts, Plan, StoredParts
 
 __all__ = ["RecordingContext", "StageRun", "StoredResults", "run_stage", "write_project"]
 
@@ -75,12 +75,15 @@ class StoredResults(Mapping):
         self.changed: set[str] | None = None  # a full run, as a first build is
         self.removed: set[str] | None = None
         self.before: dict[str, Digest] = {}
-        self._results = results
+        self._results = {}
         self._digests = {}
         for unit_id, value in results.items():
-            digest = digest_bytes(dumps(value))
-            stored[digest] = value
-            self._digests[unit_id] = digest
+            if isinstance(value, Parts):  # each part stored apart, as the engine does
+                value = StoredParts(
+                    {name: _store(part, stored) for name, part in value.values.items()}
+                )
+            self._results[unit_id] = value
+            self._digests[unit_id] = _store(value, stored)
 
     def digest(self, unit_id: str) -> Digest:
         return self._digests[unit_id]
@@ -93,6 +96,12 @@ class StoredResults(Mapping):
 
     def __len__(self) -> int:
         return len(self._results)
+
+
+def _store(value: Any, stored: dict[Digest, Any]) -> Digest:
+    digest = digest_bytes(dumps(value))
+    stored[digest] = value
+    return digest
 
 
 @dataclass

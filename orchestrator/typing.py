@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from .codec import record
+
 Digest = str
 """Hex BLAKE3 of some bytes (64 characters)."""
 
@@ -53,6 +55,22 @@ class Unit:
     files: tuple[str, ...] = ()
     blobs: tuple[str, ...] = ()
     cost: int = 1
+
+
+class Parts(NamedTuple):
+    """What `run` returns for a unit that does the work of several results at once (a shard of
+    assets): each value of `values` is stored as a result of its own, with the digest it would
+    have as a unit's whole result, so a consumer reads it alone (`Unit.blobs`) and an edit that
+    changes one value changes one digest. The unit's own result is then a `StoredParts`."""
+
+    values: dict[str, Any]
+
+
+@record
+class StoredParts(NamedTuple):
+    """The stored result of a unit that returned `Parts`: each part's name → its digest."""
+
+    digests: dict[str, Digest]
 
 
 @dataclass

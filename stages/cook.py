@@ -1,10 +1,17 @@
-"""Stage `cook`: one unit per cooked asset; its payload comes from the cooker for its Type.
+"""Stage `cook`: every cooked asset's payload, from the cooker for its Type.
 
-The payload flows on by digest: `cooked[id]` names the stored `CookedAsset`, which `write` reads
-back with `reader.blob`; `cooked_types[id]` is its Type apart, so that a payload edited in place
-reaches the bundles that hold it and not what only reads Types (link.xml). The driver never loads
-payloads here. Incrementally, an asset whose files changed is cooked again by the engine (its
-unit read them); an asset entry that changed is planned again here.
+Units are sized by work (stages/cooking/shards.py): assets cooked in-process by a built-in
+cooker are cooked in shards of about 64, so that a cold build pays the engine's per-unit cost
+(keys, action cache, build state) per shard; an asset with an external cooker or a source's
+recipe has a unit of its own. A unit returns `Parts`: each asset's `CookedAsset` is stored as a
+result of its own, and `cooked[id]` is its digest, which `write` reads back with `reader.blob`
+and which does not depend on the shard it was cooked in. `cooked_types[id]` is its Type apart,
+so that a payload edited in place reaches the bundles that hold it and not what only reads
+Types (link.xml). The driver never loads payloads here, only the units' part digests.
+
+Incrementally, the unit that read an edited file is cooked again by the engine (its other
+assets cook to the same bytes, and their entries do not change); the units of an asset whose
+entry changed are planned again here.
 """
 
 from __future__ import annotations
@@ -16,15 +23,19 @@ from orchestrator.codec import record
 from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.keyed import KeyedPatch
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator.typing import Parts, Plan, StageChanges, StageSpec, Unit
 from stages.cooking.cookers import CookerSpec, cook_files, cooker_for
+from stages.cooking.shards import SHARD_ASSETS, ShardMap
 from stages.sources.base import Recipe
 
 # The cook section is not in config_keys on purpose: each unit keys on its own cooker, so editing
 # `cook.maps` (or one Type's cooker) does not re-cook every asset.
 SPEC = StageSpec(
     name="cook",
-    version=2,  # 2: `cooked` and `cooked_types` keyed by asset
+    # 2: `cooked` and `cooked_types` keyed by asset. 3: units cook shards of assets (an asset
+    # with an external cooker or a recipe alone) and store each payload as a part of the
+    # unit's result; the entries of `cooked` keep the digests version 2 gave them.
+    version=3,
     inputs=("assets", "source", "cooklist"),
     outputs=("cooked", "cooked_types"),
     keyed=("cooked", "cooked_types"),
@@ -41,6 +52,9 @@ class CookedAsset(NamedTuple):
     data: bytes
 
 
+REASON_ASSETS = 5  # changed entries --explain names for one unit
+
+
 @record
 class CookJob(NamedTuple):
     asset_id: str
@@ -52,15 +66,16 @@ class CookJob(NamedTuple):
 
 
 def plan(ctx, inputs: dict) -> Plan:
-    """One unit per cooked asset that the source knows, in cook-list order."""
+    """The units cooking every cooked asset: shards of cheap ones, the expensive alone."""
+    cooked = inputs["cooklist"].cooked
     return Plan(
-        units=_units(ctx, inputs, inputs["cooklist"].cooked), state=_settings(ctx, inputs["source"])
+        units=_units(ctx, inputs, ShardMap(cooked), cooked), state=_settings(ctx, inputs["source"])
     )
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """Assets whose entry changed are planned again; a new cook list, source or cooker
-    settings plan everything (units whose key did not move keep their results)."""
+    """The units of assets whose entry changed are planned again; a new cook list, source or
+    cooker settings plan everything (units whose key did not move keep their results)."""
     settings = _settings(ctx, inputs["source"])
     if settings != changes.state or changes.inputs["cooklist"] or changes.inputs["source"]:
         return None
@@ -69,13 +84,33 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         return Plan(units=[], state=settings)
     if touched.removed:
         return None
-    cooked = set(inputs["cooklist"].cooked)
-    wanted = [asset_id for asset_id in sorted(touched.changed) if asset_id in cooked]
-    return Plan(
-        units=_units(ctx, inputs, wanted),
-        state=settings,
-        reasons={asset_id: f"assets[{asset_id}] changed" for asset_id in wanted},
-    )
+    cooked = inputs["cooklist"].cooked
+    members = set(cooked)
+    wanted = sorted(asset_id for asset_id in touched.changed if asset_id in members)
+    if not wanted:
+        return Plan(units=[], state=settings)
+    shards = ShardMap(cooked)
+    # A changed entry may move its asset between a shard and a unit of its own (its Type now
+    # has an external cooker): both of its possible units are planned again, or removed.
+    stale = {shards.shard_of(asset_id) for asset_id in wanted} | set(wanted)
+    again = shards.members(cooked, stale)
+    # (an asset of those shards with a unit of its own, not changed, is left as it is)
+    units = [u for u in _units(ctx, inputs, shards, [*again, *wanted]) if u.id in stale]
+    gone = stale - {unit.id for unit in units}
+    removed = tuple(sorted(gone & set(changes.stored_ids()))) if gone else ()
+    return Plan(units=units, state=settings, removed=removed, reasons=_reasons(units, wanted))
+
+
+def _reasons(units: list[Unit], wanted: list[str]) -> dict[str, str]:
+    """Each re-planned unit's changed asset entries (for --explain)."""
+    reasons = {}
+    changed = set(wanted)
+    for unit in units:
+        mine = sorted({job.asset_id for job in unit.payload} & changed)
+        named = ", ".join(f"assets[{asset_id}]" for asset_id in mine[:REASON_ASSETS])
+        more = f" and {len(mine) - REASON_ASSETS} more" if len(mine) > REASON_ASSETS else ""
+        reasons[unit.id] = f"{named}{more} changed"
+    return reasons
 
 
 def _settings(ctx, source) -> str:
@@ -89,7 +124,16 @@ def _settings(ctx, source) -> str:
     )
 
 
-def _units(ctx, inputs: dict, asset_ids) -> list[Unit]:
+class AssetWork(NamedTuple):
+    """One asset's share of a unit: its job and its key material."""
+
+    job: CookJob
+    key: dict
+
+
+def _units(ctx, inputs: dict, shards: ShardMap, asset_ids) -> list[Unit]:
+    """The units cooking `asset_ids` (and only those): an asset with an external cooker or a
+    recipe alone, the others in their shards; heaviest first, as executors hand them out."""
     assets = inputs["assets"]
     default = getattr(inputs["source"], "default_cooker", "")
     cookers = ctx.section("cook").get("cookers", {})
@@ -97,8 +141,9 @@ def _units(ctx, inputs: dict, asset_ids) -> list[Unit]:
     # Type → (its cooker, that cooker's key material): looked up once per Type, not per asset.
     cookers_of: dict[str, tuple[CookerSpec, dict]] = {}
     recipes = getattr(inputs["source"], "recipes", None) or {}
-    units = []
-    for asset_id in asset_ids:
+    alone: list[Unit] = []
+    by_shard: dict[str, list[AssetWork]] = {}
+    for asset_id in dict.fromkeys(asset_ids):
         asset = assets[asset_id]
         known = cookers_of.get(asset.type)
         if known is None:
@@ -117,27 +162,51 @@ def _units(ctx, inputs: dict, asset_ids) -> list[Unit]:
                 "version": recipe.version,
                 "data": recipe.data,
             }
-        units.append(Unit(id=asset_id, payload=job, key=key, files=files, cost=max(1, len(files))))
+        if recipe is None and spec.kind != "external":
+            by_shard.setdefault(shards.shard_of(asset_id), []).append(AssetWork(job, key))
+        else:
+            # A process (or a page of an atlas) outweighs a shard of in-process cooks.
+            alone.append(_unit(asset_id, [AssetWork(job, key)], weight=SHARD_ASSETS))
+    units = alone + [_unit(name, works) for name, works in by_shard.items()]
+    units.sort(key=lambda unit: (-unit.cost, unit.id))
     return units
 
 
-def run(payload: CookJob, shared, reader) -> CookedAsset:
-    """Read the asset's files through the reader and cook them."""
+def _unit(unit_id: str, works: list[AssetWork], weight: int = 1) -> Unit:
+    """One unit cooking the assets of `works`, in asset-id order."""
+    works = sorted(works, key=lambda work: work.job.asset_id)
+    files = tuple(path for work in works for path in work.job.files)
+    return Unit(
+        id=unit_id,
+        payload=tuple(work.job for work in works),
+        key={"assets": [work.key for work in works]},
+        files=files,
+        cost=max(1, len(files)) * weight,
+    )
+
+
+def run(payload: tuple[CookJob, ...], shared, reader) -> Parts:
+    """Every asset of the unit cooked, each a stored result of its own (`cooked[id]`)."""
+    return Parts({job.asset_id: cook_asset(job, reader) for job in payload})
+
+
+def cook_asset(job: CookJob, reader) -> CookedAsset:
+    """Read one asset's files through the reader and cook them."""
     files = {}
-    for relpath in payload.files:
+    for relpath in job.files:
         try:
             data = reader.read_bytes(relpath)
         except FileNotFoundError:
             raise ProjectError(
-                f"file of asset {payload.asset_id} vanished during the build", file=relpath
+                f"file of asset {job.asset_id} vanished during the build", file=relpath
             ) from None
-        files[_inner_name(relpath, payload.folder)] = data
-    if payload.recipe is not None:
-        module, _, name = payload.recipe.cooker.partition(":")
+        files[_inner_name(relpath, job.folder)] = data
+    if job.recipe is not None:
+        module, _, name = job.recipe.cooker.partition(":")
         cooker = getattr(importlib.import_module(module), name)
-        data = cooker(payload.asset_id, files, payload.recipe.data)
+        data = cooker(job.asset_id, files, job.recipe.data)
     else:
-        data = cook_files(payload.asset_id, files, payload.cooker, payload.platform)
+        data = cook_files(job.asset_id, files, job.cooker, job.platform)
     return CookedAsset(digest_bytes(data), len(data), data)
 
 
@@ -147,20 +216,35 @@ def _inner_name(relpath: str, folder: str) -> str:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    """`cooked`: asset id → digest of its stored CookedAsset; `cooked_types`: → its Type."""
+    """`cooked`: asset id → digest of its stored CookedAsset (a part of its unit's result);
+    `cooked_types`: → its Type."""
     assets = inputs["assets"]
     if results.changed is None:
         ids = inputs["cooklist"].cooked
+        made: dict[str, str] = {}
+        for unit_id in results:
+            made.update(results[unit_id].digests)
         return {
-            "cooked": {asset_id: results.digest(asset_id) for asset_id in ids},
+            "cooked": {asset_id: made[asset_id] for asset_id in ids},
             "cooked_types": {asset_id: assets[asset_id].type for asset_id in ids},
         }
-    changed = sorted(results.changed)
-    removed = tuple(sorted(results.removed or ()))
+    # Of a unit whose result changed, only the assets whose payload changed (the others of
+    # its shard cooked to the same bytes) or that joined it.
+    cooked = {}
+    for unit_id in sorted(results.changed):
+        was = results.before.get(unit_id)
+        known = ctx.load_result(was).digests if was is not None else {}
+        for asset_id, digest in results[unit_id].digests.items():
+            if known.get(asset_id) != digest:
+                cooked[asset_id] = digest
+    gone = set()
+    for unit_id in sorted(results.removed or ()):
+        gone.update(ctx.load_result(results.before[unit_id]).digests)
+    removed = tuple(sorted(gone - set(cooked)))
     # A Type is read from the asset entry, not cooked: an asset whose entry changed keeps its
-    # unit (and payload) when its cooker did not change, but its Type may have.
-    replanned = sorted(results.changed | {unit.id for unit in results.plan.units})
+    # payload when its cooker did not change, but its Type may have.
+    retyped = set(cooked) | {job.asset_id for unit in results.plan.units for job in unit.payload}
     return {
-        "cooked": KeyedPatch({a: results.digest(a) for a in changed}, removed),
-        "cooked_types": KeyedPatch({a: assets[a].type for a in replanned}, removed),
+        "cooked": KeyedPatch({a: cooked[a] for a in sorted(cooked)}, removed),
+        "cooked_types": KeyedPatch({a: assets[a].type for a in sorted(retyped)}, removed),
     }

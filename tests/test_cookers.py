@@ -7,8 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from orchestrator import codec
 from orchestrator.errors import ConfigError, StepFailed
 from orchestrator.reads import Reader
+from orchestrator.testing import StoredResults
 from stages import cook
 from stages.cooking.cookers import (
     CookerSpec,
@@ -146,7 +148,8 @@ def test_missing_tool_is_a_step_failure():
 
 def test_cook_stage_reads_through_the_reader(tmp_path):
     """The cook unit reads the asset's files via the reader (traced) and names them relative
-    to the asset folder; `finish` reports digests without loading payloads."""
+    to the asset folder; the payload is a part of the unit's result, and `finish` reports the
+    part's digest (that of the CookedAsset alone) without loading payloads."""
     folder = "Repo/Env/guid-1"
     (tmp_path / folder).mkdir(parents=True)
     (tmp_path / folder / "resource.xml").write_bytes(b'<R b="2" a="1" />')
@@ -174,13 +177,16 @@ def test_cook_stage_reads_through_the_reader(tmp_path):
     reader = Reader(str(tmp_path))
     result = cook.run(unit.payload, plan.shared, reader)
     assert set(reader.reads) == set(asset.files)
-    assert unpack_files(result.data) == {
+    cooked = result.values["guid-1"]
+    assert unpack_files(cooked.data) == {
         "resource.data": b"DATA",
         "resource.xml": b'<R a="1" b="2"></R>',
     }
-    assert result.size == len(result.data)
-    results = SimpleNamespace(digest=lambda uid: "D-" + uid, changed=None)
-    assert cook.finish(ctx, inputs, results) == {
-        "cooked": {"guid-1": "D-guid-1"},
+    assert cooked.size == len(cooked.data)
+    stored: dict = {}
+    outputs = cook.finish(ctx, inputs, StoredResults(plan, {unit.id: result}, stored))
+    assert outputs == {
+        "cooked": {"guid-1": codec.digest(cooked)},
         "cooked_types": {"guid-1": "Mesh"},
     }
+    assert stored[outputs["cooked"]["guid-1"]] == cooked

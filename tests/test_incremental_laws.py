@@ -560,8 +560,9 @@ def readers(outcome: lawkit.BuildOutcome, stage: str, relpath: str) -> set[str]:
 @pytest.mark.parametrize("edited", ["texture.xml", "texture.data"])
 def test_one_texture_edit_reruns_only_its_own_work(template, tmp_path, edited):
     """Editing one texture's attributes (or payload) plans and runs the collect shard holding
-    the file, the validate units that read it, its asset's cook unit, write, archive and hash
-    of the bundles holding that asset, and the manifest: nothing for any other file."""
+    the file, the validate units that read it, the cook shard holding its asset, write,
+    archive and hash of the bundles holding that asset, and the manifest: nothing for any
+    other file (the other assets of the cook shard cook to the same entries)."""
     build_file = checkout(template, tmp_path)
     first = lawkit.build(build_file)
     manifest = json.loads((tmp_path / "build" / "out" / "manifest.json").read_bytes())
@@ -581,7 +582,7 @@ def test_one_texture_edit_reruns_only_its_own_work(template, tmp_path, edited):
     expected = {
         "collect": readers(first, "collect", relpath),
         "validate": readers(first, "validate", relpath),
-        "cook": {asset_id},
+        "cook": readers(first, "cook", relpath),
         "write": bundles,
         "archive": bundles,
         "hash": bundles,
@@ -589,6 +590,9 @@ def test_one_texture_edit_reruns_only_its_own_work(template, tmp_path, edited):
     }
     # The attribute file is parsed by exactly one shard; no shard reads a payload.
     assert len(expected["collect"]) == (1 if edited == "texture.xml" else 0)
+    # The asset is cooked in one shard, with others (the grain changed from one unit per asset).
+    (shard,) = expected["cook"]
+    assert shard.startswith("<shard ") and len(first.units["cook"]) < len(manifest["assets"])
     expected = {stage: units for stage, units in expected.items() if units}
     again = lawkit.build(build_file)
     assert {stage: set(units) for stage, units in again.planned.items() if units} == expected
