@@ -50,3 +50,15 @@ def test_real_pipeline_graph_is_valid():
 
     names = [s.name for s in order(list(registered_stages()))]
     assert names[0] == "collect"
+
+
+def test_a_stage_that_lets_a_value_go_runs_before_its_siblings():
+    """Among ready stages, the last reader of a value goes first (the driver can drop it
+    sooner); otherwise the order is by name."""
+    stages = [
+        stage("a", [], ["big", "small"]),
+        stage("b", ["small"], ["b"]),
+        stage("z", ["big", "small"], ["z"]),
+        stage("c", ["small"], ["c"]),
+    ]
+    assert [s.name for s in order(stages)] == ["a", "z", "b", "c"]
