@@ -43,6 +43,7 @@ from stages.rules.report import (
     render,
     summary_line,
 )
+from stages.rules.sandbox import unit_time_limits
 from stages.settings import rule_file_paths
 
 SPEC = StageSpec(
@@ -265,8 +266,10 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, items: list) -> Unit:
 def run(payload, shared: Shared, reader):
     """The outcomes of every file of the unit, file after file."""
     outcomes: list = []
-    for relpath, positions in payload:
-        outcomes.extend(check_file(relpath, [shared.rules[i] for i in positions], shared, reader))
+    with unit_time_limits():  # one SIGALRM handler for the unit's files, not one per file
+        for relpath, positions in payload:
+            rules = [shared.rules[i] for i in positions]
+            outcomes.extend(check_file(relpath, rules, shared, reader))
     return tuple(outcomes)
 
 

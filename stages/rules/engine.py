@@ -31,7 +31,7 @@ from .expressions import expression_globals
 from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
-from .sandbox import CustomCodeTimeout
+from .sandbox import CustomCodeTimeout, unit_time_limits
 
 
 @record
@@ -257,8 +257,9 @@ class _RuleRun:
 def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
     """Check one file against `rules`; returns a tuple of RuleOutcome (one per rule digest)."""
     # paused_gc: see orchestrator/memory.py, a large file's checking is such a burst;
-    # reading_for: files that custom code reads through res_filter's functions are this unit's.
-    with paused_gc(), reading_for(reader):
+    # reading_for: files that custom code reads through res_filter's functions are this unit's;
+    # unit_time_limits: the per-call time limits share one SIGALRM handler (sandbox.py).
+    with paused_gc(), reading_for(reader), unit_time_limits():
         return _check_file(relpath, rules, shared, reader)
 
 
