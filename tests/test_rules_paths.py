@@ -220,3 +220,18 @@ def test_shared_memo_matches_fresh_evaluation_on_tricky_nesting():
     for expr, expected in cases.items():
         assert evaluate(compile_xml_path(expr), root, memo)[0] == expected, expr
         assert evaluate(compile_xml_path(expr), root)[0] == expected, expr
+
+
+def test_bare_node_path_after_its_child_column_gives_the_same_texts_and_lines():
+    """`R/I/G` after `R/I,G` in one memo reuses the column's elements: same values, same lines,
+    whichever is evaluated first."""
+    source = "<R>\n<I>\n<G> a </G>\n<G>b</G>\n</I>\n<I><G/></I>\n<G>top</G>\n</R>"
+    expected_nodes = (["a", "b", ""], [3, 4, 6])
+    expected_column = (["a", "b", ""], [3, 4, 6])
+    for order in (("R/I,G", "R/I/G"), ("R/I/G", "R/I,G")):
+        root = parse(source)
+        memo: dict = {}
+        got = {expr: evaluate(compile_xml_path(expr), root, memo) for expr in order}
+        assert tuple(got["R/I/G"]) == expected_nodes
+        assert tuple(got["R/I,G"]) == expected_column
+        assert evaluate(compile_xml_path("R/I/G,{dom}"), root, memo)[1] == [3, 4, 6]

@@ -134,10 +134,16 @@ class NodeSet:
 
     __slots__ = ("nodes", "columns", "selections", "_everyone", "_position")
 
-    def __init__(self, nodes: list) -> None:
+    def __init__(self, nodes: list, found_as: Column | None = None) -> None:
+        """`found_as`: the child column these nodes are the elements of, whose texts and lines
+        are then the nodes' own (`*/Items/Item/GUID` after `*/Items/Item,GUID`)."""
         self.nodes = nodes
         self._position: dict[int, int] | None = None
         self.columns: dict[Any, Column] = {}
+        if found_as is not None:
+            self.columns[()] = Column(
+                found_as.texts, found_as.lines, list(range(len(nodes))), len(nodes), nodes
+            )
         # (checks) → sorted positions; ("term", attributes, term) → a term's set of positions
         self.selections: dict[Any, Any] = {}
         self._everyone: frozenset[int] | None = None
@@ -278,22 +284,24 @@ def node_set(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> No
     key = ("nodes", steps)
     found = memo.get(key)
     if found is None:
-        found = memo[key] = NodeSet(_nodes_at(steps, root, memo))
+        found = memo[key] = _node_set_at(steps, root, memo)
     return found
 
 
-def _nodes_at(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> list:
+def _node_set_at(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> NodeSet:
     """The node path's elements in document order. A path ending in an exact tag is the child
-    column of the path one step shorter (memoised too: `*/Items/Item/GUID` reuses the nodes
-    and the GUID column of `*/Items/Item`); other tests go through XPath, or a walk."""
+    column of the path one step shorter (memoised too: `*/Items/Item/GUID` reuses the nodes,
+    texts and lines of the GUID column of `*/Items/Item`); other tests go through XPath, or a
+    walk."""
     last = steps[-1]
     top = root.getroottree().getroot()
     if len(steps) == 1:
-        return [top] if last.matches(localname(top)) else []
+        return NodeSet([top] if last.matches(localname(top)) else [])
     if last.kind == "exact" and last.text is not None:
-        return node_set(steps[:-1], root, memo).child((last.text,)).elements or []
+        column = node_set(steps[:-1], root, memo).child((last.text,))
+        return NodeSet(column.elements or [], column)
     path_text = _node_path_text(steps)
-    return _xpath(path_text)(top) if path_text is not None else _walk(steps, top)
+    return NodeSet(_xpath(path_text)(top) if path_text is not None else _walk(steps, top))
 
 
 def _texts(elements: list) -> list[str]:
