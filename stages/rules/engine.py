@@ -47,11 +47,32 @@ class Failure(NamedTuple):
 
 @record
 class RuleOutcome(NamedTuple):
-    """What one rule found in one unit: every (source, via) it checked, and the failures."""
+    """What one rule found in one unit: every [source, via] it checked, and the failures.
+
+    The pairs are lists, which the codec stores as plain msgpack arrays: a unit checks tens of
+    thousands of them, and each tuple would be an extension type packed by a Python call."""
 
     digest: str
-    checked: tuple[tuple[str, str | None], ...]
+    checked: list[list[str | None]]
     failures: tuple[Failure, ...]
+
+
+def merge_outcomes(outcomes) -> tuple[RuleOutcome, ...]:
+    """One outcome per rule digest (in order of first appearance), the pairs and failures of
+    its outcomes concatenated: what a unit of many files stores (the document collects every
+    pair and failure by digest, whatever outcome it came in)."""
+    merged: dict[str, RuleOutcome] = {}
+    for outcome in outcomes:
+        known = merged.get(outcome.digest)
+        if known is None:
+            merged[outcome.digest] = RuleOutcome(
+                outcome.digest, list(outcome.checked), tuple(outcome.failures)
+            )
+        else:
+            known.checked.extend(outcome.checked)
+            if outcome.failures:
+                merged[outcome.digest] = known._replace(failures=known.failures + outcome.failures)
+    return tuple(merged.values())
 
 
 @dataclass(frozen=True)
@@ -231,11 +252,11 @@ class _RuleRun:
 
     def __init__(self, rule: CompiledRule) -> None:
         self.rule = rule
-        self.checked: list[tuple[str, str | None]] = []
+        self.checked: list[list[str | None]] = []
         self.failures: list[Failure] = []
 
     def record(self, source: str, via: str | None, verdict: Verdict) -> None:
-        self.checked.append((source, via))
+        self.checked.append([source, via])
         if verdict.failed:
             self.failures.append(
                 Failure(
@@ -251,7 +272,7 @@ class _RuleRun:
         self.record(source, via, Verdict(True, [], [], message))
 
     def outcome(self) -> RuleOutcome:
-        return RuleOutcome(self.rule.digest, tuple(self.checked), tuple(self.failures))
+        return RuleOutcome(self.rule.digest, self.checked, tuple(self.failures))
 
 
 def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
@@ -455,6 +476,7 @@ __all__ = [
     "RuleOutcome",
     "Shared",
     "check_file",
+    "merge_outcomes",
     "plan_files",
     "prepare",
     "validate_project",
