@@ -235,3 +235,19 @@ def test_bare_node_path_after_its_child_column_gives_the_same_texts_and_lines():
         assert tuple(got["R/I/G"]) == expected_nodes
         assert tuple(got["R/I,G"]) == expected_column
         assert evaluate(compile_xml_path("R/I/G,{dom}"), root, memo)[1] == [3, 4, 6]
+
+
+def test_children_of_a_single_root_match_the_per_node_definition():
+    """A root's child columns, found in one pass over its children, keep document order, ignore
+    namespaces, comments and deeper namesakes, and serve the columns asked for after them."""
+    root = parse(
+        '<T xmlns:a="urn:a">\n<W>1</W>\n<!-- <W>c</W> -->\n<a:W> 2 </a:W>\n<H>3</H>\n'
+        "<X><W>deep</W></X>\n<W/>\n</T>"
+    )
+    memo: dict = {}
+    assert evaluate(compile_xml_path("T,W"), root, memo) == (["1", "2", ""], [2, 4, 7])
+    assert evaluate(compile_xml_path("T,H,W"), root, memo)[0] == [{"H": ["3"], "W": ["1", "2", ""]}]
+    assert evaluate(compile_xml_path("T,Missing"), root, memo) == ([], [])
+    assert evaluate(compile_xml_path("T,X.W"), root, memo)[0] == ["deep"]
+    assert evaluate(compile_xml_path("T.H==3,W"), root, memo)[0] == ["1", "2", ""]
+    assert evaluate(compile_xml_path("T/W"), root, memo) == (["1", "2", ""], [2, 4, 7])

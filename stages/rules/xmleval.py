@@ -132,13 +132,14 @@ class Column:
 class NodeSet:
     """The nodes at one node path of one document, with columns and selections built on demand."""
 
-    __slots__ = ("nodes", "columns", "selections", "_everyone", "_position")
+    __slots__ = ("nodes", "columns", "selections", "_everyone", "_position", "_by_name")
 
     def __init__(self, nodes: list, found_as: Column | None = None) -> None:
         """`found_as`: the child column these nodes are the elements of, whose texts and lines
         are then the nodes' own (`*/Items/Item/GUID` after `*/Items/Item,GUID`)."""
         self.nodes = nodes
         self._position: dict[int, int] | None = None
+        self._by_name: dict[str, list] | None = None  # a single node's children by local name
         self.columns: dict[Any, Column] = {}
         if found_as is not None:
             self.columns[()] = Column(
@@ -196,6 +197,8 @@ class NodeSet:
         nodes = self.nodes
         if not nodes:
             return Column([], [], [], 0, [])
+        if len(nodes) == 1 and len(steps) == 1:
+            return self._root_child_column(steps[0])
         try:
             found = nodes[0].getroottree().getroot().iter("{*}" + steps[-1])
         except ValueError:  # a name lxml does not accept as a tag
@@ -218,6 +221,24 @@ class NodeSet:
         return Column(
             _texts(found), [element.sourceline for element in found], owners, len(nodes), found
         )
+
+    def _root_child_column(self, name: str) -> Column:
+        """A child column of a single node (a small file's root: texture.xml), from one pass
+        over its children grouped by local name, shared by the columns asked for next."""
+        groups = self._by_name
+        if groups is None:
+            groups = self._by_name = {}
+            for child in self.nodes[0].iterchildren(etree.Element):
+                tag = child.tag
+                key = tag.rpartition("}")[2] if tag[0] == "{" else tag
+                found = groups.get(key)
+                if found is None:
+                    groups[key] = [child]
+                else:
+                    found.append(child)
+        found = groups.get(name, [])
+        lines = [element.sourceline for element in found]
+        return Column(_texts(found), lines, [0] * len(found), 1, found)
 
     def _walked_column(self, steps: tuple[str, ...]) -> Column:
         elements, owners = [], []
