@@ -22,7 +22,7 @@ from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers
-from stages.rules.engine import Shared, check_file, merge_outcomes, plan_files
+from stages.rules.engine import Shared, check_files, plan_files
 from stages.rules.functions import StoredIndex, index_is_available
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import (
@@ -43,7 +43,6 @@ from stages.rules.report import (
     render,
     summary_line,
 )
-from stages.rules.sandbox import unit_time_limits
 from stages.settings import rule_file_paths
 
 SPEC = StageSpec(
@@ -266,14 +265,8 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, items: list) -> Unit:
 def run(payload, shared: Shared, reader):
     """The outcomes of the unit's files, one per rule (its files' pairs and failures in file
     order)."""
-    outcomes: list = []
-    with unit_time_limits():  # one SIGALRM handler for the unit's files, not one per file
-        for relpath, positions in payload:
-            rules = [shared.rules[i] for i in positions]
-            outcomes.extend(check_file(relpath, rules, shared, reader))
-    # A shard's files share their rules: one outcome per rule, not per (file, rule), is what
-    # the unit stores (a fifth of the records for texture shards).
-    return merge_outcomes(outcomes)
+    items = [(relpath, [shared.rules[i] for i in positions]) for relpath, positions in payload]
+    return check_files(items, shared, reader)
 
 
 def finish(ctx, inputs: dict, results) -> dict:

@@ -718,13 +718,13 @@ def test_registered_path_language_handles_its_files(tmp_path, monkeypatch):
     assert bad["rule_errors"][0]["message"].startswith("p_rules.yaml:1: xpath:")
 
 
-def test_merged_outcomes_give_the_same_document(project, index, tmp_path):
-    """A unit's outcomes merged into one per rule digest build the document its per-file
-    outcomes build, and the merged pairs are plain lists (stored as msgpack arrays)."""
+def test_a_unit_of_files_gives_one_outcome_per_rule_and_the_same_document(project, index, tmp_path):
+    """check_files gives one outcome per rule digest for a unit's files, building the document
+    their per-file outcomes build; its pairs are plain lists (stored as msgpack arrays)."""
     import yaml
 
     from orchestrator import codec
-    from stages.rules.engine import merge_outcomes
+    from stages.rules.engine import check_files
     from stages.rules.report import build_document
 
     path = tmp_path / "rules.yaml"
@@ -743,7 +743,7 @@ def test_merged_outcomes_give_the_same_document(project, index, tmp_path):
     ruleset, shared = prepare(str(project), [path], index)
     files = ["Repository/resource.repository", MODEL_FILE]
     per_file = [check_file(f, list(ruleset.rules), shared, Reader(str(project))) for f in files]
-    merged = merge_outcomes([outcome for outcomes in per_file for outcome in outcomes])
+    merged = check_files([(f, list(ruleset.rules)) for f in files], shared, Reader(str(project)))
     assert len(merged) == len({outcome.digest for outcome in merged}) == 3
     assert build_document(ruleset, [merged]) == build_document(ruleset, per_file)
     assert build_document(ruleset, [codec.loads(codec.dumps(merged))]) == build_document(

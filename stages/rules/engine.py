@@ -57,24 +57,6 @@ class RuleOutcome(NamedTuple):
     failures: tuple[Failure, ...]
 
 
-def merge_outcomes(outcomes) -> tuple[RuleOutcome, ...]:
-    """One outcome per rule digest (in order of first appearance), the pairs and failures of
-    its outcomes concatenated: what a unit of many files stores (the document collects every
-    pair and failure by digest, whatever outcome it came in)."""
-    merged: dict[str, RuleOutcome] = {}
-    for outcome in outcomes:
-        known = merged.get(outcome.digest)
-        if known is None:
-            merged[outcome.digest] = RuleOutcome(
-                outcome.digest, list(outcome.checked), tuple(outcome.failures)
-            )
-        else:
-            known.checked.extend(outcome.checked)
-            if outcome.failures:
-                merged[outcome.digest] = known._replace(failures=known.failures + outcome.failures)
-    return tuple(merged.values())
-
-
 @dataclass(frozen=True)
 class Shared:
     """Read-only data every unit of a run shares (sent to workers once)."""
@@ -246,14 +228,14 @@ def _drop(pattern, values: list, lines: list) -> tuple[list, list]:
 
 
 class _RuleRun:
-    """Collects one rule's checked sources and failures within a unit."""
+    """One rule's run on one file: records into its unit's lists for the rule's digest."""
 
     __slots__ = ("rule", "checked", "failures")
 
-    def __init__(self, rule: CompiledRule) -> None:
+    def __init__(self, rule: CompiledRule, checked: list, failures: list) -> None:
         self.rule = rule
-        self.checked: list[list[str | None]] = []
-        self.failures: list[Failure] = []
+        self.checked: list[list[str | None]] = checked
+        self.failures: list[Failure] = failures
 
     def record(self, source: str, via: str | None, verdict: Verdict) -> None:
         self.checked.append([source, via])
@@ -271,33 +253,63 @@ class _RuleRun:
     def stop(self, source: str, via: str | None, message: str) -> None:
         self.record(source, via, Verdict(True, [], [], message))
 
-    def outcome(self) -> RuleOutcome:
-        return RuleOutcome(self.rule.digest, self.checked, tuple(self.failures))
+
+class _UnitOutcomes:
+    """A unit's checked pairs and failures by rule digest, across its files (in file order)."""
+
+    def __init__(self) -> None:
+        self.by_digest: dict[str, tuple[list, list]] = {}
+
+    def runs_for(self, rules: list[CompiledRule]) -> dict[str, _RuleRun]:
+        """The file's runs: its first rule of each digest, recording into the unit's lists."""
+        runs: dict[str, _RuleRun] = {}
+        for rule in rules:
+            if rule.digest not in runs:
+                lists = self.by_digest.get(rule.digest)
+                if lists is None:
+                    lists = self.by_digest[rule.digest] = ([], [])
+                runs[rule.digest] = _RuleRun(rule, *lists)
+        return runs
+
+    def outcomes(self) -> tuple[RuleOutcome, ...]:
+        return tuple(
+            RuleOutcome(digest, checked, tuple(failures))
+            for digest, (checked, failures) in self.by_digest.items()
+        )
 
 
 def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
     """Check one file against `rules`; returns a tuple of RuleOutcome (one per rule digest)."""
+    return check_files([(relpath, rules)], shared, reader)
+
+
+def check_files(items, shared: Shared, reader: Any) -> tuple:
+    """Check each (relpath, rules) of a unit, file after file; returns a tuple of RuleOutcome,
+    one per rule digest, holding its pairs and failures of every file in file order (one record
+    per rule, not per (file, rule), is what a shard of small files stores and sends)."""
     # paused_gc: see orchestrator/memory.py, a large file's checking is such a burst;
     # reading_for: files that custom code reads through res_filter's functions are this unit's;
     # unit_time_limits: the per-call time limits share one SIGALRM handler (sandbox.py).
     with paused_gc(), reading_for(reader), unit_time_limits():
-        return _check_file(relpath, rules, shared, reader)
+        view = index_view(shared.index, shared.index_digest, shared.root)
+        ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
+        documents = _Documents(ctx)
+        unit = _UnitOutcomes()
+        for relpath, rules in items:
+            _check_file(relpath, unit.runs_for(rules), ctx, documents)
+        return unit.outcomes()
 
 
-def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
-    view = index_view(shared.index, shared.index_digest, shared.root)
-    ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
-    documents = _Documents(ctx)
-    runs: dict[str, _RuleRun] = {}
-    for rule in rules:
-        runs.setdefault(rule.digest, _RuleRun(rule))
+def _check_file(
+    relpath: str, runs: dict[str, _RuleRun], ctx: EvalContext, documents: _Documents
+) -> None:
     try:
         language, document = documents.load(relpath)
     except (_Stop, _Absent) as stop:
         message = str(stop) if isinstance(stop, _Stop) else f"{relpath}: cannot read the file"
         for run in runs.values():
             run.stop(relpath, None, message)
-        return tuple(run.outcome() for run in runs.values())
+        return
     filepath = ctx.abspath(relpath)
     targets: dict[str, list[tuple[_RuleRun, str]]] = {}
     for run in runs.values():
@@ -322,14 +334,13 @@ def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader:
             continue
         for target in _file_targets(values, ctx):
             targets.setdefault(target, []).append((run, relpath))
-    prefetch = getattr(reader, "prefetch", None)
+    prefetch = getattr(ctx.reader, "prefetch", None)
     if prefetch is not None and targets:
         prefetch([target for target in targets if target != relpath])
     for target, waiting in targets.items():
         _check_target(
             target, waiting, documents, ctx, (language, document) if target == relpath else None
         )
-    return tuple(run.outcome() for run in runs.values())
 
 
 def _values_of(
@@ -476,7 +487,7 @@ __all__ = [
     "RuleOutcome",
     "Shared",
     "check_file",
-    "merge_outcomes",
+    "check_files",
     "plan_files",
     "prepare",
     "validate_project",
