@@ -459,6 +459,9 @@ def prepare(
     return ruleset, shared
 
 
+FILES_PER_RUN = 64  # validate_project's files per check_files call (about a stage shard's)
+
+
 def validate_project(
     root: str,
     rule_files,
@@ -475,10 +478,12 @@ def validate_project(
     )
     relpaths = walk_files(shared.root) if files is None else sorted(files)
     plan = plan_files(ruleset, shared.root, relpaths, index)
-    results = []
-    for relpath, positions in plan.items():
-        rules = [shared.rules[i] for i in positions]
-        results.append(check_file(relpath, rules, shared, Reader(shared.root)))
+    items = [(relpath, [shared.rules[i] for i in positions]) for relpath, positions in plan.items()]
+    # In runs of files, as the validate stage's shards are checked (one context per run).
+    results = [
+        check_files(items[start : start + FILES_PER_RUN], shared, Reader(shared.root))
+        for start in range(0, len(items), FILES_PER_RUN)
+    ]
     return build_document(ruleset, results)
 
 
