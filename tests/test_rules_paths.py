@@ -251,3 +251,26 @@ def test_children_of_a_single_root_match_the_per_node_definition():
     assert evaluate(compile_xml_path("T,X.W"), root, memo)[0] == ["deep"]
     assert evaluate(compile_xml_path("T.H==3,W"), root, memo)[0] == ["1", "2", ""]
     assert evaluate(compile_xml_path("T/W"), root, memo) == (["1", "2", ""], [2, 4, 7])
+
+
+def test_a_single_node_with_many_children_gives_the_same_columns():
+    """Past GROUP_MAX_CHILDREN children a single node's columns come from lxml's filter: the
+    same values and lines as the per-node definition (namespaced children in, deeper out)."""
+    from stages.rules.xmleval import GROUP_MAX_CHILDREN
+
+    count = GROUP_MAX_CHILDREN + 5
+    items = "".join(
+        f'<a:Item xmlns:a="urn:a"><G>{i}</G></a:Item>' if i % 3 else f"<Item><G> {i} </G></Item>"
+        for i in range(count)
+    )
+    root = parse(f"<R><Items>{items}<X><Item><G>deep</G></Item></X></Items></R>")
+    memo: dict = {}
+    assert values("R/Items/Item,G", root) == [str(i) for i in range(count)]
+    assert evaluate(compile_xml_path("R/Items/Item/G"), root, memo)[0] == [
+        str(i) for i in range(count)
+    ]
+    assert evaluate(compile_xml_path("R/Items/Item,G"), root, memo)[0] == [
+        str(i) for i in range(count)
+    ]
+    nodes, lines = evaluate(compile_xml_path("R/Items/Item,{dom}"), root, memo)
+    assert len(nodes) == count and lines == [1] * count

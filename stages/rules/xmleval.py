@@ -38,6 +38,7 @@ from .paths import (
 )
 
 _XPATHS: dict[str, etree.XPath] = {}
+GROUP_MAX_CHILDREN = 32  # see NodeSet._root_child_column
 
 
 def _step_text(test: TagTest) -> str | None:
@@ -70,20 +71,50 @@ def _xpath(text: str) -> etree.XPath:
 
 class Column:
     """Values of the nodes of a NodeSet: flat, in document order, with the position of the node
-    each belongs to (non-decreasing)."""
+    each belongs to (non-decreasing).
 
-    __slots__ = ("texts", "lines", "owners", "size", "elements", "_starts", "_by_text")
+    A column of elements (a child path, the nodes' own texts) computes their texts and lines
+    when first read: the columns that only lead to the next node path (`Items`, then `Item`, for
+    `*/Items/Item`) never need them. `like` is a column of the same elements whose texts and
+    lines are these (a node set's own texts are the child column it was found as)."""
+
+    __slots__ = ("_texts", "_lines", "owners", "size", "elements", "_starts", "_by_text", "_like")
 
     def __init__(
-        self, texts: list, lines: list, owners: list, size: int, elements: list | None = None
+        self,
+        texts: list | None,
+        lines: list | None,
+        owners: list,
+        size: int,
+        elements: list | None = None,
+        like: Column | None = None,
     ) -> None:
-        self.texts = texts
-        self.lines = lines
+        self._texts = texts
+        self._lines = lines
         self.owners = owners
         self.size = size  # how many nodes
         self.elements = elements  # the values' elements, for child paths (the next node path)
+        self._like = like
         self._starts: list[int] | None = None
         self._by_text: dict[str, list[int]] | None = None
+
+    @property
+    def texts(self) -> list:
+        texts = self._texts
+        if texts is None:
+            like = self._like
+            texts = self._texts = like.texts if like is not None else _texts(self.elements or [])
+        return texts
+
+    @property
+    def lines(self) -> list:
+        lines = self._lines
+        if lines is None:
+            like = self._like
+            elements = self.elements or ()
+            lines = like.lines if like is not None else [e.sourceline for e in elements]
+            self._lines = lines
+        return lines
 
     def starts(self) -> list[int]:
         """Node i's values are texts[starts[i]:starts[i + 1]]."""
@@ -142,9 +173,8 @@ class NodeSet:
         self._by_name: dict[str, list] | None = None  # a single node's children by local name
         self.columns: dict[Any, Column] = {}
         if found_as is not None:
-            self.columns[()] = Column(
-                found_as.texts, found_as.lines, list(range(len(nodes))), len(nodes), nodes
-            )
+            owners = list(range(len(nodes)))
+            self.columns[()] = Column(None, None, owners, len(nodes), nodes, like=found_as)
         # (checks) → sorted positions; ("term", attributes, term) → a term's set of positions
         self.selections: dict[Any, Any] = {}
         self._everyone: frozenset[int] | None = None
@@ -160,11 +190,7 @@ class NodeSet:
         if column is None:
             nodes = self.nodes
             column = self.columns[()] = Column(
-                _texts(nodes),
-                [n.sourceline for n in nodes],
-                list(range(len(nodes))),
-                len(nodes),
-                nodes,
+                None, None, list(range(len(nodes))), len(nodes), nodes
             )
         return column
 
@@ -218,27 +244,29 @@ class NodeSet:
             kept = [i for i, owner in enumerate(owners) if owner is not None]
             found = [found[i] for i in kept]
             owners = [owners[i] for i in kept]
-        return Column(
-            _texts(found), [element.sourceline for element in found], owners, len(nodes), found
-        )
+        return Column(None, None, owners, len(nodes), found)
 
     def _root_child_column(self, name: str) -> Column:
-        """A child column of a single node (a small file's root: texture.xml), from one pass
-        over its children grouped by local name, shared by the columns asked for next."""
+        """A child column of a single node. A node with few children (a small file's root:
+        texture.xml) is read in one pass grouping them by local name, shared by the columns
+        asked for next; many children (a repository's Items) are filtered by lxml."""
+        node = self.nodes[0]
+        if len(node) > GROUP_MAX_CHILDREN:
+            children = list(node.iterchildren("{*}" + name))
+            return Column(None, None, [0] * len(children), 1, children)
         groups = self._by_name
         if groups is None:
             groups = self._by_name = {}
-            for child in self.nodes[0].iterchildren(etree.Element):
+            for child in node.iterchildren(etree.Element):
                 tag = child.tag
                 key = tag.rpartition("}")[2] if tag[0] == "{" else tag
-                found = groups.get(key)
-                if found is None:
+                group = groups.get(key)
+                if group is None:
                     groups[key] = [child]
                 else:
-                    found.append(child)
+                    group.append(child)
         found = groups.get(name, [])
-        lines = [element.sourceline for element in found]
-        return Column(_texts(found), lines, [0] * len(found), 1, found)
+        return Column(None, None, [0] * len(found), 1, found)
 
     def _walked_column(self, steps: tuple[str, ...]) -> Column:
         elements, owners = [], []
@@ -246,13 +274,7 @@ class NodeSet:
             found = descend(node, steps)
             elements.extend(found)
             owners.extend([i] * len(found))
-        return Column(
-            _texts(elements),
-            [element.sourceline for element in elements],
-            owners,
-            len(self.nodes),
-            elements,
-        )
+        return Column(None, None, owners, len(self.nodes), elements)
 
     def select(self, attr_checks: Checks | None, child_checks: Checks | None) -> list[int] | None:
         """Positions of the nodes passing the checks, ascending; None for every node."""
