@@ -32,6 +32,7 @@ from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_fo
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
 from .sandbox import CustomCodeTimeout, unit_time_limits
+from .xmleval import evaluate as xml_evaluate
 
 
 @record
@@ -354,7 +355,11 @@ def _values_of(
     relpath: str,
     filepath: str,
 ) -> tuple[list, list]:
-    values, lines = _extract(path, language, document, relpath)
+    query = path.xml
+    if language is registry.XML and query is not None:  # most (rule, file) pairs: no detour
+        values, lines = xml_evaluate(query, document.root, document.memo)
+    else:
+        values, lines = _extract(path, language, document, relpath)
     if filter_ref is not None:
         values, lines = _apply_filter(filter_ref, values, lines, rule, ctx, filepath)
     return _drop(not_filter, values, lines)
