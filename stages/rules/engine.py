@@ -29,6 +29,7 @@ from .conditions import Verdict, check, lines_of
 from .custom.host import CustomCode, CustomCodeError, custom_code_host
 from .expressions import expression_globals
 from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
+from .kept import KEPT
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
 from .sandbox import CustomCodeTimeout, unit_time_limits
@@ -122,13 +123,21 @@ class _Documents:
 
     def load(self, relpath: str) -> tuple[Any, Any]:
         """(language, document), or raise _Stop with a message naming the file and line."""
+        reader = self.ctx.reader
         try:
-            data = self.ctx.reader.read_bytes(relpath)
+            data = reader.read_bytes(relpath)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise _Absent(relpath) from None
+        path = self.ctx.abspath(relpath)
+        digest = getattr(reader, "reads", {}).get(relpath) if KEPT.on else None
+        found = KEPT.get(path, digest)
+        if found is not None:  # the previous unit's part of this very file (kept.py)
+            return found
         language = registry.language_for(relpath, data)
         try:
-            return language, language.parse(data, relpath)
+            document = language.parse(data, relpath)
+            KEPT.offer(path, digest, len(data), language, document)
+            return language, document
         except DocumentError as exc:
             where = f"{relpath}:{exc.line}" if exc.line else relpath
             raise _Stop(f"{where}: {exc.message}") from None
