@@ -1,10 +1,12 @@
 """Checking source files against compiled rules.
 
-The unit of work is one project file F: `check_file` parses F once, runs every rule whose rpath
+The work on one project file F: `check_file` parses F once, runs every rule whose rpath
 selected it (or, for a large file, one group of them: stages/rules/parts.py), and parses each
 subxpath target P once for all the rules that reach it. The rules share the work on a document
-through its memo (stages/rules/xmleval.py). Results are keyed by rule digest (not position), so a
-cached result stays right when rules are reordered or grouped differently.
+through its memo (stages/rules/xmleval.py). `check_files` does this for each file of a unit (a
+shard of small files) under one context, with one outcome per rule for the unit. Results are
+keyed by rule digest (not position), so a cached result stays right when rules are reordered or
+grouped differently.
 
 `plan_files` decides which rules apply to which files (driver side, before any project file is
 read); `validate_project` runs the whole thing in-process without the build engine.
