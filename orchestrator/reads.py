@@ -139,10 +139,19 @@ def read_project_file(abspath: str, with_stat: bool = False) -> Any:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return (None, None) if with_stat else None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read()
+        data = _read_to_end(fd, st.st_size)
         return (data, st) if with_stat else data
     except OSError as exc:
         raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
     finally:
         os.close(fd)
+
+
+def _read_to_end(fd: int, size: int) -> bytes:
+    """Everything left to read from `fd`: one read of the size `fstat` gave (plus one byte, to
+    see a file that grew), then reads until the end. Half the cost of a file object's `read()`
+    on the small files a project is made of (tens of thousands read per build)."""
+    chunks = [os.read(fd, size + 1)]
+    while chunks[-1]:
+        chunks.append(os.read(fd, max(size, 1 << 16)))
+    return chunks[0] if len(chunks) == 2 else b"".join(chunks)

@@ -22,8 +22,9 @@ from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers
-from stages.rules.engine import Shared, check_file, plan_files
+from stages.rules.engine import Shared, check_files, plan_files
 from stages.rules.functions import StoredIndex, index_is_available
+from stages.rules.kept import KEPT
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import (
     SHARD_MAX_BYTES,
@@ -121,6 +122,7 @@ def _rules_key(ruleset: RuleSet) -> str:
 
 
 def plan(ctx, inputs: dict) -> Plan:
+    KEPT.start()  # the driver: units it runs itself share a split file's parse (rules/kept.py)
     index = inputs["index"]
     section = ctx.section("rules")
     ruleset = _load(ctx, index)
@@ -152,6 +154,7 @@ def _state(ruleset: RuleSet, shards: int, index) -> dict:
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     """Files added get their units, files removed lose theirs; edits are re-run by the engine.
     New rules, a new index or (scope: cooked) a new cook list plan everything again."""
+    KEPT.start()
     section = ctx.section("rules")
     if changes.inputs["index"] or (
         section.get("scope") == "cooked"
@@ -263,15 +266,15 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, items: list) -> Unit:
 
 
 def run(payload, shared: Shared, reader):
-    """The outcomes of every file of the unit, file after file."""
-    outcomes: list = []
-    for relpath, positions in payload:
-        outcomes.extend(check_file(relpath, [shared.rules[i] for i in positions], shared, reader))
-    return tuple(outcomes)
+    """The outcomes of the unit's files, one per rule (its files' pairs and failures in file
+    order)."""
+    items = [(relpath, [shared.rules[i] for i in positions]) for relpath, positions in payload]
+    return check_files(items, shared, reader)
 
 
 def finish(ctx, inputs: dict, results) -> dict:
     close_workers()  # the driver's custom-code workers (loading, local units) are done
+    KEPT.stop()
     ruleset: RuleSet = results.plan.scratch
     document = None
     if results.changed is not None:

@@ -71,3 +71,30 @@ def test_bytes_sent_by_the_driver_carry_no_signature(tmp_path):
     reader = Reader(str(tmp_path), preloaded={"a.txt": OLD})
     assert reader.read_bytes("a.txt") == OLD
     assert reader.reads == {"a.txt": digest_bytes(OLD)} and reader.signatures == {}
+
+
+def test_whole_file_is_read_whatever_its_size(tmp_path: Path):
+    """Empty, small and multi-chunk files come back byte for byte."""
+    for size in (0, 1, 100, 200_003):
+        path = tmp_path / f"f{size}"
+        data = bytes(i % 251 for i in range(size))
+        path.write_bytes(data)
+        assert read_project_file(str(path)) == data
+
+
+def test_a_file_growing_while_read_is_read_to_its_end(tmp_path: Path, monkeypatch):
+    """Bytes appended after the file was stat-ed are read too (the descriptor is read to EOF)."""
+    path = tmp_path / "log.xml"
+    path.write_bytes(OLD)
+    real_fstat = os.fstat
+
+    def fstat_then_grow(fd):
+        result = real_fstat(fd)
+        with open(path, "ab") as handle:
+            handle.write(NEW)
+        return result
+
+    monkeypatch.setattr(os, "fstat", fstat_then_grow)
+    data = read_project_file(str(path))
+    monkeypatch.undo()
+    assert data == OLD + NEW

@@ -89,6 +89,38 @@ def test_in_predefined_set_with_unhashable_value_fails_with_message():
     assert verdict.errors == [["g1"]] and "unhashable" in verdict.message
 
 
+@pytest.mark.parametrize("negate", [False, True])
+@pytest.mark.parametrize(
+    "members", ["artfunc_res_store.res_in_repo", ["g1", "g2", 7], "['g1', 'g2', 7]"]
+)
+def test_membership_of_many_values_matches_the_per_value_definition(members, negate):
+    """存在于/不存在于 over mixed values (a pass over all of them) fails exactly the values the
+    per-value test fails, with their lines, in order; an unhashable value among them is still
+    checked as one value is (a failure with its reason, or compared by equality)."""
+    method = "not_in" if negate else "in"
+    values = ["g1", "g3", 7, 7.0, True, "", None, ("g1",), "g2", "g3"]
+    lines = list(range(10, 20))
+    verdict = run([method, members], values, lines)
+    predefined = isinstance(members, str) and members.startswith("artfunc_")
+    known = set(RES_IN_REPO) if predefined else {"g1", "g2", 7}
+    expected = [i for i, value in enumerate(values) if (value in known) is negate]
+    assert verdict.errors == [values[i] for i in expected]
+    assert verdict.lines == [lines[i] for i in expected]
+    assert verdict.message is None
+    mixed = run([method, members], [*values, ["g1"]], [*lines, 20])
+    if predefined:  # an unhashable value cannot be looked up: it fails, with the reason
+        assert mixed.errors == [*verdict.errors, ["g1"]] and "unhashable" in mixed.message
+    else:  # a literal compares it by equality: ["g1"] is no member
+        assert mixed.errors == verdict.errors + ([] if negate else [["g1"]])
+        assert mixed.message is None
+
+
+def test_unique_over_strings_and_other_values():
+    """唯一 reports each repeated value once, at its first repeat, strings and others alike."""
+    verdict = run(["unique"], ["a", 1, "a", "1", 1, "a", ("x",), ("x",)], list(range(8)))
+    assert verdict.errors == ["a", 1, ("x",)] and verdict.lines == [2, 4, 7]
+
+
 @pytest.mark.parametrize("method", ["空集合", "empty"])
 def test_empty(method):
     """空集合/empty fails a non-empty source, listing its values."""

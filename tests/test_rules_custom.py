@@ -223,6 +223,27 @@ def test_workers_are_reused_and_a_thread_gets_its_own(project, index):
             os.waitpid(pid, os.WNOHANG)
 
 
+def test_a_closed_worker_ends_without_tearing_down_and_its_prints_arrive(project, index, capfd):
+    """Closing the workers does not wait for a teardown: a worker ends at once when its pipe
+    closes, without running rule code's exit handlers, after flushing what rule code printed."""
+    host = custom_code_host()
+    view = IndexView(index, str(project), "test-view")
+    slow_exit = (
+        "import atexit, sys, time\n"
+        "atexit.register(time.sleep, 5)\n"
+        "def f(**kw):\n"
+        "    sys.stderr.write('unflushed')\n"
+        "    return []\n"
+    )
+    code = CustomCode("exit", "r", slow_exit)
+    assert host.define(code, view, 5) == ["f"]
+    assert host.call(code, view, "f", "condition", {}, 5) == []
+    started = time.monotonic()
+    close_workers()
+    assert time.monotonic() - started < 2
+    assert "unflushed" in capfd.readouterr().err
+
+
 def test_a_timed_out_worker_is_killed_and_replaced(project, index):
     """The worker of a call past its timeout is gone; the next call starts a fresh one."""
     host = custom_code_host()

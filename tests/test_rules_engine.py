@@ -716,3 +716,38 @@ def test_registered_path_language_handles_its_files(tmp_path, monkeypatch):
     assert got[2][0] == "c.xml" and "not valid for XML files" in got[2][3]
     bad = run_rules(root, [rule(xpath="nothing-accepts-this.")], make_index(root))
     assert bad["rule_errors"][0]["message"].startswith("p_rules.yaml:1: xpath:")
+
+
+def test_a_unit_of_files_gives_one_outcome_per_rule_and_the_same_document(project, index, tmp_path):
+    """check_files gives one outcome per rule digest for a unit's files, building the document
+    their per-file outcomes build; its pairs are plain lists (stored as msgpack arrays)."""
+    import yaml
+
+    from orchestrator import codec
+    from stages.rules.engine import check_files
+    from stages.rules.report import build_document
+
+    path = tmp_path / "rules.yaml"
+    rules = [
+        rule(id="names", xpath="*/Items/Item,Name", condition=["唯一"]),
+        rule(id="types", xpath="*/Items/Item,Type", condition=["==", "Texture"]),
+        rule(
+            id="faces",
+            xpath="*/Items/Item.Type==Model,GUID",
+            filter="artfunc_res_filter.guidToRealPath",
+            subxpath="*/ModelInfo/Root/Entity/NumFaces",
+            condition=["<=", 5000],
+        ),
+    ]
+    path.write_text(yaml.safe_dump(rules, allow_unicode=True), encoding="utf-8")
+    ruleset, shared = prepare(str(project), [path], index)
+    files = ["Repository/resource.repository", MODEL_FILE]
+    per_file = [check_file(f, list(ruleset.rules), shared, Reader(str(project))) for f in files]
+    merged = check_files([(f, list(ruleset.rules)) for f in files], shared, Reader(str(project)))
+    assert len(merged) == len({outcome.digest for outcome in merged}) == 3
+    assert build_document(ruleset, [merged]) == build_document(ruleset, per_file)
+    assert build_document(ruleset, [codec.loads(codec.dumps(merged))]) == build_document(
+        ruleset, per_file
+    )
+    assert all(isinstance(pair, list) for outcome in merged for pair in outcome.checked)
+    assert any(outcome.failures for outcome in merged)

@@ -220,3 +220,57 @@ def test_shared_memo_matches_fresh_evaluation_on_tricky_nesting():
     for expr, expected in cases.items():
         assert evaluate(compile_xml_path(expr), root, memo)[0] == expected, expr
         assert evaluate(compile_xml_path(expr), root)[0] == expected, expr
+
+
+def test_bare_node_path_after_its_child_column_gives_the_same_texts_and_lines():
+    """`R/I/G` after `R/I,G` in one memo reuses the column's elements: same values, same lines,
+    whichever is evaluated first."""
+    source = "<R>\n<I>\n<G> a </G>\n<G>b</G>\n</I>\n<I><G/></I>\n<G>top</G>\n</R>"
+    expected_nodes = (["a", "b", ""], [3, 4, 6])
+    expected_column = (["a", "b", ""], [3, 4, 6])
+    for order in (("R/I,G", "R/I/G"), ("R/I/G", "R/I,G")):
+        root = parse(source)
+        memo: dict = {}
+        got = {expr: evaluate(compile_xml_path(expr), root, memo) for expr in order}
+        assert tuple(got["R/I/G"]) == expected_nodes
+        assert tuple(got["R/I,G"]) == expected_column
+        assert evaluate(compile_xml_path("R/I/G,{dom}"), root, memo)[1] == [3, 4, 6]
+
+
+def test_children_of_a_single_root_match_the_per_node_definition():
+    """A root's child columns, found in one pass over its children, keep document order, ignore
+    namespaces, comments and deeper namesakes, and serve the columns asked for after them."""
+    root = parse(
+        '<T xmlns:a="urn:a">\n<W>1</W>\n<!-- <W>c</W> -->\n<a:W> 2 </a:W>\n<H>3</H>\n'
+        "<X><W>deep</W></X>\n<W/>\n</T>"
+    )
+    memo: dict = {}
+    assert evaluate(compile_xml_path("T,W"), root, memo) == (["1", "2", ""], [2, 4, 7])
+    assert evaluate(compile_xml_path("T,H,W"), root, memo)[0] == [{"H": ["3"], "W": ["1", "2", ""]}]
+    assert evaluate(compile_xml_path("T,Missing"), root, memo) == ([], [])
+    assert evaluate(compile_xml_path("T,X.W"), root, memo)[0] == ["deep"]
+    assert evaluate(compile_xml_path("T.H==3,W"), root, memo)[0] == ["1", "2", ""]
+    assert evaluate(compile_xml_path("T/W"), root, memo) == (["1", "2", ""], [2, 4, 7])
+
+
+def test_a_single_node_with_many_children_gives_the_same_columns():
+    """Past GROUP_MAX_CHILDREN children a single node's columns come from lxml's filter: the
+    same values and lines as the per-node definition (namespaced children in, deeper out)."""
+    from stages.rules.xmleval import GROUP_MAX_CHILDREN
+
+    count = GROUP_MAX_CHILDREN + 5
+    items = "".join(
+        f'<a:Item xmlns:a="urn:a"><G>{i}</G></a:Item>' if i % 3 else f"<Item><G> {i} </G></Item>"
+        for i in range(count)
+    )
+    root = parse(f"<R><Items>{items}<X><Item><G>deep</G></Item></X></Items></R>")
+    memo: dict = {}
+    assert values("R/Items/Item,G", root) == [str(i) for i in range(count)]
+    assert evaluate(compile_xml_path("R/Items/Item/G"), root, memo)[0] == [
+        str(i) for i in range(count)
+    ]
+    assert evaluate(compile_xml_path("R/Items/Item,G"), root, memo)[0] == [
+        str(i) for i in range(count)
+    ]
+    nodes, lines = evaluate(compile_xml_path("R/Items/Item,{dom}"), root, memo)
+    assert len(nodes) == count and lines == [1] * count

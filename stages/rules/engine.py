@@ -1,10 +1,12 @@
 """Checking source files against compiled rules.
 
-The unit of work is one project file F: `check_file` parses F once, runs every rule whose rpath
+The work on one project file F: `check_file` parses F once, runs every rule whose rpath
 selected it (or, for a large file, one group of them: stages/rules/parts.py), and parses each
 subxpath target P once for all the rules that reach it. The rules share the work on a document
-through its memo (stages/rules/xmleval.py). Results are keyed by rule digest (not position), so a
-cached result stays right when rules are reordered or grouped differently.
+through its memo (stages/rules/xmleval.py). `check_files` does this for each file of a unit (a
+shard of small files) under one context, with one outcome per rule for the unit. Results are
+keyed by rule digest (not position), so a cached result stays right when rules are reordered or
+grouped differently.
 
 `plan_files` decides which rules apply to which files (driver side, before any project file is
 read); `validate_project` runs the whole thing in-process without the build engine.
@@ -29,9 +31,11 @@ from .conditions import Verdict, check, lines_of
 from .custom.host import CustomCode, CustomCodeError, custom_code_host
 from .expressions import expression_globals
 from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
+from .kept import KEPT
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
-from .sandbox import CustomCodeTimeout
+from .sandbox import CustomCodeTimeout, unit_time_limits
+from .xmleval import evaluate as xml_evaluate
 
 
 @record
@@ -47,10 +51,13 @@ class Failure(NamedTuple):
 
 @record
 class RuleOutcome(NamedTuple):
-    """What one rule found in one unit: every (source, via) it checked, and the failures."""
+    """What one rule found in one unit: every [source, via] it checked, and the failures.
+
+    The pairs are lists, which the codec stores as plain msgpack arrays: a unit checks tens of
+    thousands of them, and each tuple would be an extension type packed by a Python call."""
 
     digest: str
-    checked: tuple[tuple[str, str | None], ...]
+    checked: list[list[str | None]]
     failures: tuple[Failure, ...]
 
 
@@ -118,13 +125,21 @@ class _Documents:
 
     def load(self, relpath: str) -> tuple[Any, Any]:
         """(language, document), or raise _Stop with a message naming the file and line."""
+        reader = self.ctx.reader
         try:
-            data = self.ctx.reader.read_bytes(relpath)
+            data = reader.read_bytes(relpath)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise _Absent(relpath) from None
+        path = self.ctx.abspath(relpath)
+        digest = getattr(reader, "reads", {}).get(relpath) if KEPT.on else None
+        found = KEPT.get(path, digest)
+        if found is not None:  # the previous unit's part of this very file (kept.py)
+            return found
         language = registry.language_for(relpath, data)
         try:
-            return language, language.parse(data, relpath)
+            document = language.parse(data, relpath)
+            KEPT.offer(path, digest, len(data), language, document)
+            return language, document
         except DocumentError as exc:
             where = f"{relpath}:{exc.line}" if exc.line else relpath
             raise _Stop(f"{where}: {exc.message}") from None
@@ -225,17 +240,17 @@ def _drop(pattern, values: list, lines: list) -> tuple[list, list]:
 
 
 class _RuleRun:
-    """Collects one rule's checked sources and failures within a unit."""
+    """One rule's run on one file: records into its unit's lists for the rule's digest."""
 
     __slots__ = ("rule", "checked", "failures")
 
-    def __init__(self, rule: CompiledRule) -> None:
+    def __init__(self, rule: CompiledRule, checked: list, failures: list) -> None:
         self.rule = rule
-        self.checked: list[tuple[str, str | None]] = []
-        self.failures: list[Failure] = []
+        self.checked: list[list[str | None]] = checked
+        self.failures: list[Failure] = failures
 
     def record(self, source: str, via: str | None, verdict: Verdict) -> None:
-        self.checked.append((source, via))
+        self.checked.append([source, via])
         if verdict.failed:
             self.failures.append(
                 Failure(
@@ -250,32 +265,63 @@ class _RuleRun:
     def stop(self, source: str, via: str | None, message: str) -> None:
         self.record(source, via, Verdict(True, [], [], message))
 
-    def outcome(self) -> RuleOutcome:
-        return RuleOutcome(self.rule.digest, tuple(self.checked), tuple(self.failures))
+
+class _UnitOutcomes:
+    """A unit's checked pairs and failures by rule digest, across its files (in file order)."""
+
+    def __init__(self) -> None:
+        self.by_digest: dict[str, tuple[list, list]] = {}
+
+    def runs_for(self, rules: list[CompiledRule]) -> dict[str, _RuleRun]:
+        """The file's runs: its first rule of each digest, recording into the unit's lists."""
+        runs: dict[str, _RuleRun] = {}
+        for rule in rules:
+            if rule.digest not in runs:
+                lists = self.by_digest.get(rule.digest)
+                if lists is None:
+                    lists = self.by_digest[rule.digest] = ([], [])
+                runs[rule.digest] = _RuleRun(rule, *lists)
+        return runs
+
+    def outcomes(self) -> tuple[RuleOutcome, ...]:
+        return tuple(
+            RuleOutcome(digest, checked, tuple(failures))
+            for digest, (checked, failures) in self.by_digest.items()
+        )
 
 
 def check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
     """Check one file against `rules`; returns a tuple of RuleOutcome (one per rule digest)."""
+    return check_files([(relpath, rules)], shared, reader)
+
+
+def check_files(items, shared: Shared, reader: Any) -> tuple:
+    """Check each (relpath, rules) of a unit, file after file; returns a tuple of RuleOutcome,
+    one per rule digest, holding its pairs and failures of every file in file order (one record
+    per rule, not per (file, rule), is what a shard of small files stores and sends)."""
     # paused_gc: see orchestrator/memory.py, a large file's checking is such a burst;
-    # reading_for: files that custom code reads through res_filter's functions are this unit's.
-    with paused_gc(), reading_for(reader):
-        return _check_file(relpath, rules, shared, reader)
+    # reading_for: files that custom code reads through res_filter's functions are this unit's;
+    # unit_time_limits: the per-call time limits share one SIGALRM handler (sandbox.py).
+    with paused_gc(), reading_for(reader), unit_time_limits():
+        view = index_view(shared.index, shared.index_digest, shared.root)
+        ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
+        documents = _Documents(ctx)
+        unit = _UnitOutcomes()
+        for relpath, rules in items:
+            _check_file(relpath, unit.runs_for(rules), ctx, documents)
+        return unit.outcomes()
 
 
-def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader: Any) -> tuple:
-    view = index_view(shared.index, shared.index_digest, shared.root)
-    ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
-    documents = _Documents(ctx)
-    runs: dict[str, _RuleRun] = {}
-    for rule in rules:
-        runs.setdefault(rule.digest, _RuleRun(rule))
+def _check_file(
+    relpath: str, runs: dict[str, _RuleRun], ctx: EvalContext, documents: _Documents
+) -> None:
     try:
         language, document = documents.load(relpath)
     except (_Stop, _Absent) as stop:
         message = str(stop) if isinstance(stop, _Stop) else f"{relpath}: cannot read the file"
         for run in runs.values():
             run.stop(relpath, None, message)
-        return tuple(run.outcome() for run in runs.values())
+        return
     filepath = ctx.abspath(relpath)
     targets: dict[str, list[tuple[_RuleRun, str]]] = {}
     for run in runs.values():
@@ -300,14 +346,13 @@ def _check_file(relpath: str, rules: list[CompiledRule], shared: Shared, reader:
             continue
         for target in _file_targets(values, ctx):
             targets.setdefault(target, []).append((run, relpath))
-    prefetch = getattr(reader, "prefetch", None)
+    prefetch = getattr(ctx.reader, "prefetch", None)
     if prefetch is not None and targets:
         prefetch([target for target in targets if target != relpath])
     for target, waiting in targets.items():
         _check_target(
             target, waiting, documents, ctx, (language, document) if target == relpath else None
         )
-    return tuple(run.outcome() for run in runs.values())
 
 
 def _values_of(
@@ -321,7 +366,11 @@ def _values_of(
     relpath: str,
     filepath: str,
 ) -> tuple[list, list]:
-    values, lines = _extract(path, language, document, relpath)
+    query = path.xml
+    if language is registry.XML and query is not None:  # most (rule, file) pairs: no detour
+        values, lines = xml_evaluate(query, document.root, document.memo)
+    else:
+        values, lines = _extract(path, language, document, relpath)
     if filter_ref is not None:
         values, lines = _apply_filter(filter_ref, values, lines, rule, ctx, filepath)
     return _drop(not_filter, values, lines)
@@ -426,6 +475,9 @@ def prepare(
     return ruleset, shared
 
 
+FILES_PER_RUN = 64  # validate_project's files per check_files call (about a stage shard's)
+
+
 def validate_project(
     root: str,
     rule_files,
@@ -442,10 +494,12 @@ def validate_project(
     )
     relpaths = walk_files(shared.root) if files is None else sorted(files)
     plan = plan_files(ruleset, shared.root, relpaths, index)
-    results = []
-    for relpath, positions in plan.items():
-        rules = [shared.rules[i] for i in positions]
-        results.append(check_file(relpath, rules, shared, Reader(shared.root)))
+    items = [(relpath, [shared.rules[i] for i in positions]) for relpath, positions in plan.items()]
+    # In runs of files, as the validate stage's shards are checked (one context per run).
+    results = [
+        check_files(items[start : start + FILES_PER_RUN], shared, Reader(shared.root))
+        for start in range(0, len(items), FILES_PER_RUN)
+    ]
     return build_document(ruleset, results)
 
 
@@ -454,6 +508,7 @@ __all__ = [
     "RuleOutcome",
     "Shared",
     "check_file",
+    "check_files",
     "plan_files",
     "prepare",
     "validate_project",

@@ -371,9 +371,18 @@ class ExpressionRefused(Exception):
     """An expression reached, at run time, something expressions may not use."""
 
 
+# Exact types whose every public attribute `_readable` allows: checked first, by one set
+# lookup (guarded_attribute runs for every attribute an expression reads, value after value).
+_READABLE_TYPES = frozenset((*_DATA_TYPES, *_VIEW_TYPES, re.Pattern, re.Match, SimpleNamespace))
+
+
 def guarded_attribute(owner: Any, name: str) -> Any:
     """`owner.name`, if it is an attribute of data an expression may read."""
-    if not name.startswith("_") and name not in DENIED_ATTRIBUTES and _readable(owner, name):
+    if (
+        not name.startswith("_")
+        and name not in DENIED_ATTRIBUTES
+        and (type(owner) in _READABLE_TYPES or _readable(owner, name))
+    ):
         return getattr(owner, name)
     raise ExpressionRefused(
         f"the attribute {name!r} of a {type(owner).__name__} is not available in expressions"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -39,9 +40,9 @@ TEXTS, RECORDS, DOM, ATTRS, ATTR_RECORDS, NODE_TEXT = (
 AND, OR = "&", "|"
 
 
-@dataclass(frozen=True, slots=True)
-class TagTest:
-    """One NodePath step: `*`, `Tag`, `Prefix*` or `*Suffix`."""
+class TagTest(NamedTuple):
+    """One NodePath step: `*`, `Tag`, `Prefix*` or `*Suffix`. A NamedTuple: node paths key the
+    memo of every document (stages/rules/xmleval.py), and a tuple hashes in C."""
 
     kind: str
     text: str = ""

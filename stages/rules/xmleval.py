@@ -38,6 +38,7 @@ from .paths import (
 )
 
 _XPATHS: dict[str, etree.XPath] = {}
+GROUP_MAX_CHILDREN = 32  # see NodeSet._root_child_column
 
 
 def _step_text(test: TagTest) -> str | None:
@@ -70,20 +71,50 @@ def _xpath(text: str) -> etree.XPath:
 
 class Column:
     """Values of the nodes of a NodeSet: flat, in document order, with the position of the node
-    each belongs to (non-decreasing)."""
+    each belongs to (non-decreasing).
 
-    __slots__ = ("texts", "lines", "owners", "size", "elements", "_starts", "_by_text")
+    A column of elements (a child path, the nodes' own texts) computes their texts and lines
+    when first read: the columns that only lead to the next node path (`Items`, then `Item`, for
+    `*/Items/Item`) never need them. `like` is a column of the same elements whose texts and
+    lines are these (a node set's own texts are the child column it was found as)."""
+
+    __slots__ = ("_texts", "_lines", "owners", "size", "elements", "_starts", "_by_text", "_like")
 
     def __init__(
-        self, texts: list, lines: list, owners: list, size: int, elements: list | None = None
+        self,
+        texts: list | None,
+        lines: list | None,
+        owners: list,
+        size: int,
+        elements: list | None = None,
+        like: Column | None = None,
     ) -> None:
-        self.texts = texts
-        self.lines = lines
+        self._texts = texts
+        self._lines = lines
         self.owners = owners
         self.size = size  # how many nodes
         self.elements = elements  # the values' elements, for child paths (the next node path)
+        self._like = like
         self._starts: list[int] | None = None
         self._by_text: dict[str, list[int]] | None = None
+
+    @property
+    def texts(self) -> list:
+        texts = self._texts
+        if texts is None:
+            like = self._like
+            texts = self._texts = like.texts if like is not None else _texts(self.elements or [])
+        return texts
+
+    @property
+    def lines(self) -> list:
+        lines = self._lines
+        if lines is None:
+            like = self._like
+            elements = self.elements or ()
+            lines = like.lines if like is not None else [e.sourceline for e in elements]
+            self._lines = lines
+        return lines
 
     def starts(self) -> list[int]:
         """Node i's values are texts[starts[i]:starts[i + 1]]."""
@@ -132,12 +163,18 @@ class Column:
 class NodeSet:
     """The nodes at one node path of one document, with columns and selections built on demand."""
 
-    __slots__ = ("nodes", "columns", "selections", "_everyone", "_position")
+    __slots__ = ("nodes", "columns", "selections", "_everyone", "_position", "_by_name")
 
-    def __init__(self, nodes: list) -> None:
+    def __init__(self, nodes: list, found_as: Column | None = None) -> None:
+        """`found_as`: the child column these nodes are the elements of, whose texts and lines
+        are then the nodes' own (`*/Items/Item/GUID` after `*/Items/Item,GUID`)."""
         self.nodes = nodes
         self._position: dict[int, int] | None = None
+        self._by_name: dict[str, list] | None = None  # a single node's children by local name
         self.columns: dict[Any, Column] = {}
+        if found_as is not None:
+            owners = list(range(len(nodes)))
+            self.columns[()] = Column(None, None, owners, len(nodes), nodes, like=found_as)
         # (checks) → sorted positions; ("term", attributes, term) → a term's set of positions
         self.selections: dict[Any, Any] = {}
         self._everyone: frozenset[int] | None = None
@@ -153,11 +190,7 @@ class NodeSet:
         if column is None:
             nodes = self.nodes
             column = self.columns[()] = Column(
-                _texts(nodes),
-                [n.sourceline for n in nodes],
-                list(range(len(nodes))),
-                len(nodes),
-                nodes,
+                None, None, list(range(len(nodes))), len(nodes), nodes
             )
         return column
 
@@ -190,6 +223,8 @@ class NodeSet:
         nodes = self.nodes
         if not nodes:
             return Column([], [], [], 0, [])
+        if len(nodes) == 1 and len(steps) == 1:
+            return self._root_child_column(steps[0])
         try:
             found = nodes[0].getroottree().getroot().iter("{*}" + steps[-1])
         except ValueError:  # a name lxml does not accept as a tag
@@ -209,9 +244,29 @@ class NodeSet:
             kept = [i for i, owner in enumerate(owners) if owner is not None]
             found = [found[i] for i in kept]
             owners = [owners[i] for i in kept]
-        return Column(
-            _texts(found), [element.sourceline for element in found], owners, len(nodes), found
-        )
+        return Column(None, None, owners, len(nodes), found)
+
+    def _root_child_column(self, name: str) -> Column:
+        """A child column of a single node. A node with few children (a small file's root:
+        texture.xml) is read in one pass grouping them by local name, shared by the columns
+        asked for next; many children (a repository's Items) are filtered by lxml."""
+        node = self.nodes[0]
+        if len(node) > GROUP_MAX_CHILDREN:
+            children = list(node.iterchildren("{*}" + name))
+            return Column(None, None, [0] * len(children), 1, children)
+        groups = self._by_name
+        if groups is None:
+            groups = self._by_name = {}
+            for child in node.iterchildren(etree.Element):
+                tag = child.tag
+                key = tag.rpartition("}")[2] if tag[0] == "{" else tag
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = [child]
+                else:
+                    group.append(child)
+        found = groups.get(name, [])
+        return Column(None, None, [0] * len(found), 1, found)
 
     def _walked_column(self, steps: tuple[str, ...]) -> Column:
         elements, owners = [], []
@@ -219,13 +274,7 @@ class NodeSet:
             found = descend(node, steps)
             elements.extend(found)
             owners.extend([i] * len(found))
-        return Column(
-            _texts(elements),
-            [element.sourceline for element in elements],
-            owners,
-            len(self.nodes),
-            elements,
-        )
+        return Column(None, None, owners, len(self.nodes), elements)
 
     def select(self, attr_checks: Checks | None, child_checks: Checks | None) -> list[int] | None:
         """Positions of the nodes passing the checks, ascending; None for every node."""
@@ -278,22 +327,24 @@ def node_set(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> No
     key = ("nodes", steps)
     found = memo.get(key)
     if found is None:
-        found = memo[key] = NodeSet(_nodes_at(steps, root, memo))
+        found = memo[key] = _node_set_at(steps, root, memo)
     return found
 
 
-def _nodes_at(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> list:
+def _node_set_at(steps: tuple[TagTest, ...], root: etree._Element, memo: dict) -> NodeSet:
     """The node path's elements in document order. A path ending in an exact tag is the child
-    column of the path one step shorter (memoised too: `*/Items/Item/GUID` reuses the nodes
-    and the GUID column of `*/Items/Item`); other tests go through XPath, or a walk."""
+    column of the path one step shorter (memoised too: `*/Items/Item/GUID` reuses the nodes,
+    texts and lines of the GUID column of `*/Items/Item`); other tests go through XPath, or a
+    walk."""
     last = steps[-1]
     top = root.getroottree().getroot()
     if len(steps) == 1:
-        return [top] if last.matches(localname(top)) else []
+        return NodeSet([top] if last.matches(localname(top)) else [])
     if last.kind == "exact" and last.text is not None:
-        return node_set(steps[:-1], root, memo).child((last.text,)).elements or []
+        column = node_set(steps[:-1], root, memo).child((last.text,))
+        return NodeSet(column.elements or [], column)
     path_text = _node_path_text(steps)
-    return _xpath(path_text)(top) if path_text is not None else _walk(steps, top)
+    return NodeSet(_xpath(path_text)(top) if path_text is not None else _walk(steps, top))
 
 
 def _texts(elements: list) -> list[str]:

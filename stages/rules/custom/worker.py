@@ -189,6 +189,11 @@ def main(argv: list[str]) -> None:
     os.dup2(2, 1)  # rule code's prints go to standard error, never into a reply
     sys.stdout = sys.stderr
     serve(Connection(requests_fd, writable=False), Connection(replies_fd, readable=False))
+    # Nothing here needs tearing down (the index, rule state): ending at once spares the
+    # validating process, which waits for its workers to end, the interpreter's teardown of a
+    # large heap (0.12 s of `orchestrate validate` at 10,000 resources).
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
