@@ -59,7 +59,7 @@ class FileTable:
 
     def row(self, relpath: str) -> int | None:
         if self._row is None:
-            self._row = {path: i for i, path in enumerate(self.paths)}
+            self._row = dict(zip(self.paths, range(len(self.paths))))
         return self._row.get(relpath)
 
     def signature(self, row: int) -> Signature:

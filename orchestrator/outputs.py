@@ -48,9 +48,13 @@ class OutputFolder:
     def __init__(self, output_dir: str | os.PathLike) -> None:
         self.base = Path(output_dir).resolve()
         self._parents: dict[str, bool] = {}
+        self._paths: dict[str, Path] = {}  # a publish names each of thousands of files twice
 
     def path(self, relpath: str) -> Path:
         """The absolute path of an output file; ProjectError if it would land outside."""
+        known = self._paths.get(relpath)
+        if known is not None:
+            return known
         target = self.base.joinpath(*safe_parts(relpath))
         parent = relpath.rpartition("/")[0]
         inside = self._parents.get(parent)
@@ -62,6 +66,7 @@ class OutputFolder:
                 f"refusing to write through a link out of the output folder: {relpath!r}",
                 key="output",
             )
+        self._paths[relpath] = target
         return target
 
 

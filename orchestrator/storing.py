@@ -128,8 +128,11 @@ class PreviousValues:
     def __init__(self, state: ScopeState, keyed: tuple[str, ...]) -> None:
         self._state = state
         self._keyed = keyed
+        self._whole: dict[str, Any] = {}  # decoded once: `update` and `finish` may both read it
 
     def __getitem__(self, name: str) -> Any:
         if name in self._keyed:
             return Keyed(name, self._state)
-        return self._state.entry(name, WHOLE)
+        if name not in self._whole:
+            self._whole[name] = self._state.entry(name, WHOLE)
+        return self._whole[name]
