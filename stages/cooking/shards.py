@@ -54,11 +54,3 @@ class ShardMap:
         named = set(shard_ids)
         wanted = {bound for bound in self.bounds if shard_id(bound) in named}
         return [asset_id for asset_id in asset_ids if self._bound_of(asset_id) in wanted]
-
-    def group(self, asset_ids: Iterable[str]) -> dict[str, list[str]]:
-        """Shard id → its assets among `asset_ids`, sorted by id (a shard's key and payload do
-        not depend on the cook list's order); shards in id order."""
-        shards: dict[str, list[str]] = {}
-        for asset_id in asset_ids:
-            shards.setdefault(self.shard_of(asset_id), []).append(asset_id)
-        return {name: sorted(shards[name]) for name in sorted(shards)}

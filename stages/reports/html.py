@@ -77,9 +77,8 @@ def file_digests(output_dir: Path) -> dict[str, str | None]:
     return found
 
 
-def content_key(output_dir: Path, digests: dict[str, str | None] | None = None) -> str:
-    """Digest of the files the content part is made of (absent files count as absent)."""
-    digests = file_digests(output_dir) if digests is None else digests
+def content_key(digests: dict[str, str | None]) -> str:
+    """Digest of the files the content part is made of (`file_digests`; absent ones count)."""
     lines = [f"report {RENDER_VERSION}"] + [f"{rel} {digests[rel]}" for rel in CONTENT_FILES]
     return digest_bytes("\n".join(lines).encode())
 
@@ -127,23 +126,22 @@ def _read_cache(path: Path, key: str | None) -> tuple[dict, ContentPart] | None:
         return None
 
 
-def _write_cache(path: Path, key: str, part: ContentPart, digests: dict) -> None:
+def _keep_content(
+    output_dir: Path, key: str, part: ContentPart, digests: dict, manifest: bytes | None = None
+) -> None:
+    """Keep the content part, and a copy of the manifest it was made of (`manifest`, or read)
+    for the next render to compare with. A copy, not a second name: a link moves the file's
+    ctime, and the engine recognises the files it published by their signature."""
     lines = [
         orjson.dumps({"key": key, "version": RENDER_VERSION, "files": digests}),
         orjson.dumps({"figures": part.figures, "treemap": part.treemap}),
         part.data.encode("ascii"),
     ]
-    atomic_write(path, b"\n".join(lines) + b"\n")
-    _keep_manifest(path.parent.parent)
-
-
-def _keep_manifest(output_dir: Path) -> None:
-    """Keep a copy of the manifest the content part was made of, for the next render to compare
-    with. A copy, not a second name: a link moves the file's ctime, and the engine recognises
-    the files it published by their signature."""
+    atomic_write(output_dir / CONTENT_CACHE, b"\n".join(lines) + b"\n")
     snapshot = output_dir / MANIFEST_SNAPSHOT
     try:
-        atomic_write(snapshot, (output_dir / MANIFEST).read_bytes())
+        manifest = (output_dir / MANIFEST).read_bytes() if manifest is None else manifest
+        atomic_write(snapshot, manifest)
     except OSError:
         snapshot.unlink(missing_ok=True)
 
@@ -346,9 +344,8 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
     its content cache and the build summaries it compares), so `clean` knows them."""
     output_dir = Path(output_dir)
     digests = file_digests(output_dir)
-    key = content_key(output_dir, digests)
-    cache = output_dir / CONTENT_CACHE
-    kept_part = _read_cache(cache, key)
+    key = content_key(digests)
+    kept_part = _read_cache(output_dir / CONTENT_CACHE, key)
     part = kept_part[1] if kept_part is not None else None
     fresh, changes = None, None
     if part is None:
@@ -358,7 +355,7 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
         else:
             part, fresh = build_content(output_dir)
             if not part.figures["unreadable_bundles"]:  # a repaired file must be read again
-                _write_cache(cache, key, part, digests)
+                _keep_content(output_dir, key, part, digests)
     if changes is None:
         changes = track_state(output_dir, record, key, fresh)
     page = output_dir / PAGE
@@ -414,7 +411,7 @@ def _patched(
     if result is None:
         return None
     fresh = ContentPart(result.figures, treemap_svg(tiles_of(data["bundles"])), encode_data(data))
-    _write_cache(output_dir / CONTENT_CACHE, key, fresh, digests)
+    _keep_content(output_dir, key, fresh, digests, manifest)
     os.replace(current, previous)
     _write_state(current, {"key": key, "run": run_id}, orjson.dumps(state))
     summary = {"run": kept.get("run")}
