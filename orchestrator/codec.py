@@ -17,6 +17,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import threading
+from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import msgpack
@@ -29,7 +32,8 @@ T = TypeVar("T")
 RECORD, TUPLE, FROZENSET, SET = 1, 2, 3, 4
 
 _records: dict[str, type] = {}
-_fields: dict[type, tuple[str, tuple[str, ...] | None]] = {}
+#: record class → (stored name, the function giving its field values in order)
+_fields: dict[type, tuple[str, Callable[[Any], Iterable[Any]]]] = {}
 _packages: set[str] = {"orchestrator"}
 
 
@@ -40,15 +44,22 @@ class CodecError(ValueError):
 def record(cls: type[T]) -> type[T]:
     """Class decorator: instances of `cls` (a NamedTuple or a dataclass) may be stored."""
     name = f"{cls.__module__}:{cls.__qualname__}"
+    values: Callable[[Any], Iterable[Any]]
     if hasattr(cls, "_fields"):
-        fields = None  # a NamedTuple: its values are the tuple
+        values = iter  # a NamedTuple: its values are the tuple
     elif dataclasses.is_dataclass(cls):
-        fields = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        getter = attrgetter(*names)  # one C call for every field
+        values = getter if len(names) > 1 else _one_value(getter)
     else:
         raise TypeError(f"{name} is neither a NamedTuple nor a dataclass")
     _records[name] = cls
-    _fields[cls] = (name, fields)
+    _fields[cls] = (name, values)
     return cls
+
+
+def _one_value(getter: Callable[[Any], Any]) -> Callable[[Any], tuple[Any]]:
+    return lambda value: (getter(value),)
 
 
 def allow_package(name: str) -> None:
@@ -56,32 +67,64 @@ def allow_package(name: str) -> None:
     _packages.add(name.split(".")[0])
 
 
+class _Level:
+    """A msgpack Packer for one nesting level of ext values, and the level below it.
+
+    An ext value's data is packed while its container is being packed, so one Packer cannot
+    serve both; a fresh one per nested value (`msgpack.packb`) cost several microseconds each,
+    which was most of the time spent storing a build's values. Levels are made on demand and
+    kept per thread.
+    """
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(default=self.default, strict_types=True, use_bin_type=True)
+        self.below: _Level | None = None
+        self.busy = False
+
+    def pack(self, value: Any) -> bytes:
+        below = self.below
+        if below is None:
+            below = self.below = _Level()
+        return below.packer.pack(value)  # a Packer resets its buffer after an error too
+
+    def default(self, value: Any) -> Any:
+        kind = type(value)
+        spec = _fields.get(kind)
+        if spec is not None:
+            name, values = spec
+            return msgpack.ExtType(RECORD, self.pack([name, *values(value)]))
+        if kind is tuple:
+            return msgpack.ExtType(TUPLE, self.pack(list(value)))
+        if kind is frozenset or kind is set:
+            code = FROZENSET if kind is frozenset else SET
+            return msgpack.ExtType(code, self.pack(sorted(value)))
+        if (isinstance(value, tuple) and hasattr(value, "_fields")) or dataclasses.is_dataclass(
+            value
+        ):
+            raise TypeError(
+                f"{kind.__module__}.{kind.__qualname__} is not declared storable "
+                f"(orchestrator.codec.record)"
+            )
+        raise TypeError(f"cannot store a {kind.__name__}")
+
+
+class _Levels(threading.local):
+    def __init__(self) -> None:
+        self.top = _Level()
+
+
+_levels = _Levels()
+
+
 def _pack(value: Any) -> bytes:
-    return msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True)
-
-
-def _default(value: Any) -> Any:
-    kind = type(value)
-    spec = _fields.get(kind)
-    if spec is not None:
-        name, fields = spec
-        values = list(value) if fields is None else [getattr(value, f) for f in fields]
-        return msgpack.ExtType(RECORD, _pack([name, *values]))
-    if kind is tuple:
-        return msgpack.ExtType(TUPLE, _pack(list(value)))
-    if kind is frozenset or kind is set:
-        return msgpack.ExtType(FROZENSET if kind is frozenset else SET, _pack(sorted(value)))
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        raise TypeError(
-            f"{kind.__module__}.{kind.__qualname__} is not declared storable "
-            f"(orchestrator.codec.record)"
-        )
-    if dataclasses.is_dataclass(value):
-        raise TypeError(
-            f"{kind.__module__}.{kind.__qualname__} is not declared storable "
-            f"(orchestrator.codec.record)"
-        )
-    raise TypeError(f"cannot store a {kind.__name__}")
+    top = _levels.top
+    if top.busy:  # called again while packing (a signal handler): a level of its own
+        return _Level().packer.pack(value)
+    top.busy = True
+    try:
+        return top.packer.pack(value)
+    finally:
+        top.busy = False
 
 
 def _unpack(data: bytes) -> Any:

@@ -95,6 +95,50 @@ def test_any_value_round_trips_to_the_same_bytes(value):
     assert dumps(back) == data
 
 
+def _reference_bytes(value):
+    """The stored format written the plain way: a fresh msgpack call for every ext value."""
+
+    def default(item):
+        kind = type(item)
+        if kind in (Point, Box):
+            name = f"{kind.__module__}:{kind.__qualname__}"
+            fields = list(item) if kind is Point else [item.corner, item.tags, item.parts]
+            return msgpack.ExtType(RECORD, _reference_bytes([name, *fields]))
+        if kind is tuple:
+            return msgpack.ExtType(codec.TUPLE, _reference_bytes(list(item)))
+        code = codec.FROZENSET if kind is frozenset else codec.SET
+        return msgpack.ExtType(code, _reference_bytes(sorted(item)))
+
+    return msgpack.packb(value, default=default, strict_types=True, use_bin_type=True)
+
+
+@given(VALUES)
+def test_the_stored_bytes_are_the_plain_msgpack_format(value):
+    """The reused per-level packers write exactly what one msgpack call per ext value writes,
+    so caches written before they were reused stay valid."""
+    assert dumps(value) == _reference_bytes(value)
+
+
+def test_a_refused_value_leaves_the_codec_usable_at_every_level():
+    """A value refused deep inside a nested one leaves no half-packed bytes behind."""
+    with pytest.raises(TypeError):
+        dumps([1, (2, (3, Box(Point(1, "a"), frozenset(), (object(),))))])
+    value = [1, (2, (3, Box(Point(1, "a"), frozenset({2}), (4,))))]
+    assert dumps(value) == _reference_bytes(value)
+
+
+def test_threads_store_the_same_bytes_at_once():
+    """Each thread packs with packers of its own: concurrent stores do not mix their bytes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    values = [
+        (index, tuple(range(index % 7)), Point(index, "p" * (index % 5))) for index in range(2000)
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        stored = list(pool.map(dumps, values))
+    assert stored == [_reference_bytes(value) for value in values]
+
+
 def test_sets_store_the_same_bytes_whatever_their_insertion_order():
     """Sets are stored sorted: equal sets, equal bytes, equal digests."""
     first, second = set(), set()
