@@ -30,6 +30,8 @@ from .memory import paused_gc
 T = TypeVar("T")
 
 RECORD, TUPLE, FROZENSET, SET = 1, 2, 3, 4
+#: A packer that produced more bytes than this is replaced, so that its grown buffer is freed.
+KEEP_BUFFER_BYTES = 1 << 20
 
 _records: dict[str, type] = {}
 #: record class → (stored name, the function giving its field values in order)
@@ -73,19 +75,30 @@ class _Level:
     An ext value's data is packed while its container is being packed, so one Packer cannot
     serve both; a fresh one per nested value (`msgpack.packb`) cost several microseconds each,
     which was most of the time spent storing a build's values. Levels are made on demand and
-    kept per thread.
+    kept per thread. A Packer keeps the buffer it grew for the largest value it packed, so
+    after a large value the level takes a new one (a 100 MB index kept 100 MB alive).
     """
 
     def __init__(self) -> None:
-        self.packer = msgpack.Packer(default=self.default, strict_types=True, use_bin_type=True)
+        self.packer = self._new_packer()
         self.below: _Level | None = None
         self.busy = False
+
+    def _new_packer(self) -> msgpack.Packer:
+        return msgpack.Packer(default=self.default, strict_types=True, use_bin_type=True)
+
+    def run(self, value: Any) -> bytes:
+        """`value`'s bytes, packed at this level (a Packer resets its buffer after an error)."""
+        data = self.packer.pack(value)
+        if len(data) > KEEP_BUFFER_BYTES:
+            self.packer = self._new_packer()
+        return data
 
     def pack(self, value: Any) -> bytes:
         below = self.below
         if below is None:
             below = self.below = _Level()
-        return below.packer.pack(value)  # a Packer resets its buffer after an error too
+        return below.run(value)
 
     def default(self, value: Any) -> Any:
         kind = type(value)
@@ -119,10 +132,10 @@ _levels = _Levels()
 def _pack(value: Any) -> bytes:
     top = _levels.top
     if top.busy:  # called again while packing (a signal handler): a level of its own
-        return _Level().packer.pack(value)
+        return _Level().run(value)
     top.busy = True
     try:
-        return top.packer.pack(value)
+        return top.run(value)
     finally:
         top.busy = False
 

@@ -139,6 +139,23 @@ def test_threads_store_the_same_bytes_at_once():
     assert stored == [_reference_bytes(value) for value in values]
 
 
+def test_a_large_value_does_not_keep_its_packing_buffer_alive():
+    """After storing a value of megabytes, the codec holds no buffer of its size (a Packer
+    keeps the buffer it grew; a build stores a 100 MB index once)."""
+    import tracemalloc
+
+    value = [("x" * 100, index) for index in range(100_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        size = len(dumps(value))
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert size > 10 * codec.KEEP_BUFFER_BYTES
+    assert retained < 2 * codec.KEEP_BUFFER_BYTES
+
+
 def test_sets_store_the_same_bytes_whatever_their_insertion_order():
     """Sets are stored sorted: equal sets, equal bytes, equal digests."""
     first, second = set(), set()
