@@ -140,3 +140,29 @@ def test_a_published_files_digest_is_trusted_only_under_its_signature(tmp_path):
     db = sqlite3.connect(state.path)
     assert db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0] == 1
     db.close()
+
+
+def test_published_files_read_whole_answer_as_single_lookups_do(tmp_path):
+    """Past SINGLE_OUTPUT_LOOKUPS lookups the rows are read at once: the answers stay those of
+    the table, rows put afterwards are seen, and a rollback forgets what it undid."""
+    from orchestrator.cache.state import SINGLE_OUTPUT_LOOKUPS
+
+    out = tmp_path / "out"
+    out.mkdir()
+    names = [f"f{i}.bin" for i in range(SINGLE_OUTPUT_LOOKUPS + 10)]
+    state = open_state(tmp_path)
+    for name in names:
+        (out / name).write_bytes(name.encode())
+        state.put_output(name, (out / name).stat(), f"d-{name}")
+    (out / names[-1]).write_bytes(b"touched")
+    answers = [state.output_digest(name, (out / name).stat()) for name in names]
+    assert answers == [f"d-{name}" for name in names[:-1]] + [None]
+    assert state.output_digest("absent.bin", (out / names[0]).stat()) is None
+    state.put_output(names[-1], (out / names[-1]).stat(), "d-new")
+    assert state.output_digest(names[-1], (out / names[-1]).stat()) == "d-new"
+    state.begin()
+    (out / "late.bin").write_bytes(b"late")
+    state.put_output("late.bin", (out / "late.bin").stat(), "d-late")
+    state.rollback()
+    assert state.output_digest("late.bin", (out / "late.bin").stat()) is None
+    state.close()

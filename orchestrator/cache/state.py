@@ -30,6 +30,8 @@ from .statedb import chunks, row_check
 
 __all__ = ["WHOLE", "ScopeState", "StoredUnit", "ValueChanges", "machine_id"]
 
+#: Published files looked up one query each before the run reads their rows whole.
+SINGLE_OUTPUT_LOOKUPS = 64
 SCHEMA_VERSION = 5  # 4: rows carry a check of their bytes; large rows in rowid tables
 # 5: a unit's reads are found by unit (dropping one scanned every read)
 # Tables whose rows can be large (unit payloads, value entries) keep a rowid: in a WITHOUT
@@ -91,6 +93,10 @@ class ScopeState(ValueEntries):
         self.blobs = blobs  # the content-addressed store, for large values
         path = Path(cache_root) / "state" / machine_id() / f"{scope}.sqlite"
         super().__init__(path, SCHEMA, SCHEMA_VERSION, log)
+        # Published files' rows, read whole once a run has looked up more than a few: a
+        # publish checks thousands of bundle files, and a query each cost more than that.
+        self._outputs: dict[str, tuple] | None = None
+        self._output_lookups = 0
 
     # -- the file table --------------------------------------------------------------------------
     def file_table(self) -> FileTable | None:
@@ -283,15 +289,30 @@ class ScopeState(ValueEntries):
     # -- published files -------------------------------------------------------------------------
     def output_digest(self, relpath: str, st: os.stat_result) -> str | None:
         """The digest of a published file when its signature is the one recorded."""
-        row = self.execute(
-            "SELECT size, mtime, ctime, ino, digest FROM outputs WHERE path = ?", (relpath,)
-        ).fetchone()
+        if self._outputs is None and self._output_lookups < SINGLE_OUTPUT_LOOKUPS:
+            self._output_lookups += 1
+            row = self.execute(
+                "SELECT size, mtime, ctime, ino, digest FROM outputs WHERE path = ?", (relpath,)
+            ).fetchone()
+        else:
+            if self._outputs is None:
+                self._outputs = {
+                    path: tuple(rest)
+                    for path, *rest in self.execute(
+                        "SELECT path, size, mtime, ctime, ino, digest FROM outputs"
+                    )
+                }
+            row = self._outputs.get(relpath)
         if row and tuple(row[:4]) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino):
             return str(row[4])
         return None
 
     def put_output(self, relpath: str, st: os.stat_result, digest: str) -> None:
-        self.execute(
-            "INSERT OR REPLACE INTO outputs VALUES (?, ?, ?, ?, ?, ?)",
-            (relpath, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest),
-        )
+        row = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
+        self.execute("INSERT OR REPLACE INTO outputs VALUES (?, ?, ?, ?, ?, ?)", (relpath, *row))
+        if self._outputs is not None:
+            self._outputs[relpath] = row
+
+    def rollback(self) -> None:
+        self._outputs = None  # rows put since the transaction began are gone again
+        super().rollback()
