@@ -183,6 +183,20 @@ class Project:
         }
 
 
+def compile_bytecode() -> None:
+    """Byte-compile the package, as `pip install .` does when it installs it.
+
+    An editable install (`pip install -e`, the suite's) leaves compiling to the first import,
+    and with PYTHONDONTWRITEBYTECODE set (this machine's environment sets it) every run compiled
+    the ~120 modules it imports again: 0.2 s of each run, the no-op's included, that no
+    installed copy pays. `compileall` writes the caches whatever that variable says.
+    """
+    import compileall
+
+    for package in ("orchestrator", "stages"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
+
+
 def orchestrate_command() -> list[str]:
     script = Path(PY).with_name("orchestrate")
     if script.exists():

@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown runs: {', '.join(sorted(unknown))}")
     py_spy = find_py_spy()
+    common.compile_bytecode()
     project = common.ensure_project(args.size, args.seed)
     build = common.bench_build_file(project, "profile")  # an empty cache and output of its own
     run_dir = build.parent / "runs" / "profile"

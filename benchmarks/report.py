@@ -600,7 +600,10 @@ How the figures are taken:
 - Every `orchestrate` run is a fresh process (`benchmarks/runner.py` runs the console script's
   `main` and `leave`, and keeps `run_build`'s result). *Engine seconds* are `run_build`'s, with
   Ray's startup (`RunResult.ray_startup`, reported apart) taken out; *whole process* is what a
-  user waits for (interpreter start, imports, reports, exit handlers included).
+  user waits for (interpreter start, imports, reports, exit handlers included). The suite
+  byte-compiles `orchestrator/` and `stages/` first, as `pip install .` does
+  (`common.compile_bytecode`): the suite's editable install under PYTHONDONTWRITEBYTECODE
+  compiled every imported module again in every run.
 - *The cold build* is the one users get: `orchestrate run build.yaml` with the build file's
   executor `auto` (on a 2-core machine `auto` runs the units in the driver:
   `orchestrator/executors/pool.py`), from an empty cache and output folder, on a copy of the

@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
     wanted = ("ninja", "zstd") + (("chromium", "chromedriver") if "report" in sections else ())
     tools = common.ensure_tools(wanted, install=not args.no_install)
+    common.compile_bytecode()
     options = F.Options(
         repeat=args.repeat,
         repeat_cold=args.repeat_cold or args.repeat,
