@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cache import Cache
-from orchestrator.cache.state import ScopeState, machine_id
+from orchestrator.cache.state import SINGLE_OUTPUT_LOOKUPS, ScopeState, machine_id
 from orchestrator.errors import CacheCorrupt
 from orchestrator.scanning import scan
 
@@ -145,8 +145,6 @@ def test_a_published_files_digest_is_trusted_only_under_its_signature(tmp_path):
 def test_published_files_read_whole_answer_as_single_lookups_do(tmp_path):
     """Past SINGLE_OUTPUT_LOOKUPS lookups the rows are read at once: the answers stay those of
     the table, rows put afterwards are seen, and a rollback forgets what it undid."""
-    from orchestrator.cache.state import SINGLE_OUTPUT_LOOKUPS
-
     out = tmp_path / "out"
     out.mkdir()
     names = [f"f{i}.bin" for i in range(SINGLE_OUTPUT_LOOKUPS + 10)]

@@ -289,23 +289,23 @@ class ScopeState(ValueEntries):
     # -- published files -------------------------------------------------------------------------
     def output_digest(self, relpath: str, st: os.stat_result) -> str | None:
         """The digest of a published file when its signature is the one recorded."""
-        if self._outputs is None and self._output_lookups < SINGLE_OUTPUT_LOOKUPS:
-            self._output_lookups += 1
-            row = self.execute(
-                "SELECT size, mtime, ctime, ino, digest FROM outputs WHERE path = ?", (relpath,)
-            ).fetchone()
-        else:
-            if self._outputs is None:
-                self._outputs = {
-                    path: tuple(rest)
-                    for path, *rest in self.execute(
-                        "SELECT path, size, mtime, ctime, ino, digest FROM outputs"
-                    )
-                }
-            row = self._outputs.get(relpath)
+        row = self._output_row(relpath)
         if row and tuple(row[:4]) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino):
             return str(row[4])
         return None
+
+    def _output_row(self, relpath: str) -> tuple | None:
+        """(size, mtime, ctime, ino, digest) recorded for a published file: one query each for
+        the first few, then every row read at once."""
+        if self._outputs is None and self._output_lookups < SINGLE_OUTPUT_LOOKUPS:
+            self._output_lookups += 1
+            return self.execute(
+                "SELECT size, mtime, ctime, ino, digest FROM outputs WHERE path = ?", (relpath,)
+            ).fetchone()
+        if self._outputs is None:
+            rows = self.execute("SELECT path, size, mtime, ctime, ino, digest FROM outputs")
+            self._outputs = {path: tuple(rest) for path, *rest in rows}
+        return self._outputs.get(relpath)
 
     def put_output(self, relpath: str, st: os.stat_result, digest: str) -> None:
         row = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
