@@ -52,6 +52,7 @@ SHARED_PREFIX = "shared/"
 TEMPLATE_FIELDS = ("stem", "package")
 RESERVED_NAMES = ("manifest.json", "staging.json", "link.xml", "reports")  # loose outputs
 POLICIES = ("extract", "duplicate", PRIORITY)
+NAMES_SHOWN = 5  # layout rules a warning names before it counts the rest
 
 
 @record
@@ -249,8 +250,11 @@ def _pack_by_sharing(
 def _nothing_assigned(layout: Sequence[dict]) -> Problem:
     """`bundles.from_meta` on a project whose files assign no bundle: say what does instead."""
     if layout:
-        names = ", ".join(repr(rule.get("name", "")) for rule in layout)
-        instead = f"the bundles are those bundles.layout names ({names})"
+        names = [repr(rule.get("name", "")) for rule in layout]
+        shown = ", ".join(names[:NAMES_SHOWN]) + (
+            f", … {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+        )
+        instead = f"the bundles are those bundles.layout names ({shown})"
     else:
         instead = f"bundles.layout names none either: every cooked asset goes to {DEFAULT_BUNDLE!r}"
     return Problem(
