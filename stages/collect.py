@@ -14,7 +14,7 @@ from typing import Any
 from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
-from stages.sources import get_source, raise_on_fatal
+from stages.sources import get_source, log_problems, raise_on_fatal
 
 SPEC = StageSpec(
     name="collect",
@@ -102,14 +102,7 @@ def finish(ctx, inputs: dict, results) -> dict:
     parts = PartResults(results)
     result = source.assemble(ctx.root, project_files(ctx), parts, options)
     raise_on_fatal(result.problems, bool(options.get("skip_broken")))
-    for problem in result.problems:
-        ctx.log.warning(
-            "collect.problem",
-            kind=problem.kind,
-            file=problem.file,
-            line=problem.line,
-            message=problem.message,
-        )
+    log_problems(ctx.log, "collect.problem", result.problems)
     return {"assets": result.assets, "index": result.index, "source": result.info()}
 
 

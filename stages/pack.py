@@ -10,13 +10,14 @@ from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.priority import PRIORITY
 from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
-from stages.sources import get_source
+from stages.sources import get_source, log_problems
 
 DEFAULT_POLICY = "extract"
 
 SPEC = StageSpec(
     name="pack",
-    version=2,  # 2: bundles and asset → bundles keyed, the rest in `packing`
+    # 2: bundles and asset → bundles keyed, the rest in `packing`; 3: what no bundle may hold
+    version=3,
     inputs=("assets", "source", "cooklist", "cooked"),
     outputs=("bundles", "asset_bundles", "packing"),
     keyed=("bundles", "asset_bundles"),
@@ -61,10 +62,11 @@ def plan(ctx, inputs: dict) -> Plan:
         "assigned": (
             source_bundles(inputs["source"], ctx.section("source"))
             if bundles.get("from_meta")
-            else {}
+            else None
         ),
     }
     source = inputs["source"]
+    options["not_bundled"] = dict(getattr(source, "not_bundled", None) or {})
     hook = getattr(source, "pack_hook", None) if options["policy"] == PRIORITY else None
     options["priorities"] = dict(getattr(source, "bundle_priorities", None) or {})
     # Payload digests do not shape the packing, only which assets are cooked and how they refer
@@ -91,6 +93,7 @@ def run(payload, shared, reader) -> Packing:
         options["assigned"],
         options["priorities"],
         refine,
+        options["not_bundled"],
     )
 
 
@@ -98,11 +101,13 @@ def finish(ctx, inputs: dict, results) -> dict:
     if results.changed is not None and not results.changed:
         return {"bundles": UNCHANGED, "asset_bundles": UNCHANGED, "packing": UNCHANGED}
     packing: Packing = results["bundles"]
-    if packing.cycles and getattr(ctx, "log", None) is not None:
+    if getattr(ctx, "log", None) is not None:
         for cycle in packing.cycles:
             ctx.log.warning("pack.bundle_cycle", bundles=list(cycle))
+        # Said as the source's problems are (`collect.problem`), and kept with the value.
+        log_problems(ctx.log, "pack.problem", packing.problems)
     return {
         "bundles": packing.bundles,
         "asset_bundles": packing.asset_bundles,
-        "packing": PackingInfo(list(packing.cycles), packing.policy),
+        "packing": PackingInfo(list(packing.cycles), packing.policy, list(packing.problems)),
     }

@@ -338,3 +338,36 @@ def test_ray_workers_cook_the_same_page_bytes(
             if p.is_file() and "reports" not in p.parts
         }
     assert outputs["local"] == outputs["ray"]
+
+
+def test_frames_a_higher_bundle_owns_stay_redirects_with_their_texture_image_and_paths(tmp_path):
+    """An auto atlas in a lower bundle's folder whose frames a higher bundle reached first: in the
+    lower bundle those frames are redirects, and so are their textures and images, which it keeps
+    with their paths (Creator 3.8 lists them in the bundle's `uuids`); only the frames it holds
+    itself lose their texture and image to the page."""
+    project = CocosProject(tmp_path)
+    project.folder("assets/high", bundle="high", priority=9)
+    project.folder("assets/low", bundle="low", priority=2)
+    project.pac("assets/low/atlas/ui.pac")
+    shared = [project.image(f"assets/low/atlas/shared{n}.png", (6, 6)) for n in range(3)]
+    own = project.image("assets/low/atlas/own.png", (5, 7))
+    project.prefab("assets/high/ui.prefab", [frame(image) for image in shared])
+    source, packing = pack_project(tmp_path)
+    (atlas,) = source.pack_hook.data.atlases
+    (page,) = atlas.pages
+    low_redirects = redirects(packing, "low")
+    low_paths = packing.bundles["low"].source_fields["paths"]
+    for image in shared:
+        for asset_id in (frame(image), texture(image), image):
+            assert low_redirects.get(asset_id) == "high", asset_id
+            assert asset_id in low_paths, asset_id
+        assert low_paths[texture(image)] == low_paths[image] + "/texture"
+        # The bundle that holds the frame packs it: its texture and image leave that bundle.
+        assert frame(image) in packing.bundles["high"].assets
+        assert {texture(image), image}.isdisjoint(contents(packing, "high"))
+    low_ids = contents(packing, "low")
+    assert frame(own) in packing.bundles["low"].assets
+    assert {texture(own), own}.isdisjoint(low_ids)
+    assert own not in low_paths and texture(own) not in low_paths
+    assert low_redirects[page.texture] == "high"
+    assert page.image in packing.bundles["high"].assets

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
@@ -296,6 +298,32 @@ def _demo_packing(policy):
         policy,
         build["cook"]["follow_soft_references"],
     )
+
+
+SHOP_RESOURCES = ("wall", "prop_a", "prop_b", "tex", "icon", "font")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    left_out=st.sets(st.sampled_from(SHOP_RESOURCES)),
+    policy=st.sampled_from(["extract", "duplicate", "priority"]),
+)
+def test_what_no_bundle_may_hold_packs_as_if_it_were_absent(left_out, policy):
+    """Assets no bundle may hold (`not_bundled`) are in no bundle and the rest packs exactly as
+    without them; each rule naming one says so (`not_bundled`, the file and the bundle)."""
+    reasons = dict.fromkeys(left_out, "never bundled here")
+    packing = pack(shop_project(), LAYOUT, MAPS, policy, not_bundled=reasons)
+    without = pack([a for a in shop_project() if a.id not in left_out], LAYOUT, MAPS, policy)
+    assert packing.bundles == without.bundles
+    assert {a: b for a, b in packing.asset_bundles.items() if a not in left_out} == (
+        without.asset_bundles
+    )
+    assert all(packing.asset_bundles[a] == () for a in left_out)
+    named = {"icon"} & left_out  # the `ui` rule (UI/**) names the icon; nothing else is named
+    assert [(p.kind, p.file) for p in packing.problems] == [
+        ("not_bundled", "Repo/UI/Icons/icon/resource.xml") for _ in named
+    ]
+    assert all("'ui'" in p.message and "bundles.layout[1]" in p.message for p in packing.problems)
 
 
 def _normalized(bundles: dict) -> dict:

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 from buildkit import edit_build, make_project
-from unity_projects import build_settings, guid, material, prefab, write, write_folder_meta
+from unity_projects import (
+    build_settings,
+    guid,
+    material,
+    prefab,
+    scriptable,
+    shader_graph,
+    write,
+    write_folder_meta,
+)
 
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError
@@ -261,3 +270,111 @@ def test_from_meta_on_a_messiah_project_is_a_config_error(tmp_path: Path, capsys
     assert run_cli("run", str(build)) == 2
     error = capsys.readouterr().err
     assert "bundles.from_meta" in error and "'messiah' source does not assign bundles" in error
+
+
+# -- what Unity never bundles, Shader Graph references, from_meta with nothing assigned -----------
+ITEMS = "Assets/Data/Items.asset"
+TABLE = "Assets/Data/Table.xlsx"
+ARCHIVE = "Assets/Archives/Art.zip"
+MTL = "Assets/Models/Chair.mtl"
+SCENE = "Assets/Scenes/Main.unity"
+GRAPH = "Assets/Shaders/Water.shadergraph"
+
+
+def default_assets_project(folder: Path) -> Path:
+    """Bundles named by .meta files that also name DefaultAssets (a spreadsheet, an archive),
+    a `.mtl` reached as a dependency, a scene bundle, and a Shader Graph whose textures (one in
+    an escaped string, one plain) lie in bundles of their own."""
+    root = folder / "project"
+    write(root, "ProjectSettings/EditorBuildSettings.asset", build_settings((SCENE, 50, True)))
+    write(root, SCENE, prefab([("m_Items", 2), ("m_Water", 60)]), guid(50), bundle="scenes")
+    write_folder_meta(root, "Assets/Data", guid(1), bundle="data")
+    write(root, ITEMS, scriptable(3, 4), guid(2))
+    write(root, TABLE, b"PK\x03\x04 sheet", guid(3))
+    write(root, MTL, "newmtl chair\n", guid(4))
+    write(root, ARCHIVE, b"PK\x03\x04 art", guid(5), bundle="Archives")
+    write(root, GRAPH, shader_graph(guid(61), guid(62), guid(63)), guid(60), bundle="shaders")
+    write(root, "Assets/Textures/Foam.png", b"\x89PNG foam", guid(61), bundle="foam")
+    write(root, "Assets/Textures/Noise.png", b"\x89PNG noise", guid(62), bundle="noise")
+    write(root, "Assets/Shaders/Ripple.shadersubgraph", "{}", guid(63))
+    return root
+
+
+def test_default_assets_are_left_out_of_every_bundle_with_a_warning(tmp_path: Path, capsys):
+    """A file Unity imports as a DefaultAsset is in no bundle: the bundle a .meta names it for
+    goes on without it (not made when it had nothing else), with a `not_bundled` warning naming
+    the file and the bundle; reached as a dependency it is packed nowhere; it is still an asset
+    that `why` explains. Scenes have the DefaultImporter too and stay in their bundle."""
+    default_assets_project(tmp_path)
+    build = write_build(tmp_path, bundles={"from_meta": True, "shared_dependencies": "duplicate"})
+    assert run_cli("run", str(build)) == 0
+    said = capsys.readouterr()
+    manifest = json.loads((tmp_path / "out/manifest.json").read_text(encoding="utf-8"))
+    bundles = manifest["bundles"]
+    assert sorted(bundles) == ["data", "foam", "noise", "scenes", "shaders"]
+    assert bundles["data"]["explicit"] == [ITEMS]
+    assert bundles["data"]["implicit"] == []  # the .mtl is not copied in
+    assert bundles["scenes"]["explicit"] == [SCENE]
+    for path in (TABLE, ARCHIVE, MTL):
+        assert manifest["assets"][path]["bundles"] == [], path
+    assert not (tmp_path / "out" / "archives").exists()
+    warnings = [line for line in (said.out + said.err).splitlines() if "not_bundled" in line]
+    assert len(warnings) == 2
+    assert any(TABLE in line and "'data'" in line for line in warnings)
+    assert any(ARCHIVE in line and "'archives'" in line for line in warnings)
+    assert run_cli("why", str(build), MTL) == 0
+    assert capsys.readouterr().out.startswith(f"{MTL} (UnityEngine.Object): cooked: {SCENE} > ")
+
+
+def test_a_layout_rule_naming_a_default_asset_loses_it(tmp_path: Path):
+    """Named by a layout rule, a DefaultAsset leaves that bundle too; the warning names the
+    rule; a bundle the rule names with nothing else is not made."""
+    source = collect_unity(str(default_assets_project(tmp_path)))
+    assets = [source.assets[a] for a in (ITEMS, TABLE, MTL)]
+    layout = [
+        {"name": "tables", "include": ["Assets/Data/*.xlsx"]},
+        {"name": "items", "include": ["Assets/Data/*.asset", MTL]},
+    ]
+    for policy in ("extract", "duplicate", "priority"):
+        packing = pack(assets, layout, [], policy, not_bundled=source.not_bundled)
+        assert "tables" not in packing.bundles and "default" not in packing.bundles, policy
+        assert packing.bundles["items"].assets == (ITEMS,), policy
+        assert packing.asset_bundles[TABLE] == packing.asset_bundles[MTL] == (), policy
+        assert sorted((p.kind, p.file) for p in packing.problems) == [
+            ("not_bundled", TABLE),
+            ("not_bundled", MTL),
+        ], policy
+        (table,) = [p for p in packing.problems if p.file == TABLE]
+        assert "'tables'" in table.message and "bundles.layout[0]" in table.message
+
+
+def test_shader_graph_textures_make_bundle_dependencies(tmp_path: Path):
+    """Unity records the bundles of the textures a Shader Graph names (in an escaped string or
+    plain) as dependencies of the graph's bundle, and the graph's bundle as one of its users'."""
+    default_assets_project(tmp_path)
+    build = write_build(tmp_path, bundles={"from_meta": True, "shared_dependencies": "duplicate"})
+    assert run_cli("run", str(build)) == 0
+    bundles = json.loads((tmp_path / "out/manifest.json").read_text(encoding="utf-8"))["bundles"]
+    assert bundles["shaders"]["dependencies"] == ["foam", "noise"]
+    assert bundles["shaders"]["implicit"] == ["Assets/Shaders/Ripple.shadersubgraph"]
+    assert bundles["scenes"]["dependencies"] == ["data", "shaders"]
+
+
+def test_from_meta_on_a_project_whose_metas_assign_nothing_warns(unity_copy: Path, capsys):
+    """The real project's .meta files name no bundle: `bundles.from_meta: true` says so, and
+    what gives the bundles instead (the layout's rules, or nothing: everything in `default`)."""
+    build = write_build(unity_copy, bundles={"from_meta": True})
+    assert run_cli("run", str(build)) == 0
+    said = capsys.readouterr()
+    (warning,) = [
+        line for line in (said.out + said.err).splitlines() if "from_meta_assigns_nothing" in line
+    ]
+    assert "bundles.from_meta is true" in warning and "assetBundleName" in warning
+    assert "every cooked asset goes to 'default'" in warning
+    source = collect_unity(str(unity_copy / "project"))
+    assets = list(source.assets.values())
+    layout = [{"name": "ui", "include": ["Assets/HalfSLG/Resources/Prefabs/UIView/*"]}]
+    (problem,) = pack(assets, layout, [], assigned=source.bundles).problems
+    assert problem.file == "build file" and "bundles.layout names ('ui')" in problem.message
+    # Without from_meta (no assignment asked for) nothing is said.
+    assert pack(assets, layout, []).problems == []

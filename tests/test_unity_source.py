@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from unity_projects import (
     HEADER,
     build_settings,
@@ -15,6 +18,7 @@ from unity_projects import (
     prefab,
     ref,
     scriptable,
+    shader_graph,
     write,
     write_folder_meta,
 )
@@ -28,6 +32,7 @@ from stages.sources.unity.documents import (
     load_documents,
     read_meta,
     references_in_documents,
+    scan_json_references,
     scan_references,
 )
 from stages.sources.unity.reader import SOURCE, bundles_from_meta, collect_unity, walk_project
@@ -105,10 +110,74 @@ def test_scanner_is_linear_on_a_huge_line():
     assert [r.guid for r in refs] == [guid(1)]
 
 
+def test_json_scanner_reads_escaped_and_plain_guids_of_a_shader_graph():
+    """Each `"guid"` key of a Shader Graph is a reference, in an escaped string or plain, with
+    the fileID and type of its object, the key holding the object, and its line."""
+    data = shader_graph(guid(61), guid(62), guid(63)).encode()
+    refs = scan_json_references(data)
+    assert [(r.guid, r.file_id, r.type, r.label) for r in refs] == [
+        (guid(61), 2800000, 3, "texture"),
+        (guid(62), 2800000, 3, "m_Texture"),
+        (guid(63), -5475051401550479605, 3, "subGraph"),
+    ]
+    lines = data.decode().splitlines()
+    for found in refs:
+        assert found.guid in lines[found.line - 1]
+
+
+JSON_KEYS = st.sampled_from(["m_Texture", "texture", "m_Value", "data", "guidish", "Guid"])
+HEX32 = st.text("0123456789abcdef", min_size=32, max_size=32)
+
+
+@st.composite
+def json_with_references(draw, depth: int = 0) -> tuple[object, list[str]]:
+    """A JSON value and the GUIDs its `"guid"` keys hold, in document order; some objects are
+    serialized into strings (as Shader Graph stores textures), escaping their quotes."""
+    if depth >= 3 or draw(st.booleans()):
+        return draw(st.one_of(st.integers(), HEX32, st.text(max_size=8))), []
+    value: dict[str, object] = {}
+    found: list[str] = []
+    if draw(st.booleans()):
+        value["fileID"] = draw(st.integers(-(2**63), 2**63 - 1))
+        value["guid"] = draw(HEX32)
+        found.append(value["guid"])
+    for key in draw(st.lists(JSON_KEYS, max_size=3, unique=True)):
+        child, inner = draw(json_with_references(depth + 1))
+        if inner and draw(st.booleans()):
+            child = json.dumps(child, indent=draw(st.sampled_from([None, 4])))
+        value[key] = child
+        found += inner
+    return value, found
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(document=json_with_references(), indent=st.sampled_from([None, 2, 4]))
+def test_json_scanner_finds_every_guid_key_in_order(document, indent):
+    """Whatever the nesting and escaping, the scanner finds exactly the GUIDs under `"guid"`
+    keys, in order (32-hex values under other keys are no references)."""
+    value, expected = document
+    data = json.dumps(value, indent=indent).encode()
+    assert [r.guid for r in scan_json_references(data)] == expected
+
+
+def test_json_scanner_is_linear_on_a_huge_line():
+    """Megabytes of backslashes and quotes on one line scan in well under a second."""
+    data = b'{"a": "' + b"\\" * 2_000_000 + b'\\"guid' * 200_000 + b'"}'
+    start = time.perf_counter()
+    assert scan_json_references(data) == []
+    assert time.perf_counter() - start < 1.0
+
+
 def test_meta_reader_and_binary_detection():
-    """`.meta` gives guid, bundle name/variant, folder flag; binary assets are told from YAML."""
+    """`.meta` gives guid, bundle name/variant, folder flag and importer; binary assets are told
+    from YAML."""
     info = read_meta(meta_text(guid(7), bundle="ui", variant="hd", folder=True).encode())
-    assert info == (guid(7), "ui", "hd", True)
+    assert info == (guid(7), "ui", "hd", True, "DefaultImporter")
+    texture = meta_text(guid(8), importer="TextureImporter").replace("\n", "\r\n").encode()
+    assert read_meta(texture) == (guid(8), "", "", False, "TextureImporter")
+    # Only the top-level key names the importer (a nested `…Importer:` key is no section).
+    nested = f"fileFormatVersion: 2\nguid: {guid(9)}\nScriptedImporter:\n  OtherImporter: 1\n"
+    assert read_meta(nested.encode()).importer == "ScriptedImporter"
     assert read_meta(b"fileFormatVersion: 2\n") is None
     assert is_text_serialized(HEADER.encode())
     assert not is_text_serialized(b"\x00\x00\x00\x17UnityFS")
@@ -251,6 +320,36 @@ def test_problems_are_reported_once_and_collect_goes_on(project: Path):
     # The orphan's GUID still resolves to its path, so a reference to it names the missing file.
     assert result.index.path_of(guid(45)) == "Assets/Fonts/Big.asset"
     assert "Assets/Fonts/Big.asset" not in result.assets
+
+
+def test_shader_graph_references_resolve_and_default_assets_are_named(tmp_path: Path):
+    """A Shader Graph's GUIDs resolve to project paths (an unknown one is missing, a built-in
+    one external); files whose .meta names the DefaultImporter are never bundled, folders and
+    scenes (which have that importer too) excepted."""
+    write(tmp_path, "Assets/Textures/Foam.png", b"png", guid(61))
+    write(tmp_path, "Assets/Textures/Noise.png", b"png", guid(62))
+    graph = shader_graph(guid(61), guid(62), "0000000000000000f000000000000000")
+    write(tmp_path, "Assets/Shaders/Water.shadergraph", graph, guid(60))
+    write(tmp_path, "Assets/Shaders/Lost.shadersubgraph", shader_graph(guid(99), "", ""), guid(64))
+    write_folder_meta(tmp_path, "Assets/Data", guid(70))
+    write(tmp_path, "Assets/Data/Items.xlsx", b"PK", guid(71))
+    write(tmp_path, "Assets/Data/Chair.mtl", "newmtl chair\n", guid(72))
+    write(tmp_path, "Assets/Scenes/Main.unity", prefab([]), guid(73))
+    result = collect_unity(str(tmp_path))
+    water = result.assets["Assets/Shaders/Water.shadergraph"]
+    assert [(r.target, r.label) for r in water.refs] == [
+        ("Assets/Textures/Foam.png", "texture"),
+        ("Assets/Textures/Noise.png", "m_Texture"),
+        ("0000000000000000f000000000000000", "subGraph"),
+    ]
+    assert water.type == "UnityEngine.Shader"
+    assert "0000000000000000f000000000000000" in result.external
+    assert [r.target for r in result.assets["Assets/Shaders/Lost.shadersubgraph"].refs] == [
+        guid(99)
+    ]
+    assert set(result.not_bundled) == {"Assets/Data/Items.xlsx", "Assets/Data/Chair.mtl"}
+    assert "DefaultImporter" in result.not_bundled["Assets/Data/Items.xlsx"]
+    assert result.info().not_bundled == result.not_bundled
 
 
 def test_bundles_from_meta_names_variants_and_folder_names(tmp_path: Path):

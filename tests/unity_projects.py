@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 HEADER = "%YAML 1.1\n%TAG !u! tag:unity3d.com,2011:\n"
@@ -11,12 +12,38 @@ def guid(n: int) -> str:
     return f"{n:032x}"
 
 
-def meta_text(asset_guid: str, bundle: str = "", variant: str = "", folder: bool = False) -> str:
+# The importer Unity writes into a file's `.meta`, by extension; anything else (and folders,
+# scenes) gets the DefaultImporter.
+IMPORTERS = {
+    **dict.fromkeys((".png", ".jpg", ".tga", ".psd"), "TextureImporter"),
+    ".prefab": "PrefabImporter",
+    **dict.fromkeys((".mat", ".asset", ".anim", ".controller"), "NativeFormatImporter"),
+    **dict.fromkeys((".txt", ".json", ".xml", ".bytes", ".csv"), "TextScriptImporter"),
+    **dict.fromkeys((".wav", ".mp3", ".ogg"), "AudioImporter"),
+    **dict.fromkeys((".fbx", ".obj"), "ModelImporter"),
+    ".shader": "ShaderImporter",
+    ".cs": "MonoImporter",
+    **dict.fromkeys((".shadergraph", ".shadersubgraph"), "ScriptedImporter"),
+}
+DEFAULT_IMPORTER = "DefaultImporter"
+
+
+def importer_for(rel: str) -> str:
+    return IMPORTERS.get(Path(rel).suffix.lower(), DEFAULT_IMPORTER)
+
+
+def meta_text(
+    asset_guid: str,
+    bundle: str = "",
+    variant: str = "",
+    folder: bool = False,
+    importer: str = DEFAULT_IMPORTER,
+) -> str:
     lines = ["fileFormatVersion: 2", f"guid: {asset_guid}"]
     if folder:
         lines.append("folderAsset: yes")
     lines += [
-        "DefaultImporter:",
+        f"{importer}:",
         "  externalObjects: {}",
         "  userData: ",
         f"  assetBundleName: {bundle}",
@@ -37,6 +64,7 @@ def write(
     else:
         path.write_bytes(content)
     if asset_guid is not None:
+        meta.setdefault("importer", importer_for(rel))
         (root / f"{rel}.meta").write_text(meta_text(asset_guid, **meta), encoding="utf-8")
 
 
@@ -95,3 +123,27 @@ def build_settings(*scenes: tuple[str, int, bool]) -> str:
     for path, scene_guid, enabled in scenes:
         text += f"  - enabled: {int(enabled)}\n    path: {path}\n    guid: {guid(scene_guid)}\n"
     return text + "  m_configObjects: {}\n"
+
+
+def shader_graph(texture_guid: str, plain_guid: str, subgraph_guid: str) -> str:
+    """A Shader Graph (several JSON objects one after another, as Unity 2021 writes them):
+    a texture property whose texture sits in an escaped string, a plain reference, and a
+    sub graph reference in an escaped string with escaped line breaks."""
+    texture = json.dumps({"texture": {"fileID": 2800000, "guid": texture_guid, "type": 3}})
+    subgraph = json.dumps(
+        {"subGraph": {"fileID": -5475051401550479605, "guid": subgraph_guid, "type": 3}},
+        indent=4,
+    )
+    graph = {
+        "m_SGVersion": 3,
+        "m_Type": "UnityEditor.ShaderGraph.GraphData",
+        "m_ObjectId": "3b1c0ab0e6f94a0ea0f4d0f0b8a8a1a2",  # 32 hex, but no "guid" key
+    }
+    node = {
+        "m_Type": "UnityEditor.ShaderGraph.Internal.Texture2DShaderProperty",
+        "m_Guid": {"m_GuidSerialized": "5d1e1a2b-0000-4000-8000-000000000001"},
+        "m_Value": {"m_SerializedTexture": texture, "m_Guid": ""},
+        "m_Texture": {"fileID": 2800000, "guid": plain_guid, "type": 3},
+        "m_SerializedSubGraph": subgraph,
+    }
+    return json.dumps(graph, indent=4) + "\n\n" + json.dumps(node, indent=4) + "\n"

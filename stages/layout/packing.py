@@ -15,6 +15,10 @@
 4. Dependencies: bundle A depends on B when an asset in A references an asset that B holds and A
    does not. Reverse edges and cycles (strongly connected components) follow.
 
+Assets the engine never bundles (a source's `SourceResult.not_bundled`: Unity's DefaultAssets)
+are in no bundle: a rule or the project naming one loses it, with a `not_bundled` warning (a
+bundle left with no asset is not made), and references to one are no edges.
+
 `shared_dependencies: priority` (Cocos Creator's rule, for any layout whose rules carry
 `priority:`, or bundles a source assigns with priorities) replaces 2–4: bundles are filled one
 priority group at a time, highest first (`priority.fill_by_priority`): an asset an earlier group
@@ -41,13 +45,14 @@ from orchestrator.hashing import digest_bytes
 from stages.algorithms.globs import GlobSet
 from stages.algorithms.graphs import strongly_connected
 from stages.algorithms.priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority
-from stages.sources.base import HARD, LEVEL, WORLD, Asset
+from stages.sources.base import HARD, LEVEL, WORLD, Asset, Problem
 
 DEFAULT_BUNDLE = "default"
 SHARED_PREFIX = "shared/"
 TEMPLATE_FIELDS = ("stem", "package")
 RESERVED_NAMES = ("manifest.json", "staging.json", "link.xml", "reports")  # loose outputs
 POLICIES = ("extract", "duplicate", PRIORITY)
+NAMES_SHOWN = 5  # layout rules a warning names before it counts the rest
 
 
 @record
@@ -87,6 +92,7 @@ class Packing:
     asset_bundles: dict[str, tuple[str, ...]]
     cycles: list[tuple[str, ...]] = field(default_factory=list)
     policy: str = "extract"
+    problems: list[Problem] = field(default_factory=list)  # warnings, as a source's problems
 
 
 @record
@@ -97,6 +103,31 @@ class PackingInfo:
 
     cycles: list[tuple[str, ...]] = field(default_factory=list)
     policy: str = "extract"
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class _LeftOut:
+    """The assets no bundle may hold (asset id → why), and the warnings for each bundle that
+    names one."""
+
+    reasons: dict[str, str]
+    cooked: dict[str, Asset]
+    problems: list[Problem] = field(default_factory=list)
+
+    def allows(self, asset_id: str, bundle: str, named_by: str) -> bool:
+        """Whether `bundle` may take the asset `named_by` names; if not, a warning says so."""
+        reason = self.reasons.get(asset_id)
+        if reason is None:
+            return True
+        self.problems.append(
+            Problem(
+                "not_bundled",
+                _file_of(self.cooked[asset_id]),
+                f"{asset_id} is left out of bundle {bundle!r} ({named_by} names it): {reason}",
+            )
+        )
+        return False
 
 
 def pack(
@@ -108,24 +139,47 @@ def pack(
     assigned: dict[str, list[str]] | None = None,
     priorities: dict[str, int] | None = None,
     refine: Callable[[Fill, dict[str, Asset]], None] | None = None,
+    not_bundled: dict[str, str] | None = None,
 ) -> Packing:
     """Pack the cooked `assets` (in cook-list order) per the build file's `bundles` section and
     the bundles the project assigns itself (`assigned`, see `source_bundles`, with the
-    `priorities` the project gives them); `refine` is a source's hook on the priority fill."""
+    `priorities` the project gives them; None: `bundles.from_meta` is off); `refine` is a
+    source's hook on the priority fill; `not_bundled`: the assets no bundle may hold (→ why)."""
     if policy not in POLICIES:
         raise ConfigError(
             f"unknown policy {policy!r} ({' | '.join(POLICIES)})",
             key="bundles.shared_dependencies",
         )
-    cooked = {a.id: a for a in assets}
-    rank = {asset_id: i for i, asset_id in enumerate(cooked)}
-    edges = {a.id: _followed(a, cooked, follow_soft) for a in assets}
+    every = {a.id: a for a in assets}
+    left_out = _LeftOut({a: why for a, why in (not_bundled or {}).items() if a in every}, every)
+    if assigned is not None and not any(assigned.values()):
+        left_out.problems.append(_nothing_assigned(layout))
+    # What no bundle may hold is packed nowhere: references to it are no edges.
+    cooked = {a: asset for a, asset in every.items() if a not in left_out.reasons}
+    edges = {a: _followed(asset, cooked, follow_soft) for a, asset in cooked.items()}
     if policy == PRIORITY:
-        return _pack_by_priority(
-            cooked, edges, layout, maps, assigned or {}, priorities or {}, refine
+        roots, bundle_priorities = _priority_roots(
+            every, layout, maps, assigned or {}, priorities or {}, left_out
         )
+        packing = _pack_by_priority(cooked, edges, roots, bundle_priorities, refine)
+    else:
+        explicit = _explicit_assets(every, layout, maps, assigned or {}, left_out=left_out)
+        packing = _pack_by_sharing(cooked, edges, explicit, policy)
+    if left_out.reasons:  # every cooked asset has its entry, in cook order: these have none
+        packing.asset_bundles = {a: packing.asset_bundles.get(a, ()) for a in every}
+    packing.problems = left_out.problems
+    return packing
 
-    explicit = _explicit_assets(cooked, layout, maps, assigned or {})  # bundle → ids
+
+def _pack_by_sharing(
+    cooked: dict[str, Asset],
+    edges: dict[str, tuple[str, ...]],
+    explicit: dict[str, list[str]],
+    policy: str,
+) -> Packing:
+    """`extract` and `duplicate`: implicit assets join the one bundle using them, or are
+    extracted to a shared bundle or copied into each when several do."""
+    rank = {asset_id: i for i, asset_id in enumerate(cooked)}
     owner = {a: name for name, ids in explicit.items() for a in ids}
     users: dict[str, list[str]] = {}
     for name in sorted(explicit):
@@ -193,6 +247,32 @@ def pack(
     return Packing(bundles, asset_bundles, bundle_cycles(forward), policy)
 
 
+def _nothing_assigned(layout: Sequence[dict]) -> Problem:
+    """`bundles.from_meta` on a project whose files assign no bundle: say what does instead."""
+    if layout:
+        names = [repr(rule.get("name", "")) for rule in layout]
+        shown = ", ".join(names[:NAMES_SHOWN]) + (
+            f", … {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+        )
+        instead = f"the bundles are those bundles.layout names ({shown})"
+    else:
+        instead = f"bundles.layout names none either: every cooked asset goes to {DEFAULT_BUNDLE!r}"
+    return Problem(
+        "from_meta_assigns_nothing",
+        "build file",
+        "bundles.from_meta is true, but the project's files assign no asset to a bundle "
+        f"(in a Unity project: no .meta file sets assetBundleName); {instead}",
+    )
+
+
+def _file_of(asset: Asset) -> str:
+    """The project file an asset is: its id when that is one of its files (Unity), else its
+    first file."""
+    if asset.id in asset.files or not asset.files:
+        return asset.id
+    return asset.files[0]
+
+
 # -- sharing by priority ------------------------------------------------------------------------
 def _priority_roots(
     cooked: dict[str, Asset],
@@ -200,15 +280,21 @@ def _priority_roots(
     maps: Sequence[str],
     assigned: dict[str, list[str]],
     priorities: dict[str, int],
+    left_out: _LeftOut,
 ) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Bundle → roots and priority. An asset may be a root of several bundles: the fill decides
-    who owns it. Layout rules give their bundles their `priority:`."""
-    roots = {name: [a for a in assigned[name] if a in cooked] for name in sorted(assigned)}
-    for name in roots:
+    who owns it. Layout rules give their bundles their `priority:`. A bundle the project names
+    whose every root is left out is not made."""
+    roots = {}
+    for name in sorted(assigned):
         check_bundle_name(name, "bundles.from_meta")
+        named = [a for a in assigned[name] if a in cooked]
+        kept = [a for a in named if left_out.allows(a, name, "bundles.from_meta")]
+        if kept or not named:
+            roots[name] = kept
     bundle_priorities = {name: priorities.get(name, DEFAULT_PRIORITY) for name in roots}
     rule_of: dict[str, int] = {}
-    for name, ids in _explicit_assets(cooked, layout, maps, {}, rule_of).items():
+    for name, ids in _explicit_assets(cooked, layout, maps, {}, rule_of, left_out).items():
         roots.setdefault(name, [])
         roots[name] += [a for a in ids if a not in roots[name]]
         given = layout[rule_of[name]].get("priority")
@@ -219,13 +305,10 @@ def _priority_roots(
 def _pack_by_priority(
     cooked: dict[str, Asset],
     edges: dict[str, tuple[str, ...]],
-    layout: Sequence[dict],
-    maps: Sequence[str],
-    assigned: dict[str, list[str]],
+    roots: dict[str, list[str]],
     priorities: dict[str, int],
     refine: Callable[[Fill, dict[str, Asset]], None] | None,
 ) -> Packing:
-    roots, priorities = _priority_roots(cooked, layout, maps, assigned, priorities)
     fill = fill_by_priority(roots, priorities, edges)
     if refine is not None:
         refine(fill, cooked)
@@ -339,9 +422,11 @@ def _explicit_assets(
     maps: Sequence[str],
     assigned: dict[str, list[str]],
     rule_of: dict[str, int] | None = None,
+    left_out: _LeftOut | None = None,
 ) -> dict[str, list[str]]:
     """Bundle name → explicit asset ids (assigned first, then rule order, then cook order);
-    checks conflicts. `rule_of`, when given, receives the layout rule index of each bundle."""
+    checks conflicts. `rule_of`, when given, receives the layout rule index of each bundle.
+    An asset `left_out` refuses joins no bundle (a bundle left with none is not made)."""
     bundles: dict[str, list[str]] = {}
     named_by: dict[str, tuple[int, str]] = {}  # asset → (rule index, bundle)
     for name in sorted(assigned):
@@ -349,7 +434,8 @@ def _explicit_assets(
         for asset_id in assigned[name]:
             if asset_id in cooked and asset_id not in named_by:
                 named_by[asset_id] = (FROM_META, name)
-                bundles.setdefault(name, []).append(asset_id)
+                if left_out is None or left_out.allows(asset_id, name, "bundles.from_meta"):
+                    bundles.setdefault(name, []).append(asset_id)
     for index, rule in enumerate(layout):
         where = f"bundles.layout[{index}]"
         template = rule.get("name", "")
@@ -396,6 +482,8 @@ def _explicit_assets(
                     )
                 continue  # a level two worlds share: it stays with the first
             named_by[asset_id] = (index, name)
+            if left_out is not None and not left_out.allows(asset_id, name, where):
+                continue
             bundles.setdefault(name, []).append(asset_id)
             if rule_of is not None:
                 rule_of.setdefault(name, index)

@@ -57,3 +57,11 @@ def raise_on_fatal(problems: list[Problem], skip_broken: bool) -> None:
     for problem in problems:
         if problem.fatal:
             raise BrokenProjectFile(problem.message, file=problem.file, line=problem.line)
+
+
+def log_problems(log, event: str, problems: list[Problem]) -> None:
+    """One warning per problem (kind, file, line, message): how a stage says what it noticed."""
+    for problem in problems:
+        log.warning(
+            event, kind=problem.kind, file=problem.file, line=problem.line, message=problem.message
+        )

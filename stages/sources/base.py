@@ -120,6 +120,9 @@ class SourceResult:
     bundle_priorities: dict[str, int] | None = None
     recipes: dict[str, Recipe] = field(default_factory=dict)  # asset id → how it is cooked, if made
     pack_hook: PackHook | None = None  # called by `shared_dependencies: priority` after the fill
+    # asset id → why the engine never puts it in a bundle (Unity's DefaultAssets): packing leaves
+    # it out of any bundle that names it, with a `not_bundled` warning, and packs it nowhere
+    not_bundled: dict[str, str] = field(default_factory=dict)
 
     def info(self) -> SourceInfo:
         """What the stages read of the project besides its assets and the rule index."""
@@ -133,6 +136,7 @@ class SourceResult:
             self.bundle_priorities,
             dict(self.recipes),
             self.pack_hook,
+            dict(self.not_bundled),
         )
 
 
@@ -151,6 +155,7 @@ class SourceInfo:
     bundle_priorities: dict[str, int] | None = None
     recipes: dict[str, Recipe] = field(default_factory=dict)
     pack_hook: PackHook | None = None
+    not_bundled: dict[str, str] = field(default_factory=dict)
 
 
 class AssetSource(Protocol):

@@ -67,11 +67,14 @@ def _apply_atlas(
         if atlas.pac not in held_set and not frame_ids & held_set:
             continue
         in_folder = _owns_folder(fill, name, atlas)
-        for frame in frames:
-            if frame.id not in held_set and frame.id not in redirects:
+        # A frame a higher bundle owns is a redirect here: it is left as it is, and so are its
+        # texture and image (the bundle keeps them, with their paths).
+        packed = [f for f in frames if f.id not in redirects]
+        for frame in packed:
+            if frame.id not in held_set:
                 held.append(frame.id)
                 held_set.add(frame.id)
-        for frame in frames:
+        for frame in packed:
             if (
                 frame.texture
                 and not (users.get(frame.texture, set()) - frame_ids)

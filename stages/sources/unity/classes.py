@@ -44,6 +44,15 @@ NATIVE_EXTENSIONS = frozenset(
     }
 )
 
+# Assets Unity serializes as JSON (Shader Graph): their references are `"guid"` keys.
+JSON_EXTENSIONS = frozenset({".shadergraph", ".shadersubgraph"})
+
+# The importer of files Unity knows no importer for (a spreadsheet, an archive, a `.mtl`): their
+# object is a DefaultAsset, an editor-only object that Unity never puts in a bundle. Scenes and
+# folders have this importer too, but they are no DefaultAsset (a scene is a SceneAsset).
+DEFAULT_IMPORTER = "DefaultImporter"
+SCENE_EXTENSION = ".unity"
+
 # Program code: referenced through m_Script and the like, never content.
 CODE_EXTENSIONS = frozenset(
     {
@@ -92,6 +101,7 @@ _BY_EXTENSION = {
     ".mixer": "UnityEngine.Audio.AudioMixer",
     ".terrainlayer": "UnityEngine.TerrainLayer",
     ".shader": "UnityEngine.Shader",
+    ".shadergraph": "UnityEngine.Shader",
     ".compute": "UnityEngine.ComputeShader",
     ".shadervariants": "UnityEngine.ShaderVariantCollection",
     ".ttf": "UnityEngine.Font",
@@ -165,6 +175,17 @@ def is_code(path: str) -> bool:
 def is_native(path: str) -> bool:
     """Whether a file is one Unity serializes itself (YAML under Force Text)."""
     return extension(path) in NATIVE_EXTENSIONS
+
+
+def is_json_serialized(path: str) -> bool:
+    """Whether a file is one Unity serializes as JSON (Shader Graph)."""
+    return extension(path) in JSON_EXTENSIONS
+
+
+def is_default_asset(path: str, importer: str, is_folder: bool) -> bool:
+    """Whether Unity imports a file as a DefaultAsset (which it never puts in a bundle): its
+    `.meta` names the DefaultImporter, and it is neither a folder nor a scene."""
+    return importer == DEFAULT_IMPORTER and not is_folder and extension(path) != SCENE_EXTENSION
 
 
 def asset_type(path: str, first_class: int | None) -> str:

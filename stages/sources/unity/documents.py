@@ -23,6 +23,8 @@ _HEX = frozenset(b"0123456789abcdefABCDEF")
 _GUID_KEY = b"guid:"
 # How far a reference mapping's braces may sit from its `guid:` key (fileID and type are short).
 _MAPPING_REACH = 512
+# A `.meta`'s importer section: a top-level key naming the importer (`DefaultImporter:`).
+_IMPORTER_KEY = re.compile(rb"([A-Za-z][A-Za-z0-9]*Importer):")
 _DOC_HEADER = re.compile(rb"^--- !u!(-?\d+) &(-?\d+)( stripped)?[ \t]*\r?$", re.MULTILINE)
 
 
@@ -45,6 +47,7 @@ class MetaInfo(NamedTuple):
     bundle_name: str
     bundle_variant: str
     is_folder: bool
+    importer: str = ""  # the importer section at the top level (`TextureImporter`, …); "" if none
 
 
 @record
@@ -126,6 +129,51 @@ def _reference_at(data: bytes, key: int) -> tuple[int, str, int, int] | None:
     )
 
 
+# JSON-serialized assets (Shader Graph): a `"guid"` key and its 32 hex digits, plain
+# (`"guid": "bbc7…"`) or inside an escaped JSON string (`\"guid\":\"bbc7…\"`, at any depth of
+# escaping: the quotes carry the same backslashes). A match starts only after a non-backslash
+# and has no nested repetition, so it runs in linear time on any line.
+_JSON_GUID = re.compile(rb'(?<!\\)(\\*)"guid\1"[ \t\r\n]*:[ \t\r\n]*\1"([0-9a-fA-F]{32})\1"')
+_JSON_NUMBER = re.compile(rb'(?<!\\)\\*"(fileID|type)\\*"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+)')
+_JSON_KEY = re.compile(rb'(?<!\\)\\*"([A-Za-z_][A-Za-z0-9_]*)\\*"[ \t\r\n]*:')
+_JSON_FIELDS = frozenset({"fileID", "guid", "type", "instanceID"})
+
+
+def scan_json_references(data: bytes) -> list[RawRef]:
+    """Every `"guid"` reference of a JSON-serialized asset in file order, with the `fileID` and
+    `type` of its object and the key that holds the object (`texture`, `subGraph`)."""
+    refs: list[RawRef] = []
+    line, counted_to = 1, 0
+    for match in _JSON_GUID.finditer(data):
+        start = match.start()
+        line += data.count(b"\n", counted_to, start)
+        counted_to = start
+        brace = data.rfind(b"{", max(0, start - _MAPPING_REACH), start)
+        if brace >= 0 and data.find(b"}", brace, start) >= 0:
+            brace = -1  # that `{` opens an object that closed before the key: not its own
+        close = data.find(b"}", match.end(), match.end() + _MAPPING_REACH)
+        body = data[brace + 1 if brace >= 0 else start : close if close >= 0 else match.end()]
+        numbers = {m.group(1).decode("ascii"): int(m.group(2)) for m in _JSON_NUMBER.finditer(body)}
+        refs.append(
+            RawRef(
+                match.group(2).decode("ascii").lower(),
+                numbers.get("fileID", 0),
+                numbers.get("type", -1),
+                _json_label(data, brace, start),
+                line,
+            )
+        )
+    return refs
+
+
+def _json_label(data: bytes, brace: int, guid_at: int) -> str:
+    """The key the reference's object is the value of: the last key before its `{` that is not
+    one of a reference's own fields; "guid" when there is none."""
+    window = data[max(0, brace - _MAPPING_REACH) : brace] if brace >= 0 else b""
+    keys = [m.group(1).decode("ascii") for m in _JSON_KEY.finditer(window)]
+    return next((k for k in reversed(keys) if k not in _JSON_FIELDS), "guid")
+
+
 def _flow_fields(body: bytes) -> dict[str, str]:
     """`fileID: 1, guid: x,\\n    type: 3` → {"fileID": "1", "guid": "x", "type": "3"}."""
     fields = {}
@@ -178,12 +226,16 @@ def _list_key_above(data: bytes, item_start: int, indent: int, list_labels: dict
 
 
 def read_meta(data: bytes) -> MetaInfo | None:
-    """Parse a `.meta` file (guid, assetBundleName/Variant, folderAsset); None if it has no guid."""
-    guid = name = variant = ""
+    """Parse a `.meta` file (guid, assetBundleName/Variant, folderAsset, its importer); None if
+    it has no guid."""
+    guid = name = variant = importer = ""
     folder = False
     for raw in data.splitlines():
         text = raw.strip()
-        if text.startswith(b"guid:") and not guid:
+        key = None if importer else _IMPORTER_KEY.match(raw)  # at the top level: not indented
+        if key is not None:
+            importer = key.group(1).decode("ascii")
+        elif text.startswith(b"guid:") and not guid:
             guid = text[5:].strip().decode("ascii", "replace").lower()
         elif text.startswith(b"assetBundleName:"):
             name = text[16:].strip().decode("utf-8", "replace")
@@ -193,7 +245,7 @@ def read_meta(data: bytes) -> MetaInfo | None:
             folder = text[12:].strip() == b"yes"
     if len(guid) != 32 or any(c not in "0123456789abcdef" for c in guid):
         return None
-    return MetaInfo(guid, name, variant, folder)
+    return MetaInfo(guid, name, variant, folder, importer)
 
 
 # -- PyYAML ----------------------------------------------------------------------------------

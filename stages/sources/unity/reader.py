@@ -4,9 +4,10 @@ Asset ids are project-relative paths (`Assets/…/x.prefab`); `.meta` GUIDs reso
 are the enabled scenes of EditorBuildSettings and everything in `Resources/` folders. Nested prefabs
 are followed through: Unity bakes a nested prefab's content into its parent, so the parent gets a
 `m_SourcePrefab` reference to the nested prefab plus the nested content's references (hoisted),
-but not the prefabs nested deeper — which is what Unity's bundle manifests record. Beyond the
-assets, the result names the bundles `.meta` files assign (`bundles.from_meta`), the assembly of
-its types (`UnityEngine`, for link.xml) and `copy` as the cooker of unlisted Types.
+but not the prefabs nested deeper — which is what Unity's bundle manifests record. Shader Graph
+files are JSON: each `"guid"` key in them is a reference. Beyond the assets, the result names the
+bundles `.meta` files assign (`bundles.from_meta`), the files Unity never bundles (DefaultAssets),
+the assembly of its types (`UnityEngine`, for link.xml) and `copy` as the cooker of unlisted Types.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ from stages.sources.base import (
     SourceResult,
 )
 
-from .classes import RUNTIME_ASSEMBLY, asset_type, extension, is_code, is_native
+from .classes import (
+    DEFAULT_IMPORTER,
+    RUNTIME_ASSEMBLY,
+    asset_type,
+    extension,
+    is_code,
+    is_default_asset,
+    is_json_serialized,
+    is_native,
+)
 from .documents import (
     MetaInfo,
     RawRef,
@@ -38,6 +48,7 @@ from .documents import (
     is_text_serialized,
     load_documents,
     read_meta,
+    scan_json_references,
     scan_references,
 )
 from .index import UnityIndex, bundles_from_meta
@@ -68,6 +79,10 @@ INSTANCE_FIELDS = frozenset(
     {"m_SourcePrefab", "target", "m_CorrespondingSourceObject", "m_PrefabParentObject"}
 )
 NESTED_LABEL = "m_SourcePrefab"
+NOT_BUNDLED_REASON = (
+    f"its .meta names the {DEFAULT_IMPORTER}: Unity imports it as a DefaultAsset, "
+    f"which it never puts in a bundle"
+)
 # Unity ships an asset's bytes as they are (an `.xml` TextAsset included): no canonicalizing cooker.
 DEFAULT_COOKER = "copy"
 
@@ -107,7 +122,7 @@ class UnitySource:
     """The Unity project format. One module-level instance (SOURCE) so it pickles by reference."""
 
     name = "unity"
-    version = 1
+    version = 2  # 2: a `.meta`'s importer; Shader Graph references
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, files: list[FileEntry], options: dict) -> list[ParseUnit]:
@@ -171,13 +186,17 @@ def _parse_meta(path: str, reader: Reader) -> MetaScan:
 
 
 def _parse_asset(path: str, reader: Reader) -> FileScan:
-    """Native assets are read and scanned; imported files (textures, audio, text) hold no references."""
-    if not is_native(path):
+    """Native and JSON-serialized assets (Shader Graph) are read and scanned; imported files
+    (textures, audio, text) hold no references."""
+    json_serialized = is_json_serialized(path)
+    if not (json_serialized or is_native(path)):
         return FileScan(path, None, (), None)
     try:
         data = reader.read_bytes(path)
     except (FileNotFoundError, OSError) as error:
         return FileScan(path, None, (), ("unreadable", f"cannot read: {error}"))
+    if json_serialized:
+        return FileScan(path, None, tuple(scan_json_references(data)), None)
     if not is_text_serialized(data):
         return FileScan(
             path,
@@ -283,6 +302,12 @@ class _Assembler:
             bundles=bundles_from_meta(index),
             type_assemblies={a.type: RUNTIME_ASSEMBLY for a in assets.values()},
             default_cooker=DEFAULT_COOKER,
+            not_bundled={
+                path: NOT_BUNDLED_REASON
+                for path in assets
+                if path in self.metas
+                and is_default_asset(path, self.metas[path].importer, self.metas[path].is_folder)
+            },
         )
 
     # -- metas --------------------------------------------------------------------------------
