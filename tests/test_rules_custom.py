@@ -45,6 +45,14 @@ def rule(**fields) -> dict:
     return {**base, **fields}
 
 
+def element_rules(code: str, *names: str) -> list[dict]:
+    """One rule per function of `code`, each checking the items as elements with it."""
+    return [
+        rule(id=name, xpath="*/Items/Item,{dom}", condition=[f"func_{name}"], func_str=code)
+        for name in names
+    ]
+
+
 def only_failure(doc: dict) -> dict:
     assert doc["rule_errors"] == [], doc["rule_errors"]
     [failure] = doc["failures"]
@@ -165,10 +173,7 @@ def test_elements_cross_as_copies_and_come_back_with_their_lines(project, index)
         "def parent(data, **kw):\n"
         "    return [str(e.getparent()) for e in data[:1]]\n"
     )
-    rules = [
-        rule(id=name, xpath="*/Items/Item,{dom}", condition=[f"func_{name}"], func_str=code)
-        for name in ("given", "child", "parent")
-    ]
+    rules = element_rules(code, *("given", "child", "parent"))
     doc = run_rules(project, rules, index)
     found = {f["rule"]: (f["errors"], f["lines"]) for f in doc["failures"]}
     assert found["given"] == (["<Item> line 20"], [20])
@@ -299,3 +304,36 @@ def test_on_ray_custom_code_runs_beside_the_ray_worker_not_in_it(tmp_path, ray_l
     in_custom_worker, parent = failure["errors"]
     assert in_custom_worker is True and parent != os.getpid()
     assert any("ray" in part.lower() for part in psutil.Process(parent).cmdline())
+
+
+# -- large files, and whose fault a failure is ---------------------------------------------------
+
+
+def test_elements_past_line_65535_reach_custom_code_with_their_lines(tmp_path):
+    """lxml stores a line a program sets in 16 bits: a copy of an element past line 65,535
+    (every repository of a large project has them) still tells custom code its line, and comes
+    back with it, given or new."""
+    items = "".join(f"    <Item><Name>n{i}</Name></Item>\n" for i in range(5))
+    padding = "\n" * 70_000  # whitespace between elements: the items start past line 70,000
+    xml = f"<Repository>\n  <Items>{padding}\n{items}  </Items>\n</Repository>\n"
+    first = xml.splitlines().index("    <Item><Name>n0</Name></Item>") + 1
+    assert first > 70_000
+    project = write_files(tmp_path / "big", {REPOSITORY_FILE: xml})
+    code = (
+        "def lines(data, **kw):\n"
+        "    return [[e.findtext('Name'), e.sourceline, e[0].sourceline] for e in data[-2:]]\n"
+        "def given(data, **kw):\n"
+        "    return [e for e in data if e.findtext('Name') == 'n4']\n"
+        "def child(data, **kw):\n"
+        "    return [e.find('Name') for e in data if e.findtext('Name') == 'n3']\n"
+    )
+    rules = element_rules(code, *("lines", "given", "child"))
+    doc = run_rules(project, rules, make_index(project, {}))
+    assert doc["rule_errors"] == []
+    found = {f["rule"]: f for f in doc["failures"]}
+    assert found["lines"]["errors"] == [["n3", first + 3, first + 3], ["n4", first + 4, first + 4]]
+    assert (found["given"]["errors"], found["given"]["lines"]) == (
+        [f"<Item> line {first + 4}"],
+        [first + 4],
+    )
+    assert found["child"]["errors"] == [f"<Name> line {first + 3}"]
