@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rules_helpers import REPOSITORY, make_index, run_rules, write_files
 
+from orchestrator.errors import InternalError
 from stages.rules.custom.host import (
     CustomCode,
     CustomCodeError,
@@ -112,7 +113,7 @@ def test_a_filter_stuck_in_c_is_stopped_too(project, index):
         ("import os\n    os._exit(3)", "condition func_f ended its worker process (exit status 3)"),
         (
             "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
-            "condition func_f ended its worker process (killed by signal 9)",
+            "condition func_f ended its worker process (killed by signal 9, SIGKILL)",
         ),
     ],
 )
@@ -337,3 +338,101 @@ def test_elements_past_line_65535_reach_custom_code_with_their_lines(tmp_path):
         [first + 4],
     )
     assert found["child"]["errors"] == [f"<Name> line {first + 3}"]
+
+
+FAULT_IN_THE_WORKER = """
+import stages.rules.custom.crossing as crossing
+
+def element_from(xml, lines):
+    raise RuntimeError("injected fault in the worker's own code")
+
+crossing.element_from = element_from
+"""
+
+
+@pytest.fixture
+def faulty_workers(tmp_path, monkeypatch):
+    """Custom-code workers started from now on fail in their own code (not the rule's) when
+    they rebuild an element; the fixture's end puts things back."""
+    folder = tmp_path / "fault"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(FAULT_IN_THE_WORKER, encoding="utf-8")
+    close_workers()
+    monkeypatch.syspath_prepend(str(folder))  # a worker's import path is this process's
+    yield
+    close_workers()
+
+
+def test_a_failure_of_the_workers_own_code_is_an_internal_error_not_a_result(
+    project, index, faulty_workers
+):
+    """The worker's code failing is named as orchestrate's bug (exit 3), not as the rule's."""
+    code = "def f(data, **kw):\n    return [e.tag for e in data]\n"
+    with pytest.raises(InternalError) as caught:
+        run_rules(project, [rule(xpath="*/Items/Item,{dom}", condition=["func_f"], func_str=code)])
+    assert caught.value.exit_code == 3
+    message = str(caught.value)
+    assert "a bug in orchestrate" in message and "not in the rule" in message
+    assert "RuntimeError: injected fault in the worker's own code" in message
+    assert "sitecustomize.py" in message  # where it failed
+
+
+def test_an_internal_error_in_a_worker_ends_the_build_and_is_not_cached(
+    tmp_path, faulty_workers, monkeypatch, capsys
+):
+    """`orchestrate run` exits 3 naming the internal error; nothing is stored for the rule, so
+    the next run (the fault gone) runs it and finds what it finds."""
+    import json
+    import shutil
+    import sys
+
+    import yaml
+    from buildkit import TESTS, run_inprocess
+
+    case = tmp_path / "case"
+    shutil.copytree(TESTS / "data" / "bad" / "_base", case)
+    code = "def tags(data, **kw):\n    return [e.tag for e in data]\n"
+    rules = [
+        {
+            "id": "tags",
+            "rpath": "texture\\.xml$",
+            "xpath": "Texture,{dom}",
+            "condition": ["func_tags"],
+            "func_str": code,
+        }
+    ]
+    (case / "rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    build = str(case / "build.yaml")
+    assert run_inprocess("run", build) == 3
+    err = capsys.readouterr().err
+    assert "internal error (a bug in orchestrate" in err
+    assert "injected fault in the worker's own code" in err
+    close_workers()
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.endswith("fault")])
+    assert run_inprocess("run", build) == 1
+    report = json.loads((case / "build" / "out" / "reports" / "validate.json").read_text())
+    [failure] = report["failures"]
+    assert failure["rule"] == "tags" and failure["errors"] == ["Texture"]
+
+
+def test_a_failure_of_this_processs_own_code_is_an_internal_error_too(project, index, monkeypatch):
+    """On the validating side as well: a request that cannot be sent, or the engine failing
+    around a condition, stops the check as orchestrate's bug instead of failing the rule."""
+    import stages.rules.conditions as conditions
+    import stages.rules.custom.host as host
+
+    def cannot_send(message):
+        raise TypeError("injected fault while sending")
+
+    monkeypatch.setattr(host, "dump_request", cannot_send)
+    code = "def f(data, **kw):\n    return data\n"
+    with pytest.raises(InternalError, match="injected fault while sending"):
+        run_rules(project, [rule(condition=["func_f"], func_str=code)], index)
+    monkeypatch.undo()
+
+    def broken_unique(values, lines):
+        raise TypeError("injected fault in the engine")
+
+    monkeypatch.setattr(conditions, "_unique", broken_unique)
+    with pytest.raises(TypeError, match="injected fault in the engine"):
+        run_rules(project, [rule(condition=["unique"])], index)
