@@ -184,7 +184,8 @@ NO_CUSTOM_CODE = Switch(
     "allow_custom_code",
     False,
     help="Refuse rules' custom code (func_str) whatever the build file says: such rules are "
-    "listed as skipped",
+    "listed as skipped; the build file's cook.cookers commands still run (the build file is "
+    "trusted)",
     env="ORCHESTRATE_NO_CUSTOM_CODE",
 )
 RULES = Section(
