@@ -68,6 +68,13 @@ class OutputLocked(StepFailed):
     """Another run holds the output folder."""
 
 
+class InternalError(OrchestrateError):
+    """A bug: the product's own code failed (a stage raised something unexpected, a worker's
+    code failed). Never stored as a result."""
+
+    exit_code = 3
+
+
 class CacheCorrupt(OrchestrateError):
     """A cache file failed verification; callers drop it and recompute."""
 

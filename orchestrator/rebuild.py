@@ -18,7 +18,7 @@ from . import __version__
 from .cache import ActionEntry, Cache
 from .codec import CodecError, dumps, loads
 from .context import Context
-from .errors import CacheCorrupt, OrchestrateError
+from .errors import CacheCorrupt, InternalError, OrchestrateError
 from .executors import LazyBlobs, WorkItem, run_item
 from .executors.pool import ExecutorPool
 from .graph import Stage
@@ -30,12 +30,6 @@ from .typing import Parts, StoredParts, Unit
 #: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
 #: each, 100,000 of them) are reloaded from the store only if `finish` asks for them.
 KEEP_IN_MEMORY_BYTES = 4 * 1024
-
-
-class InternalError(OrchestrateError):
-    """A stage raised something unexpected: a bug."""
-
-    exit_code = 3
 
 
 class DryRunStop(Exception):

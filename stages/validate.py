@@ -21,7 +21,7 @@ from orchestrator.hashing import digest_value
 from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
-from stages.rules.custom.host import close_workers
+from stages.rules.custom.host import close_workers, use_limits
 from stages.rules.engine import Shared, check_files, plan_files
 from stages.rules.functions import StoredIndex, index_is_available
 from stages.rules.kept import KEPT
@@ -44,7 +44,7 @@ from stages.rules.report import (
     render,
     summary_line,
 )
-from stages.settings import rule_file_paths
+from stages.settings import rule_file_paths, worker_limits
 
 SPEC = StageSpec(
     name="validate",
@@ -96,6 +96,7 @@ def _load(ctx, index, defined: dict | None = None) -> RuleSet:
     paths = rule_file_paths(ctx.build)
     for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
         ctx.track_file(path)
+    use_limits(worker_limits(section))  # loading runs custom code once
     return load_rules(
         paths,
         index=index,
@@ -216,6 +217,7 @@ def _shared(ctx, ruleset: RuleSet, index) -> Shared:
         ruleset.index_digest,
         ctx.root,
         ctx.section("rules").get("timeout"),
+        worker_limits(ctx.section("rules")),
     )
 
 

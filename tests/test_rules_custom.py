@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rules_helpers import REPOSITORY, make_index, run_rules, write_files
 
+from orchestrator.errors import InternalError
 from stages.rules.custom.host import (
     CustomCode,
     CustomCodeError,
@@ -43,6 +44,14 @@ def fresh_workers():
 def rule(**fields) -> dict:
     base = {"id": "r", "rpath": r"resource\.repository$", "xpath": "*/Items/Item,Name"}
     return {**base, **fields}
+
+
+def element_rules(code: str, *names: str) -> list[dict]:
+    """One rule per function of `code`, each checking the items as elements with it."""
+    return [
+        rule(id=name, xpath="*/Items/Item,{dom}", condition=[f"func_{name}"], func_str=code)
+        for name in names
+    ]
 
 
 def only_failure(doc: dict) -> dict:
@@ -104,7 +113,7 @@ def test_a_filter_stuck_in_c_is_stopped_too(project, index):
         ("import os\n    os._exit(3)", "condition func_f ended its worker process (exit status 3)"),
         (
             "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
-            "condition func_f ended its worker process (killed by signal 9)",
+            "condition func_f ended its worker process (killed by signal 9, SIGKILL)",
         ),
     ],
 )
@@ -165,10 +174,7 @@ def test_elements_cross_as_copies_and_come_back_with_their_lines(project, index)
         "def parent(data, **kw):\n"
         "    return [str(e.getparent()) for e in data[:1]]\n"
     )
-    rules = [
-        rule(id=name, xpath="*/Items/Item,{dom}", condition=[f"func_{name}"], func_str=code)
-        for name in ("given", "child", "parent")
-    ]
+    rules = element_rules(code, *("given", "child", "parent"))
     doc = run_rules(project, rules, index)
     found = {f["rule"]: (f["errors"], f["lines"]) for f in doc["failures"]}
     assert found["given"] == (["<Item> line 20"], [20])
@@ -299,3 +305,134 @@ def test_on_ray_custom_code_runs_beside_the_ray_worker_not_in_it(tmp_path, ray_l
     in_custom_worker, parent = failure["errors"]
     assert in_custom_worker is True and parent != os.getpid()
     assert any("ray" in part.lower() for part in psutil.Process(parent).cmdline())
+
+
+# -- large files, and whose fault a failure is ---------------------------------------------------
+
+
+def test_elements_past_line_65535_reach_custom_code_with_their_lines(tmp_path):
+    """lxml stores a line a program sets in 16 bits: a copy of an element past line 65,535
+    (every repository of a large project has them) still tells custom code its line, and comes
+    back with it, given or new."""
+    items = "".join(f"    <Item><Name>n{i}</Name></Item>\n" for i in range(5))
+    padding = "\n" * 70_000  # whitespace between elements: the items start past line 70,000
+    xml = f"<Repository>\n  <Items>{padding}\n{items}  </Items>\n</Repository>\n"
+    first = xml.splitlines().index("    <Item><Name>n0</Name></Item>") + 1
+    assert first > 70_000
+    project = write_files(tmp_path / "big", {REPOSITORY_FILE: xml})
+    code = (
+        "def lines(data, **kw):\n"
+        "    return [[e.findtext('Name'), e.sourceline, e[0].sourceline] for e in data[-2:]]\n"
+        "def given(data, **kw):\n"
+        "    return [e for e in data if e.findtext('Name') == 'n4']\n"
+        "def child(data, **kw):\n"
+        "    return [e.find('Name') for e in data if e.findtext('Name') == 'n3']\n"
+    )
+    rules = element_rules(code, *("lines", "given", "child"))
+    doc = run_rules(project, rules, make_index(project, {}))
+    assert doc["rule_errors"] == []
+    found = {f["rule"]: f for f in doc["failures"]}
+    assert found["lines"]["errors"] == [["n3", first + 3, first + 3], ["n4", first + 4, first + 4]]
+    assert (found["given"]["errors"], found["given"]["lines"]) == (
+        [f"<Item> line {first + 4}"],
+        [first + 4],
+    )
+    assert found["child"]["errors"] == [f"<Name> line {first + 3}"]
+
+
+FAULT_IN_THE_WORKER = """
+import stages.rules.custom.crossing as crossing
+
+def element_from(xml, lines):
+    raise RuntimeError("injected fault in the worker's own code")
+
+crossing.element_from = element_from
+"""
+
+
+@pytest.fixture
+def faulty_workers(tmp_path, monkeypatch):
+    """Custom-code workers started from now on fail in their own code (not the rule's) when
+    they rebuild an element; the fixture's end puts things back."""
+    folder = tmp_path / "fault"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(FAULT_IN_THE_WORKER, encoding="utf-8")
+    close_workers()
+    monkeypatch.syspath_prepend(str(folder))  # a worker's import path is this process's
+    yield
+    close_workers()
+
+
+def test_a_failure_of_the_workers_own_code_is_an_internal_error_not_a_result(
+    project, index, faulty_workers
+):
+    """The worker's code failing is named as orchestrate's bug (exit 3), not as the rule's."""
+    code = "def f(data, **kw):\n    return [e.tag for e in data]\n"
+    with pytest.raises(InternalError) as caught:
+        run_rules(project, [rule(xpath="*/Items/Item,{dom}", condition=["func_f"], func_str=code)])
+    assert caught.value.exit_code == 3
+    message = str(caught.value)
+    assert "a bug in orchestrate" in message and "not in the rule" in message
+    assert "RuntimeError: injected fault in the worker's own code" in message
+    assert "sitecustomize.py" in message  # where it failed
+
+
+def test_an_internal_error_in_a_worker_ends_the_build_and_is_not_cached(
+    tmp_path, faulty_workers, monkeypatch, capsys
+):
+    """`orchestrate run` exits 3 naming the internal error; nothing is stored for the rule, so
+    the next run (the fault gone) runs it and finds what it finds."""
+    import json
+    import shutil
+    import sys
+
+    import yaml
+    from buildkit import TESTS, run_inprocess
+
+    case = tmp_path / "case"
+    shutil.copytree(TESTS / "data" / "bad" / "_base", case)
+    code = "def tags(data, **kw):\n    return [e.tag for e in data]\n"
+    rules = [
+        {
+            "id": "tags",
+            "rpath": "texture\\.xml$",
+            "xpath": "Texture,{dom}",
+            "condition": ["func_tags"],
+            "func_str": code,
+        }
+    ]
+    (case / "rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    build = str(case / "build.yaml")
+    assert run_inprocess("run", build) == 3
+    err = capsys.readouterr().err
+    assert "internal error (a bug in orchestrate" in err
+    assert "injected fault in the worker's own code" in err
+    close_workers()
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.endswith("fault")])
+    assert run_inprocess("run", build) == 1
+    report = json.loads((case / "build" / "out" / "reports" / "validate.json").read_text())
+    [failure] = report["failures"]
+    assert failure["rule"] == "tags" and failure["errors"] == ["Texture"]
+
+
+def test_a_failure_of_this_processs_own_code_is_an_internal_error_too(project, index, monkeypatch):
+    """On the validating side as well: a request that cannot be sent, or the engine failing
+    around a condition, stops the check as orchestrate's bug instead of failing the rule."""
+    import stages.rules.conditions as conditions
+    import stages.rules.custom.host as host
+
+    def cannot_send(message):
+        raise TypeError("injected fault while sending")
+
+    monkeypatch.setattr(host, "dump_request", cannot_send)
+    code = "def f(data, **kw):\n    return data\n"
+    with pytest.raises(InternalError, match="injected fault while sending"):
+        run_rules(project, [rule(condition=["func_f"], func_str=code)], index)
+    monkeypatch.undo()
+
+    def broken_unique(values, lines):
+        raise TypeError("injected fault in the engine")
+
+    monkeypatch.setattr(conditions, "_unique", broken_unique)
+    with pytest.raises(TypeError, match="injected fault in the engine"):
+        run_rules(project, [rule(condition=["unique"])], index)

@@ -274,3 +274,29 @@ def test_demo_without_the_switch_runs_the_rule_librarys_code(tmp_path, monkeypat
     assert sentinel.read_text().startswith("load call ")
     report = json.loads((dest / "build" / "out" / "reports" / "validate.json").read_text())
     assert report["skipped"] == []
+
+
+def test_no_custom_code_leaves_the_build_files_own_cookers_running(tmp_path, capsys):
+    """Decided: the build file is the farm's, trusted (it names the folders written, the cache
+    and the cluster, and may allow custom code itself); `--no-custom-code` refuses the code
+    that comes with content, rules' func_str, and the build file's cook.cookers commands still
+    run. The flag's help says so (docs/build-file.md, "Rule code")."""
+    import shutil
+
+    from buildkit import TESTS, edit_build
+
+    case = tmp_path / "case"
+    shutil.copytree(TESTS / "data" / "bad" / "_base", case)
+    mark = tmp_path / "cooker-ran"
+    cooker = {
+        "command": f'sh -c \'find "$0" -type f | sort | xargs cat > "$1"; echo x >> {mark}\' '
+        "{input} {output}",
+        "version": "1",
+    }
+    build = edit_build(case / "build.yaml", cook={"cookers": {"Texture": cooker}})
+    assert run_inprocess("run", str(build), "--no-custom-code") == 0
+    assert mark.read_text() == "x\n"
+    capsys.readouterr()
+    assert run_inprocess("run", "--help") == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "cook.cookers commands still run (the build file is trusted)" in help_text

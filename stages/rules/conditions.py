@@ -13,7 +13,7 @@ from typing import Any
 
 from lxml import etree
 
-from orchestrator.errors import MissingInput
+from orchestrator.errors import MissingInput, OrchestrateError
 
 from .custom.host import CustomCodeError
 from .expressions import ExpressionError, compile_expression, expression_globals
@@ -374,6 +374,8 @@ def _call_function(condition: Condition, values: list, lines: list, env) -> Verd
     except CustomCodeError as exc:
         return Verdict(True, [], [], f"condition {label} {exc}")
     except (MissingInput, KeyboardInterrupt):  # MissingInput: the executor resends the unit
+        raise
+    except OrchestrateError:  # this product's own failure (custom/host.py): not the rule's
         raise
     except BaseException as exc:  # SystemExit too: a check must not end the build
         return Verdict(True, [], [], f"condition {label} raised {type(exc).__name__}: {exc}")

@@ -22,13 +22,13 @@ from typing import Any, NamedTuple
 from lxml import etree
 
 from orchestrator.codec import record
-from orchestrator.errors import MissingInput
 from orchestrator.memory import paused_gc
 from orchestrator.reads import Reader, to_posix
 
 from . import registry
 from .conditions import Verdict, check, lines_of
-from .custom.host import CustomCode, CustomCodeError, custom_code_host
+from .custom.containment import DEFAULT_LIMITS, WorkerLimits
+from .custom.host import CustomCode, CustomCodeError, custom_code_host, use_limits
 from .expressions import expression_globals
 from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
 from .kept import KEPT
@@ -70,6 +70,7 @@ class Shared:
     index_digest: str
     root: str  # the driver's absolute project root: the index's paths are under it
     timeout: float | None = 30.0
+    limits: WorkerLimits = DEFAULT_LIMITS  # rules.limits, for custom-code workers
 
 
 class _Stop(Exception):
@@ -302,6 +303,7 @@ def check_files(items, shared: Shared, reader: Any) -> tuple:
     # paused_gc: see orchestrator/memory.py, a large file's checking is such a burst;
     # reading_for: files that custom code reads through res_filter's functions are this unit's;
     # unit_time_limits: the per-call time limits share one SIGALRM handler (sandbox.py).
+    use_limits(shared.limits)
     with paused_gc(), reading_for(reader), unit_time_limits():
         view = index_view(shared.index, shared.index_digest, shared.root)
         ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
@@ -379,14 +381,12 @@ def _values_of(
 def _check(
     rule: CompiledRule, values: list, lines: list, ctx: EvalContext, filepath: str
 ) -> Verdict:
+    # Rule code's own faults are verdicts where it runs (conditions.py, custom/host.py); what
+    # else fails here is this product's code (an InternalError, exit 3): never a rule's result.
     try:
         return check(rule.condition, values, lines, _ConditionEnv(rule, ctx, filepath))
     except CustomCodeTimeout as exc:
         return Verdict(True, [], [], str(exc))
-    except (MissingInput, KeyboardInterrupt):  # MissingInput: the executor resends the unit
-        raise
-    except BaseException as exc:  # rule code's SystemExit too: it must not end the build
-        return Verdict(True, [], [], f"checking failed: {type(exc).__name__}: {exc}")
 
 
 def _file_targets(values: list, ctx: EvalContext) -> list[str]:
@@ -462,8 +462,10 @@ def prepare(
     *,
     allow_custom_code: bool = True,
     timeout: float | None = 30.0,
+    limits: WorkerLimits = DEFAULT_LIMITS,
 ) -> tuple[RuleSet, Shared]:
     root = to_posix(os.path.abspath(root))
+    use_limits(limits)  # loading runs custom code once
     ruleset = load_rules(
         rule_files,
         index=index,
@@ -471,7 +473,7 @@ def prepare(
         allow_custom_code=allow_custom_code,
         timeout=timeout,
     )
-    shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, root, timeout)
+    shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, root, timeout, limits)
     return ruleset, shared
 
 
@@ -485,12 +487,13 @@ def validate_project(
     files=None,
     allow_custom_code: bool = True,
     timeout: float | None = 30.0,
+    limits: WorkerLimits = DEFAULT_LIMITS,
 ) -> dict:
     """Check a project in this process; returns the JSON document (spec/rules.md)."""
     from .report import build_document
 
     ruleset, shared = prepare(
-        root, rule_files, index, allow_custom_code=allow_custom_code, timeout=timeout
+        root, rule_files, index, allow_custom_code=allow_custom_code, timeout=timeout, limits=limits
     )
     relpaths = walk_files(shared.root) if files is None else sorted(files)
     plan = plan_files(ruleset, shared.root, relpaths, index)

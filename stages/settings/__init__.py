@@ -12,9 +12,16 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, model_validator
 
 from orchestrator.typing import BuildSettings, Section, Switch
+from stages.rules.custom.containment import (
+    DEFAULT_CPU_SECONDS,
+    DEFAULT_FILE_SIZE,
+    DEFAULT_MEMORY,
+    SMALLEST_MEMORY,
+    WorkerLimits,
+)
 
 
 class _Strict(BaseModel):
@@ -45,12 +52,22 @@ class CookConfig(_Strict):
     cookers: dict[str, Literal["copy", "xml"] | ExternalCooker] = Field(default_factory=dict)
 
 
+class RuleLimits(_Strict):
+    """`rules.limits`: what each custom-code worker process may use (docs/build-file.md, "Rule
+    code"); sizes in bytes or with a unit ("4 GiB"); null: no limit."""
+
+    memory: Annotated[ByteSize, Field(ge=SMALLEST_MEMORY)] | None = ByteSize(DEFAULT_MEMORY)
+    file_size: Annotated[ByteSize, Field(gt=0)] | None = ByteSize(DEFAULT_FILE_SIZE)
+    cpu_seconds: Annotated[float, Field(gt=0)] | None = DEFAULT_CPU_SECONDS
+
+
 class RulesConfig(_Strict):
     files: list[str] = Field(default_factory=list)
     fail_on: Literal["error", "warning", "info", "never"] = "error"
     allow_custom_code: bool = True
     scope: Literal["all", "cooked"] = "all"
     timeout: float = 30.0
+    limits: RuleLimits = RuleLimits()
 
 
 class LayoutRule(_Strict):
@@ -110,6 +127,11 @@ def _source_name(value: str) -> str:
     return value
 
 
+def worker_limits(rules: dict) -> WorkerLimits:
+    """`rules.limits` of a `rules` section (as a stage reads it) for custom-code workers."""
+    return WorkerLimits(**rules.get("limits", {}))
+
+
 def rule_file_paths(build: BuildSettings) -> list[Path]:
     """`rules.files`, resolved against the build file's folder."""
     return [
@@ -162,7 +184,8 @@ NO_CUSTOM_CODE = Switch(
     "allow_custom_code",
     False,
     help="Refuse rules' custom code (func_str) whatever the build file says: such rules are "
-    "listed as skipped",
+    "listed as skipped; the build file's cook.cookers commands still run (the build file is "
+    "trusted)",
     env="ORCHESTRATE_NO_CUSTOM_CODE",
 )
 RULES = Section(

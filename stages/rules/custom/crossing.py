@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import threading
 from typing import Any
 
 from lxml import etree
@@ -33,13 +34,79 @@ def element_copy(element: Any) -> tuple[bytes, list]:
     return etree.tostring(element, with_tail=False), [node.sourceline for node in element.iter()]
 
 
+#: lxml keeps a line a program sets in 16 bits, and reads this value as "look elsewhere".
+LARGEST_STORED_LINE = 65534
+_STORED_LINE = etree._Element.sourceline  # lxml's own descriptor: the line on the C node
+
+
+class _TrueLine:
+    """`sourceline` as the copied node had it, past 65,535 too.
+
+    lxml refuses to set a line past 16 bits (`OverflowError`), though its parser reports larger
+    ones: a line up to LARGEST_STORED_LINE is set on the node, a larger one is kept on the node's
+    Python object (`true_line`). `element_from` keeps every such object of a copy alive as long
+    as any of them is (each holds the list of all), so none is freed with its line."""
+
+    __slots__ = ()
+
+    @property
+    def sourceline(self) -> int | None:
+        line = self.__dict__.get("true_line")
+        return _STORED_LINE.__get__(self) if line is None else line
+
+    @sourceline.setter
+    def sourceline(self, line: int) -> None:
+        if line > LARGEST_STORED_LINE:
+            self.__dict__["true_line"] = line
+        else:
+            self.__dict__.pop("true_line", None)
+            _STORED_LINE.__set__(self, line)
+
+
+class _LinedElement(_TrueLine, etree.ElementBase):
+    pass
+
+
+class _LinedComment(_TrueLine, etree.CommentBase):
+    pass
+
+
+class _LinedPI(_TrueLine, etree.PIBase):
+    pass
+
+
+_LOOKUP = etree.ElementDefaultClassLookup(element=_LinedElement, comment=_LinedComment, pi=_LinedPI)
+_PARSERS = threading.local()
+
+
+def _parser(lined: bool) -> etree.XMLParser:
+    """A safe parser, one per thread and kind (lxml parsers are not shared); a `lined` one makes
+    `_TrueLine` nodes."""
+    parser = getattr(_PARSERS, "lined" if lined else "plain", None)
+    if parser is None:
+        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+        if lined:
+            parser.set_element_class_lookup(_LOOKUP)
+        setattr(_PARSERS, "lined" if lined else "plain", parser)
+    return parser
+
+
 def element_from(xml: bytes, lines: list) -> Any:
-    """An element rebuilt from `element_copy` (entities and DTDs are never resolved)."""
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-    element = etree.fromstring(xml, parser)
+    """An element rebuilt from `element_copy`, each node with its line (entities and DTDs are
+    never resolved). Plain lxml nodes unless a line is past what lxml stores (most copies)."""
+    lines = [line if type(line) is int and line >= 0 else None for line in lines]
+    large_lines = any(line is not None and line > LARGEST_STORED_LINE for line in lines)
+    element = etree.fromstring(xml, _parser(large_lines))
+    kept: list[Any] = []
     for node, line in zip(element.iter(), lines):
-        if isinstance(line, int):
+        if line is None:
+            continue
+        if line <= LARGEST_STORED_LINE:
+            _STORED_LINE.__set__(node, line)
+        else:
             node.sourceline = line
+            node.kept_with = kept
+            kept.append(node)
     return element
 
 

@@ -8,6 +8,17 @@ included — and the call fails with CustomCodeTimeout. A worker that dies, or s
 not a reply, is dropped; the next call starts a fresh one, which is sent the index and the rule's
 code again.
 
+Each worker is contained (containment.py): a session of its own, whose whole process group is
+killed when the worker is (at the timeout, when it dies, when the run ends); an environment and a
+working folder of its own (the folder removed with the worker); the resource limits of
+`rules.limits`. A worker that has used half its CPU time is replaced after its call.
+
+Whose fault a failure is decides what it becomes. Rule code's own faults (it raised, it returned
+what its role does not allow, it ended its process, it ran past the timeout or a limit) are the
+rule's result for the source: CustomCodeError, CustomCodeTimeout. A failure of this product's code
+— here, or in a worker (its "internal" answer), or a worker dying while it loads the index — is
+an InternalError (exit 3): it ends the build, and no rule's result is stored for it.
+
 Each worker receives the project's index once (for `import res_store` / `import res_filter`) and
 each rule's `func_str` once; arguments and results cross as described in crossing.py.
 """
@@ -17,22 +28,38 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from orchestrator.errors import StepFailed
+from orchestrator import __version__
+from orchestrator.errors import ConfigError, InternalError, OrchestrateError, StepFailed
 from orchestrator.memory import paused_gc
 
 from ..functions import record_reads
 from ..sandbox import CustomCodeTimeout
+from .containment import (
+    DEFAULT_LIMITS,
+    WorkerLimits,
+    make_working_folder,
+    remove_working_folder,
+    signal_described,
+    worker_environment,
+)
 from .crossing import MAX_REPLY_BYTES, PROTOCOL, dump_request, load_reply
 
 #: Index messages kept ready to send (pickled once per process, sent to each new worker).
 KEPT_INDEXES = 2
+#: Seconds a worker that closed its reply pipe, or was asked to end, has to end by itself (its
+#: own exit status is then known) before its group is killed.
+ENDING_SECONDS = 2.0
 
 
 class CustomCodeError(Exception):
@@ -49,29 +76,40 @@ class CustomCode:
     source: str
 
 
-def _worker_environment() -> dict[str, str]:
-    """This process's environment, with its import path: a worker imports the same code."""
-    env = dict(os.environ)
-    paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def _start(command: list[str], fds: tuple[int, int]) -> subprocess.Popen:
+def _start(command: list[str], fds: tuple[int, int], folder: str) -> subprocess.Popen:
     try:
         return subprocess.Popen(
-            command, pass_fds=fds, stdin=subprocess.DEVNULL, env=_worker_environment()
+            command,
+            pass_fds=fds,
+            stdin=subprocess.DEVNULL,
+            env=worker_environment(folder),
+            cwd=folder,
+            start_new_session=True,  # its group is what rule code starts: killed as one
         )
     except OSError as exc:  # no processes or memory left: the machine's problem (exit 4)
         raise StepFailed(f"cannot start a worker process for custom code: {exc}") from None
 
 
+@contextmanager
+def _own_code(doing: str) -> Iterator[None]:
+    """This product's code failing while `doing`: an InternalError, never a rule's result."""
+    try:
+        yield
+    except (OrchestrateError, CustomCodeError, CustomCodeTimeout):
+        raise
+    except Exception as exc:
+        raise InternalError(
+            f"internal error (a bug in orchestrate {__version__}, not in the rule) while "
+            f"{doing}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 class WorkerProcess:
     """One worker and the pipes to it; it knows which indexes and rules it was sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: WorkerLimits) -> None:
+        self.limits = limits
+        self.folder = make_working_folder()
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
         death_signal = threading.current_thread() is threading.main_thread()
@@ -85,12 +123,15 @@ class WorkerProcess:
                     str(replies_write),
                     str(os.getpid()),
                     str(int(death_signal)),
+                    *limits.as_arguments(),
                 ],
                 (requests_read, replies_write),
+                self.folder,
             )
         except BaseException:
             os.close(requests_write)
             os.close(replies_read)
+            remove_working_folder(self.folder)
             raise
         finally:
             os.close(requests_read)
@@ -100,12 +141,14 @@ class WorkerProcess:
         self.views: set[str] = set()
         self.codes: set[tuple[str, str]] = set()
         self.alive = True
+        self.worn_out = False  # has used half its CPU time: replaced after this call
 
     def request(self, message: Any, timeout: float | None, frame: bytes | None = None) -> Any:
         """Send a request and wait for its reply (at most `timeout` seconds when given)."""
         sent: list[Any] = []
         if frame is None:
-            frame, sent = dump_request(message)
+            with _own_code("sending a request to a custom-code worker"):
+                frame, sent = dump_request(message)
         try:
             self.requests.send_bytes(frame)
             ready = self.replies.poll(timeout if timeout and timeout > 0 else None)
@@ -119,69 +162,109 @@ class WorkerProcess:
         except (EOFError, OSError):
             raise self._ended() from None
         try:
-            reply = load_reply(data, sent)
+            body, cpu_used = load_reply(data, sent)
+            if type(cpu_used) is not float:
+                raise ValueError("no CPU time")
         except Exception as exc:  # anything a rogue worker could send: refuse it, drop the worker
             self.kill()
             raise CustomCodeError(f"sent back an unreadable reply ({exc})") from None
-        return _read_reply(reply)
+        self.worn_out = self.limits.worn_out(cpu_used)
+        return _read_reply(body, self.limits)
 
     def _ended(self) -> CustomCodeError:
-        self.kill()
-        status = self.process.returncode
-        how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        status = self._end(ENDING_SECONDS)
+        how = signal_described(-status, self.limits) if status < 0 else f"exit status {status}"
         return CustomCodeError(f"ended its worker process ({how})")
 
     def kill(self) -> None:
-        if not self.alive:
-            return
-        self.alive = False
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.requests.close()
-        self.replies.close()
+        """End the worker and its group now."""
+        self._end(0.0)
 
     def close(self) -> None:
-        """End the worker politely: it exits when its request pipe closes."""
+        """End the worker politely (it exits when its request pipe closes), then its group."""
+        if self.alive:
+            self.requests.close()
+            self._end(ENDING_SECONDS)
+
+    def _end(self, grace: float) -> int:
+        """Give the worker `grace` seconds to end by itself, kill its group (the worker, if still
+        there, and whatever rule code started), reap it and remove its folder; its exit status.
+
+        The group is killed before the worker is reaped: until then no other process can be
+        given its number, so the signal reaches this worker's group and no other."""
         if not self.alive:
-            return
+            return self.process.returncode or 0
         self.alive = False
+        pid = self.process.pid
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    break
+            except ChildProcessError:  # reaped already (not by this code): nothing to wait for
+                break
+            time.sleep(0.01)
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        status = self.process.wait()
         self.requests.close()
-        try:
-            self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:  # busy in rule code: no need to wait for it
-            self.process.kill()
-            self.process.wait()
         self.replies.close()
+        remove_working_folder(self.folder)
+        return status
 
 
-def _read_reply(reply: Any) -> Any:
-    if isinstance(reply, tuple) and reply:
-        if reply[0] == "ok" and len(reply) == 2:
-            return reply[1]
-        if reply[0] == "ok" and len(reply) == 3 and isinstance(reply[2], dict):
+_LIMITS = ("memory", "file_size")  # the limits a worker may name in an answer
+
+
+def _read_reply(body: Any, limits: WorkerLimits) -> Any:
+    if isinstance(body, tuple) and body:
+        if body[0] == "ok" and len(body) == 2:
+            return body[1]
+        if body[0] == "ok" and len(body) == 3 and isinstance(body[2], dict):
             record_reads(
                 {
                     str(path): digest if isinstance(digest, str) else None
-                    for path, digest in reply[2].items()
+                    for path, digest in body[2].items()
                 }
             )
-            return reply[1]
-        if reply[0] == "error" and len(reply) == 3:
-            raise CustomCodeError(f"raised {reply[1]}: {reply[2]}")
-        if reply[0] == "misbehaved" and len(reply) == 2:
-            raise CustomCodeError(str(reply[1]))
+            return body[1]
+        if body[0] == "error" and len(body) == 4:
+            _, kind, message, limit = body
+            over = ""
+            if limit in _LIMITS and getattr(limits, limit) is not None:
+                over = f" (over {limits.named(limit)})"
+            raise CustomCodeError(f"raised {kind}{f': {message}' if message else ''}{over}")
+        if body[0] == "misbehaved" and len(body) == 2:
+            raise CustomCodeError(str(body[1]))
+        if body[0] == "internal" and len(body) == 3:
+            raise _internal_error(str(body[1]), body[2], limits)
     raise CustomCodeError("sent back something that is not a reply")
 
 
+def _internal_error(description: str, limit: Any, limits: WorkerLimits) -> OrchestrateError:
+    """A worker's own code failed: a bug, or a memory limit too small for the index."""
+    if limit == "memory" and limits.memory is not None:
+        return ConfigError(
+            f"{limits.named('memory')} is too small for a custom-code worker to hold the "
+            f"project's index ({description.splitlines()[0]}): raise it",
+            key="rules.limits.memory",
+        )
+    return InternalError(
+        f"internal error (a bug in orchestrate {__version__}, not in the rule) in a "
+        f"custom-code worker: {description}"
+    )
+
+
 class CustomCodeHost:
-    """This process's custom-code workers: idle ones are reused, one per call in flight."""
+    """This process's custom-code workers: idle ones are reused, one per call in flight; each
+    started under the limits in force when it started (`limits`, set by `use_limits`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: list[WorkerProcess] = []
         self._busy: list[WorkerProcess] = []
         self._index_frames: dict[str, bytes] = {}
+        self.limits = DEFAULT_LIMITS
 
     def define(self, code: CustomCode, view: Any, timeout: float | None) -> list[str]:
         """Run a `func_str` once (when rules are loaded); the names of its functions."""
@@ -208,20 +291,36 @@ class CustomCodeHost:
         frame = self._index_frames.get(view.key)
         if frame is None:
             index = view.index if view.available else None
-            with paused_gc():
+            with paused_gc(), _own_code("preparing the index for custom-code workers"):
                 frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
             with self._lock:
                 while len(self._index_frames) >= KEPT_INDEXES:
                     self._index_frames.pop(next(iter(self._index_frames)))
                 self._index_frames[view.key] = frame
-        worker.request(None, None, frame)
+        try:
+            worker.request(None, None, frame)
+        except CustomCodeError as exc:  # no rule code runs while a worker loads the index
+            raise InternalError(
+                f"internal error (a bug in orchestrate {__version__}, not in a rule): while a "
+                f"custom-code worker loaded the project's index, it {exc}"
+            ) from None
         worker.views.add(view.key)
+
+    def use_limits(self, limits: WorkerLimits) -> None:
+        """Start workers under `limits` from now on; idle ones started under others end."""
+        with self._lock:
+            self.limits = limits
+            stale = [worker for worker in self._idle if worker.limits != limits]
+            self._idle = [worker for worker in self._idle if worker.limits == limits]
+        for worker in stale:
+            worker.close()
 
     def _worker(self) -> _Lease:
         with self._lock:
+            limits = self.limits
             worker = self._idle.pop() if self._idle else None
         if worker is None:
-            worker = WorkerProcess()
+            worker = WorkerProcess(limits)
         with self._lock:
             self._busy.append(worker)
         return _Lease(self, worker)
@@ -229,11 +328,14 @@ class CustomCodeHost:
     def _give_back(self, worker: WorkerProcess) -> None:
         with self._lock:
             self._busy.remove(worker)
-            if worker.alive:
+            keep = worker.alive and not worker.worn_out and worker.limits == self.limits
+            if keep:
                 self._idle.append(worker)
+        if not keep:
+            worker.close()
 
     def close(self) -> None:
-        """End every worker (idle ones politely, busy ones at once)."""
+        """End every worker (idle ones politely, busy ones at once), each with its group."""
         with self._lock:
             idle, busy = self._idle, self._busy
             self._idle, self._busy = [], []
@@ -275,8 +377,14 @@ def custom_code_host() -> CustomCodeHost:
         return _HOST
 
 
+def use_limits(limits: WorkerLimits) -> None:
+    """`rules.limits` for this process's custom-code workers from now on (until close_workers)."""
+    custom_code_host().use_limits(limits)
+
+
 def close_workers() -> None:
-    """End this process's custom-code workers (a later call starts new ones)."""
+    """End this process's custom-code workers, each with its group (a later call starts new
+    ones, under the default limits until `use_limits`)."""
     global _HOST
     with _HOST_LOCK:
         host, _HOST = _HOST, None

@@ -1,19 +1,27 @@
 """A custom-code worker: runs rules' `func_str` for the process that started it (host.py).
 
-Started as `python -m stages.rules.custom.worker IN_FD OUT_FD PARENT_PID DEATH_SIGNAL`; requests arrive on
-IN_FD, replies leave on OUT_FD (length-prefixed frames, crossing.py). Standard output is standard
-error here, so a `print` in rule code cannot garble a reply. Ctrl-C is left to the validating
-process, which ends its workers; a worker also ends when that process does.
+Started as `python -m stages.rules.custom.worker IN_FD OUT_FD PARENT_PID DEATH_SIGNAL MEMORY
+FILE_SIZE CPU_SECONDS`, in a session of its own, its environment and working folder made by
+containment.py; it sets its resource limits (the last three arguments, `rules.limits`) before
+anything else. Requests arrive on IN_FD, replies leave on OUT_FD (length-prefixed frames,
+crossing.py). Standard output is standard error here, so a `print` in rule code cannot garble a
+reply. Ctrl-C is left to the validating process, which ends its workers; a worker also ends,
+with every process of its group, when that process does.
 
-Requests and replies:
+Requests and their answers (`body` below):
 - `("index", view_key, index or None, root)`: the index behind `import res_store` / `res_filter`
   → `("ok", None)`;
 - `("define", code_key, view_key, label, source)`: run a `func_str` in a fresh namespace
   → `("ok", [names of its functions])`;
 - `("call", code_key, view_key, name, role, kwargs)`: call one of them (role `filter` or
   `condition`) → `("ok", result as plain data, files read through res_filter's functions)`;
-- or `("error", exception type, message)` when the code raised (SystemExit included), and
-  `("misbehaved", message)` when a function returned what its role does not allow.
+- `("error", exception type, message, limit or None)` when the rule code raised (SystemExit
+  included; `limit` names the `rules.limits` key it reached: a MemoryError, a write too large),
+  and `("misbehaved", message)` when a function returned what its role does not allow;
+- `("internal", description, limit or None)` when this worker's own code failed: a bug, never
+  a rule's result (or a `memory` limit too small to load the index).
+Each reply is `(body, CPU seconds this worker has used)`, so the validating process can replace
+a worker before it reaches `rules.limits.cpu_seconds`.
 
 Each rule's namespace is its own, and its builtins' `__import__` knows the two index modules
 without adding them to `sys.modules`, so rules cannot see each other's modules or functions.
@@ -28,11 +36,13 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
 from orchestrator.memory import paused_gc
 
+from .containment import WorkerLimits, apply_limits, limit_hit_by
 from .crossing import dump_reply, load_request, to_plain
 
 KEPT_INDEXES = 2  # a worker serves one build at a time; the previous index may still be asked for
@@ -76,15 +86,17 @@ class WorkerState:
         self.namespaces: dict[tuple[str, str], dict] = {}
 
     def handle(self, message: tuple) -> tuple:
+        """The answer's body; raises only on this worker's own failures (rule code's are
+        answers: `_raised`)."""
         kind = message[0]
         if kind == "index":
             self._index(*message[1:])
             return ("ok", None)
         if kind == "define":
-            return ("ok", self._define(*message[1:]))
+            return self._define(*message[1:])
         if kind == "call":
             return self._call(*message[1:])
-        return ("error", "ValueError", f"unknown request {kind!r}")
+        raise ValueError(f"unknown request {kind!r}")
 
     def _index(self, view_key: str, index: Any, root: str) -> None:
         from ..functions import IndexView
@@ -97,35 +109,88 @@ class WorkerState:
         self.views[view_key] = IndexView(index, root, view_key).namespaces()
         self.roots[view_key] = root
 
-    def _define(self, code_key: str, view_key: str, label: str, source: str) -> list[str]:
-        namespace = run_func_str(source, label, self.views[view_key])
+    def _define(self, code_key: str, view_key: str, label: str, source: str) -> tuple:
+        modules = self.views[view_key]
+        try:
+            namespace = run_func_str(source, label, modules)
+            names = sorted(
+                name
+                for name, value in namespace.items()
+                if callable(value) and not name.startswith("__")
+            )
+        except BaseException as exc:  # rule code's SystemExit and KeyboardInterrupt included
+            return _raised(exc)
         self.namespaces[(code_key, view_key)] = namespace
-        return sorted(
-            name
-            for name, value in namespace.items()
-            if callable(value) and not name.startswith("__")
-        )
+        return ("ok", names)
 
     def _call(self, code_key: str, view_key: str, name: str, role: str, kwargs: dict) -> tuple:
         from orchestrator.reads import Reader
 
         from ..functions import reading_for
 
+        namespace = self.namespaces[(code_key, view_key)]
         # What res_filter's functions read for this call goes back with the reply: it belongs
         # to the trace of the unit that called.
         reader = Reader(self.roots.get(view_key, "/"))
         with reading_for(reader):
-            result = self.namespaces[(code_key, view_key)][name](**kwargs)
-        if role == "filter" and not isinstance(result, (list, tuple)):
-            return ("misbehaved", f"returned {type(result).__name__}, not a list")
-        if role == "condition" and not (
-            result is None or isinstance(result, (bool, str, list, tuple))
-        ):
-            return (
-                "misbehaved",
-                f"returned {type(result).__name__}, not a list of failing values",
-            )
-        return ("ok", to_plain(result), dict(reader.reads))
+            try:
+                result = namespace[name](**kwargs)
+                if role == "filter" and not isinstance(result, (list, tuple)):
+                    return ("misbehaved", f"returned {type(result).__name__}, not a list")
+                if role == "condition" and not (
+                    result is None or isinstance(result, (bool, str, list, tuple))
+                ):
+                    return (
+                        "misbehaved",
+                        f"returned {type(result).__name__}, not a list of failing values",
+                    )
+                plain = to_plain(result)  # runs rule code too: its objects' __str__
+            except BaseException as exc:
+                return _raised(exc)
+        return ("ok", plain, dict(reader.reads))
+
+
+def _raised(exc: BaseException) -> tuple:
+    """The answer when rule code raised `exc`."""
+    return ("error", type(exc).__name__, _describe(exc), limit_hit_by(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"{exc.msg} (line {exc.lineno})"
+    return str(exc)
+
+
+def answer(state: WorkerState, data: bytes) -> bytes:
+    """The reply to one request. Rule code's faults are answers (`_raised`); anything else that
+    fails here is this worker's own code failing: an "internal" answer naming where, except that
+    memory running out while a rule's code is defined or called is that rule's (its data and
+    results take it)."""
+    kind = None
+    try:
+        with paused_gc():  # an index message is a burst of acyclic containers
+            message, given, _alive = load_request(data)
+        kind = message[0] if isinstance(message, tuple) and message else None
+        return dump_reply((state.handle(message), time.process_time()), given)
+    except BaseException as exc:
+        if isinstance(exc, MemoryError) and kind in ("define", "call"):
+            body: tuple = ("error", "MemoryError", "out of memory", "memory")
+        else:
+            body = ("internal", _fault(exc), limit_hit_by(exc))
+        return dump_reply((body, time.process_time()), {})
+
+
+def _fault(exc: BaseException) -> str:
+    """`OverflowError: … (stages/rules/custom/crossing.py:42, in element_from)`, then the trace."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        parts = last.filename.replace(os.sep, "/").split("/")
+        short = "/".join(parts[parts.index("stages") :]) if "stages" in parts else last.filename
+        where = f" ({short}:{last.lineno}, in {last.name})"
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return f"{type(exc).__name__}: {exc}{where}\n{trace.rstrip()}"
 
 
 def serve(requests: Connection, replies: Connection) -> None:
@@ -136,62 +201,57 @@ def serve(requests: Connection, replies: Connection) -> None:
             data = requests.recv_bytes()
         except (EOFError, OSError):
             return
-        with paused_gc():  # an index message is a burst of acyclic containers
-            message, given, _alive = load_request(data)
-        try:
-            reply = state.handle(message)
-        except BaseException as exc:  # rule code's SystemExit and KeyboardInterrupt included
-            reply = ("error", type(exc).__name__, _describe(exc))
-        try:
-            frame = dump_reply(reply, given)
-        except BaseException as exc:
-            frame = dump_reply(
-                ("error", type(exc).__name__, f"the result cannot be sent back: {exc}"), {}
-            )
-        replies.send_bytes(frame)
+        replies.send_bytes(answer(state, data))
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, SyntaxError):
-        return f"{exc.msg} (line {exc.lineno})"
-    return str(exc)
+def _end_group(*_signal: Any) -> None:
+    """End this worker and every process of its group (what rule code started): the worker
+    leads its own group (host.py starts it in a session of its own); otherwise only itself."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(0)
 
 
 def _end_with_parent(parent: int, death_signal: bool) -> None:
-    """End when the validating process does, even in the middle of a long call.
+    """End, with every process of the group, when the validating process does.
 
-    Linux's parent-death signal is tied to the thread that started the worker, so it is asked for
-    only when that was a main thread; a watchdog thread covers the rest (rule code that holds the
-    interpreter inside one C call is then ended when the call returns, by the closed pipe)."""
+    Linux's parent-death signal (SIGTERM here, whose handler ends the group) is tied to the thread
+    that started the worker, so it is asked for only when that was a main thread; a watchdog
+    thread covers the rest. Rule code that holds the interpreter inside one C call delays both
+    until the call returns (its CPU time is bounded by `rules.limits.cpu_seconds`)."""
+    signal.signal(signal.SIGTERM, _end_group)
     if death_signal:
         try:
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):  # not Linux
             pass
     if os.getppid() != parent:  # it died before the line above took effect
-        os._exit(0)
+        _end_group()
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
-        os._exit(0)
+        _end_group()
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 def main(argv: list[str]) -> None:
-    requests_fd, replies_fd, parent, death_signal = (int(arg) for arg in argv)
+    requests_fd, replies_fd, parent, death_signal = (int(arg) for arg in argv[:4])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _end_with_parent(parent, bool(death_signal))
     os.dup2(2, 1)  # rule code's prints go to standard error, never into a reply
     sys.stdout = sys.stderr
+    # Once the worker has started (its watchdog thread included), before any rule code runs.
+    apply_limits(WorkerLimits.from_arguments(argv[4:]))
     serve(Connection(requests_fd, writable=False), Connection(replies_fd, readable=False))
     # Nothing here needs tearing down (the index, rule state): ending at once spares the
     # validating process, which waits for its workers to end, the interpreter's teardown of a
-    # large heap (0.12 s of `orchestrate validate` at 10,000 resources).
+    # large heap (0.12 s of `orchestrate validate` at 10,000 resources). What rule code started
+    # is ended by that process, which kills the group once this worker has ended.
     sys.stderr.flush()
     os._exit(0)
 
