@@ -63,7 +63,8 @@ def stage_entries(reports: Iterable[StageReport], started: float) -> list[dict]:
                 "cached": report.cached,
                 "built": report.built,
                 # a stage whose record said nothing changed: no unit was even looked up
-                "skipped": report.units > 0 and not report.outcomes,
+                "skipped": report.skipped,
+                "why": report.why,  # why it was not skipped ("" when it was)
                 "start": offset(report.start, started),
                 "seconds": round(report.seconds, 3),
                 "peak_rss_mb": report.peak_rss >> 20,

@@ -36,7 +36,7 @@ from .reads import read_project_file
 from .rebuild import DryRunStop, InternalError, Rebuilder
 from .replanning import Replanner
 from .scanning import FileChanges, scan
-from .staleness import ADDED, MODIFIED, REMOVED, assess, can_skip, fingerprint
+from .staleness import ADDED, MODIFIED, REMOVED, assess, fingerprint, must_run
 from .storing import PreviousValues, StageRecord, store_stage
 from .typing import PROJECT
 from .values import RunValues, StageInputs
@@ -242,13 +242,18 @@ class Scheduler:
         if self.options.no_cache:
             staleness.why_all = "--no-cache"
         callbacks = self.options.callbacks.get(spec.name, [])
-        if can_skip(staleness, ctx):
+        why = must_run(staleness, ctx)
+        if why is None:
             record_units = staleness.record.get("units", 0) if staleness.record else 0
             report.units = report.cached = int(record_units)
+            report.skipped = True
             for callback in callbacks:
                 callback(ctx, {name: values[name] for name in spec.outputs})
             self._close_report(report, started, ctx)
             return True
+        report.why = why
+        if self.options.explain:
+            self.log.info("explain", stage=spec.name, runs_because=why)
         ctx.previous = PreviousValues(state, spec.keyed) if staleness.usable else None
         inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
         prefix = self.rebuilder.key_prefix(stage, slice_value)

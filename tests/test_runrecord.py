@@ -39,7 +39,7 @@ def reports() -> list[StageReport]:
         outcome("cook", "c", "w2", 1.1, 0.75),
         outcome("cook", "d", "w2", 2.0, 1.0),
     ]
-    skipped = StageReport("pack", units=3, cached=3, start=T0 + 3.0, seconds=0.01)
+    skipped = StageReport("pack", units=3, cached=3, start=T0 + 3.0, seconds=0.01, skipped=True)
     return [cook, skipped]
 
 
