@@ -35,7 +35,7 @@ from .outcomes import StageReport, UnitOutcome
 from .reads import read_project_file
 from .rebuild import DryRunStop, InternalError, Rebuilder
 from .replanning import Replanner
-from .scanning import FileChanges, scan
+from .scanning import FileChanges, learn_unread_digests, scan
 from .staleness import ADDED, MODIFIED, REMOVED, assess, fingerprint, must_run
 from .storing import PreviousValues, StageRecord, store_stage
 from .typing import PROJECT
@@ -116,6 +116,7 @@ class Scheduler:
             keep_producers=forget_state,
         )
         self.hashed = 0
+        self.racy = 0  # entries of the file table too fresh to trust (scanning.py)
         self.sampler: ResourceSampler | None = None  # while the stages run
 
     # -- the loop ------------------------------------------------------------------------------
@@ -160,6 +161,8 @@ class Scheduler:
                 finally:
                     gc.unfreeze()
                     progress.stop()
+            if self.racy:
+                self.hashed += learn_unread_digests(self.root, table, ctx.unsettled)
             if not self.options.dry_run and table.changed:
                 state.save_file_table(table)  # the signatures scanned and the digests learned
         finally:
@@ -197,6 +200,7 @@ class Scheduler:
             if not self.options.dry_run:
                 state.forget_stages()
         result = scan(self.root, skip, previous)
+        self.racy = result.racy
         changes = result.changes
         table = result.table
         if previous is None:
