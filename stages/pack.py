@@ -6,7 +6,7 @@ import importlib
 from functools import partial
 
 from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator.typing import Plan, Problem, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.priority import PRIORITY
 from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
@@ -98,11 +98,20 @@ def finish(ctx, inputs: dict, results) -> dict:
     if results.changed is not None and not results.changed:
         return {"bundles": UNCHANGED, "asset_bundles": UNCHANGED, "packing": UNCHANGED}
     packing: Packing = results["bundles"]
-    if packing.cycles and getattr(ctx, "log", None) is not None:
-        for cycle in packing.cycles:
-            ctx.log.warning("pack.bundle_cycle", bundles=list(cycle))
     return {
         "bundles": packing.bundles,
         "asset_bundles": packing.asset_bundles,
         "packing": PackingInfo(list(packing.cycles), packing.policy),
     }
+
+
+def problems(build, outputs) -> list[Problem]:
+    """Bundles that depend on each other in a cycle (a loader cannot order them), every run."""
+    return [
+        Problem(
+            kind="bundle_cycle",
+            file="",
+            message=f"{len(cycle)} bundles depend on each other in a cycle: {', '.join(cycle)}",
+        )
+        for cycle in outputs["packing"].cycles
+    ]
