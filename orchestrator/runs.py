@@ -149,12 +149,7 @@ def run_command(
         if dry_run:
             for outcome in result.explained:
                 click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
-            if result.dry_run_stopped_at:
-                click.echo(
-                    f"(stages after {result.dry_run_stopped_at} depend on its results and "
-                    f"cannot be planned before it runs)"
-                )
-            elif not result.explained:
+            if not result.explained:
                 click.echo("nothing to do")
             return 0
         verdict, lines, problems = result.concluded
