@@ -248,6 +248,8 @@ class Scheduler:
         staleness = assess(spec, record, now, state, ctx)
         if self.options.no_cache:
             staleness.why_all = "--no-cache"
+        elif self.forget_state:
+            staleness.why_all = "planned afresh after damage to the cache"
         callbacks = self.options.callbacks.get(spec.name, [])
         why = must_run(staleness, ctx)
         if why is None:
