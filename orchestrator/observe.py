@@ -241,7 +241,7 @@ def problem_lines(problems: list[Problem], first: int = 3) -> list[str]:
     for problem in problems:
         by_kind.setdefault(problem.kind, []).append(problem)
     counts = ", ".join(f"{len(found)} {kind}" for kind, found in by_kind.items())
-    lines = [f"problems in the project: {counts} (all of them in reports/run.json)"]
+    lines = [f"problems in the project: {counts} (listed in the report and reports/run.json)"]
     for kind, found in by_kind.items():
         for problem in found[:first]:
             where = f"{problem.file}:{problem.line}" if problem.line else problem.file

@@ -5,8 +5,8 @@ looks later: the HTML report, a CI dashboard, `orchestrate report`. It is schema
 fields come in a fixed order, and it is aggregated so that it stays small at 100,000 units: per
 stage, per (stage, worker) slice, the reasons units ran counted per stage, and the first
 `RAN_LIMIT` units that ran with their reasons; the problems the stages found in the project,
-counted by kind and the first `PROBLEMS_PER_KIND` of each listed. It holds timings, so it lives in `reports/`,
-outside the byte-identical outputs. Writing it moves the previous run's record to
+counted by kind, the first `PROBLEMS_PER_KIND` of each listed. It holds timings, so it lives
+in `reports/`, outside the byte-identical outputs. Writing it moves the previous run's record to
 `reports/run.previous.json`, for "what changed since the last build".
 
 Renderers are registered under the entry-point group `orchestrate.reports` (registry.py): each is

@@ -51,7 +51,7 @@ class RunResult:
     ray_startup: float | None = None
     corrupt_dropped: int = 0
     hashed_files: int = 0
-    explained: list[UnitOutcome] = field(default_factory=list)  # a dry run: every unit due
+    explained: list[UnitOutcome] = field(default_factory=list)  # ran (--explain); dry run: due
     driver_peak_rss: int = 0  # bytes, sampled (ResourceSampler.driver_peak)
     driver_peak_private: int = 0  # bytes: RSS less shared pages (ResourceSampler)
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)

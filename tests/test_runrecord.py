@@ -270,8 +270,8 @@ def test_problems_in_the_project_are_part_of_every_runs_result(project, capsys):
     assert next(s for s in record["stages"] if s["name"] == "collect")["skipped"] is True
     lines = [line for line in printed[1].splitlines() if "item_without_guid" in line]
     assert lines == [
-        "problems in the project: 2 bundle_cycle, 4 item_without_guid (all of them in "
-        "reports/run.json)",
+        "problems in the project: 2 bundle_cycle, 4 item_without_guid (listed in the report "
+        "and reports/run.json)",
         *(f"  item_without_guid: {e['file']}:{e['line']}: {e['message']}" for e in expected[:3]),
         "  item_without_guid: … and 1 more",
     ]
