@@ -152,7 +152,12 @@ def cli() -> None:
 )
 @click.option("--log-format", type=click.Choice(["console", "json"]), default="console")
 @click.option("--no-cache", is_flag=True, help="Run every unit (results are still stored).")
-@click.option("--dry-run", is_flag=True, help="Say what would run, and why, without running it.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Name the units a run would run, and why; writes nothing (units whose results later "
+    "stages are planned from run in scratch).",
+)
 @click.option("--keep-going", is_flag=True, help="Other units go on after a unit fails.")
 @click.option("-v", "--verbose", is_flag=True)
 def run(

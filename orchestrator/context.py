@@ -42,6 +42,9 @@ class Context:
         # this stage's outputs as the last run stored them (set by the scheduler)
         self.previous: Any = None
         self._walk: list[FileEntry] | None = None
+        # Files units read whose digest the table could not take (moved since the scan): no
+        # digest may be learned for them later in the run (scanning.learn_unread_digests).
+        self.unsettled: set[str] = set()
         self.begin_stage()
 
     def begin_stage(self) -> None:
@@ -99,6 +102,8 @@ class Context:
             signature = signatures.get(path)
             if signature is not None and files.describes(row, signature):
                 files.set_digest(row, digest)
+            else:
+                self.unsettled.add(path)
 
     def track_file(self, path: str | os.PathLike) -> str | None:
         """Digest of a file outside the project that driver code reads (a rule file)."""

@@ -16,6 +16,7 @@ import psutil
 import structlog
 
 from .outcomes import StageReport, UnitOutcome
+from .typing import Problem
 
 
 def setup_logging(log_format: str = "console", verbose: bool = False) -> structlog.BoundLogger:
@@ -229,3 +230,22 @@ def summary_table(reports: list[StageReport]) -> str:
 
 def outcome_line(outcome: UnitOutcome) -> str:
     return f"{outcome.stage}: {outcome.unit}: {outcome.reason}"
+
+
+def problem_lines(problems: list[Problem], first: int = 3) -> list[str]:
+    """The end of a run's word on the problems found in the project: counts by kind, and the
+    first few of each (the run record and the report list them all)."""
+    if not problems:
+        return []
+    by_kind: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_kind.setdefault(problem.kind, []).append(problem)
+    counts = ", ".join(f"{len(found)} {kind}" for kind, found in by_kind.items())
+    lines = [f"problems in the project: {counts} (listed in the report and reports/run.json)"]
+    for kind, found in by_kind.items():
+        for problem in found[:first]:
+            where = f"{problem.file}:{problem.line}" if problem.line else problem.file
+            lines.append(f"  {kind}: {where + ': ' if where else ''}{problem.message}")
+        if len(found) > first:
+            lines.append(f"  {kind}: … and {len(found) - first} more")
+    return lines

@@ -33,6 +33,8 @@ class StageReport:
     seconds: float = 0.0
     peak_rss: int = 0
     cpu_percent: float = 0.0
+    skipped: bool = False  # its record said nothing it depends on moved: no unit looked up
+    why: str = ""  # why it was not skipped (--explain, the run record)
     outcomes: list[UnitOutcome] = field(default_factory=list)
 
 

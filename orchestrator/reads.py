@@ -12,8 +12,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, overload
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, NamedTuple, overload
 
 from .errors import MissingInput, ProjectError
 from .hashing import digest_bytes
@@ -21,6 +21,32 @@ from .hashing import digest_bytes
 
 def to_posix(path: str) -> str:
     return path.replace(os.sep, "/") if os.sep != "/" else path
+
+
+class SentFiles(NamedTuple):
+    """Project files read on the driver's machine for a worker that cannot see them: their
+    bytes (None: absent) and the signature each was read under, so that the digest the worker
+    reports is remembered as it is for a file a unit read from disk (without it, a file written
+    just before the build stays racily clean, and the next run takes it for an edit)."""
+
+    data: dict[str, bytes | None]
+    signatures: dict[str, tuple]
+
+
+def file_signature(st: os.stat_result) -> tuple:
+    """The stat signature the file table compares (filetable.Signature's fields)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def read_for_worker(root: str, relpaths: Iterable[str]) -> SentFiles:
+    """Project files under `root`, with their signatures, to send to a worker."""
+    sent = SentFiles({}, {})
+    for relpath in relpaths:
+        data, st = read_project_file(f"{root}/{relpath}", with_stat=True)
+        sent.data[relpath] = data
+        if st is not None:
+            sent.signatures[relpath] = file_signature(st)
+    return sent
 
 
 class Reader:
@@ -32,16 +58,18 @@ class Reader:
         preloaded: Mapping[str, bytes | None] | None = None,
         disk: bool = True,
         blobs: Mapping[str, object] | None = None,
-        fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None,
+        fetch: Callable[[list[str]], SentFiles] | None = None,
+        signed: Mapping[str, tuple] | None = None,
     ) -> None:
         self.root = to_posix(os.path.abspath(root))
         self._preloaded = dict(preloaded or {})
+        self._signed = dict(signed or {})  # the signatures the preloaded bytes were read under
         self._disk = disk
-        self._fetch = fetch  # asks the driver's machine for a file this worker was not sent
+        self._fetch = fetch  # asks the driver's machine for files this worker was not sent
         self._blobs = blobs or {}
         self.reads: dict[str, str | None] = {}
-        # relpath → the stat signature of what was read from disk (so the driver may remember
-        # the digest under it; bytes sent by the driver carry none)
+        # relpath → the stat signature of what was read (so the driver may remember the digest
+        # under it), from disk here or on the driver's machine
         self.signatures: dict[str, tuple] = {}
 
     def blob(self, digest: str):
@@ -80,7 +108,7 @@ class Reader:
         if not self._disk and self._fetch is not None:
             wanted = [p for p in relpaths if p not in self._preloaded]
             if wanted:
-                self._preloaded.update(self._fetch(wanted))
+                self._receive(self._fetch(wanted))
 
     def exists(self, relpath: str) -> bool:
         """Whether a project file exists (records the file's digest, or the miss)."""
@@ -92,23 +120,23 @@ class Reader:
             return False
         return True
 
+    def _receive(self, sent: SentFiles) -> None:
+        self._preloaded.update(sent.data)
+        self._signed.update(sent.signatures)
+
     def _load(self, relpath: str) -> bytes | None:
-        if relpath in self._preloaded:
-            return self._preloaded[relpath]
-        if not self._disk:
+        if relpath not in self._preloaded and not self._disk:
             if self._fetch is None:
                 raise MissingInput(relpath)
-            self._preloaded.update(self._fetch([relpath]))
+            self._receive(self._fetch([relpath]))
+        if relpath in self._preloaded:
+            signature = self._signed.get(relpath)
+            if signature is not None:
+                self.signatures[relpath] = signature
             return self._preloaded[relpath]
         data, st = read_project_file(self.abspath(relpath), with_stat=True)
         if st is not None:
-            self.signatures[relpath] = (
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                st.st_ino,
-                st.st_dev,
-            )
+            self.signatures[relpath] = file_signature(st)
         return data
 
 

@@ -32,12 +32,9 @@ from .typing import Parts, StoredParts, Unit
 KEEP_IN_MEMORY_BYTES = 4 * 1024
 
 
-class DryRunStop(Exception):
-    """A dry run reached a stage with work to do; the stages after it cannot be planned."""
-
-    def __init__(self, stage: str) -> None:
-        self.stage = stage
-        super().__init__(stage)
+class DryRunNamed(Exception):
+    """A dry run named the units of a stage no later stage reads without running them: the
+    stage has no values to finish and store."""
 
 
 class Pending(NamedTuple):
@@ -115,6 +112,10 @@ class Rebuilder:
         self.log = log
         self.no_cache = no_cache
         self.dry_run = dry_run
+        # In a dry run: whether a later stage reads the current stage's values. Its due units
+        # then run (their results stored in scratch only), since the later stages' plans and
+        # keys depend on them; a stage no later stage reads has its due units named only.
+        self.needed_later = True
         self.keep_going = keep_going
         self.explain = explain
         self.libs = {**library_versions(), "code": code}
@@ -153,7 +154,7 @@ class Rebuilder:
         progress: Progress,
     ) -> dict[str, Done]:
         """Every pending unit's result: from the action cache when a trace still matches, else
-        run (or, in a dry run, only explained)."""
+        run (in a dry run, the due units of a stage no later stage reads are only named)."""
         spec = stage.spec
         done: dict[str, Done] = {}
         misses: list[Pending] = []
@@ -166,13 +167,13 @@ class Rebuilder:
                 self._producers[entry.result] = Producer(stage, ctx.root, shared, item.unit)
                 continue
             misses.append(item._replace(why=reason or item.why) if reason else item)
-        if self.dry_run and misses:
+        if self.dry_run and misses and not self.needed_later:
             for item in misses:
                 outcome = UnitOutcome(spec.name, item.unit.id, False, item.why)
                 report.outcomes.append(outcome)
                 self.explained.append(outcome)
             report.built += len(misses)
-            raise DryRunStop(spec.name)  # later stages need this stage's values to be planned
+            raise DryRunNamed(spec.name)
         if misses:
             done.update(self._run(stage, ctx, shared, misses, report, progress))
         return done
@@ -241,8 +242,9 @@ class Rebuilder:
                 )
                 report.outcomes.append(outcome)
                 report.built += 1
-                if self.explain:
+                if self.explain or self.dry_run:  # a dry run names every unit it ran
                     self.explained.append(outcome)
+                if self.explain:
                     self.log.info("explain", unit=outcome_line(outcome))
         finally:
             progress.stop()

@@ -4,8 +4,9 @@ The summary table and `--profile` serve the person at the terminal; the run reco
 looks later: the HTML report, a CI dashboard, `orchestrate report`. It is schema-versioned, its
 fields come in a fixed order, and it is aggregated so that it stays small at 100,000 units: per
 stage, per (stage, worker) slice, the reasons units ran counted per stage, and the first
-`RAN_LIMIT` units that ran with their reasons. It holds timings, so it lives in `reports/`,
-outside the byte-identical outputs. Writing it moves the previous run's record to
+`RAN_LIMIT` units that ran with their reasons; the problems the stages found in the project,
+counted by kind, the first `PROBLEMS_PER_KIND` of each listed. It holds timings, so it lives
+in `reports/`, outside the byte-identical outputs. Writing it moves the previous run's record to
 `reports/run.previous.json`, for "what changed since the last build".
 
 Renderers are registered under the entry-point group `orchestrate.reports` (registry.py): each is
@@ -27,6 +28,7 @@ from typing import Any
 
 from .cache import atomic_write
 from .outcomes import StageReport, UnitOutcome
+from .typing import Problem
 
 SCHEMA = 1
 RECORD = "reports/run.json"
@@ -34,6 +36,8 @@ PREVIOUS = "reports/run.previous.json"
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
 #: Units listed one by one (with the reason each ran); beyond this they are only counted.
 RAN_LIMIT = 1000
+#: Problems of one kind listed one by one; beyond this they are only counted.
+PROBLEMS_PER_KIND = 500
 
 
 def iso_time(seconds: float) -> str:
@@ -63,7 +67,8 @@ def stage_entries(reports: Iterable[StageReport], started: float) -> list[dict]:
                 "cached": report.cached,
                 "built": report.built,
                 # a stage whose record said nothing changed: no unit was even looked up
-                "skipped": report.units > 0 and not report.outcomes,
+                "skipped": report.skipped,
+                "why": report.why,  # why it was not skipped ("" when it was)
                 "start": offset(report.start, started),
                 "seconds": round(report.seconds, 3),
                 "peak_rss_mb": report.peak_rss >> 20,
@@ -138,6 +143,24 @@ def ran_units(reports: Iterable[StageReport], started: float, limit: int = RAN_L
     }
 
 
+def problem_entries(problems: Iterable[Problem], per_kind: int = PROBLEMS_PER_KIND) -> list[dict]:
+    """The first `per_kind` problems of each kind (in the order given), as the record lists them."""
+    listed: Counter[str] = Counter()
+    entries = []
+    for problem in problems:
+        listed[problem.kind] += 1
+        if listed[problem.kind] <= per_kind:
+            entries.append(
+                {
+                    "kind": problem.kind,
+                    "file": problem.file,
+                    "line": problem.line,
+                    "message": problem.message,
+                }
+            )
+    return entries
+
+
 def make_record(
     build: Any,
     options: Any,
@@ -148,9 +171,12 @@ def make_record(
     reasons: list[str],
     result: Any = None,
     previous: dict | None = None,
+    problems: list[Problem] | None = None,
 ) -> dict:
     """The record of one run. `result` is the scheduler's RunResult, or None when the run
-    stopped on an error before its stages could report (exit 2, 3 or 4)."""
+    stopped on an error before its stages could report (exit 2, 3 or 4); `problems` what the
+    stages found in the project (their `problems` hooks), sorted."""
+    problems = problems or []
     reports = list(result.reports) if result is not None else []
     last = previous.get("run") if previous else None
     return {
@@ -185,6 +211,8 @@ def make_record(
         "stages": stage_entries(reports, started),
         "workers": worker_slices(reports, started),
         "ran": ran_units(reports, started),
+        "problem_counts": dict(sorted(Counter(p.kind for p in problems).items())),
+        "problems": problem_entries(problems),
     }
 
 

@@ -2,10 +2,11 @@
 
 `run_command` is `orchestrate run`; `run_stages` runs some stages quietly for commands that
 query a build (`cooklist`, `why`, `validate`). Whether a build passed is the stages' to say:
-each may declare `verdict(build, outputs)` (the reasons it fails the build) and
-`summary(build, outputs)` (lines for the end of the run). Every run but a dry run ends by
-writing its record and the registered reports (runrecord.py), whether it passed, failed a gate
-or stopped on an error.
+each may declare `verdict(build, outputs)` (the reasons it fails the build),
+`summary(build, outputs)` (lines for the end of the run) and `problems(build, outputs)` (the
+problems it found in the project: listed in the record and counted at the end of every run).
+Every run but a dry run ends by writing its record and the registered reports (runrecord.py),
+whether it passed, failed a gate or stopped on an error.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import click
 from .config import Build, load_build
 from .errors import OrchestrateError
 from .graph import Stage
+from .typing import Problem
 
 
 @dataclass
@@ -57,39 +59,43 @@ def logger(log_format: str = "console", verbose: bool = False) -> Any:
     return setup_logging(log_format, verbose)
 
 
+def hook_results(hook: str, build: Build, stages: list[Stage], outputs: Any) -> list:
+    """What the stages that ran return from a hook (`verdict`, `summary`, `problems`), in
+    graph order; a stage without the hook has nothing to say."""
+    found: list = []
+    for stage in stages:
+        function = getattr(stage.module, hook, None)
+        if function is not None:
+            found.extend(function(build, outputs))
+    return found
+
+
 def judge(build: Build, stages: list[Stage], outputs: Any) -> Verdict:
     """Exit 1 when any stage that ran says the build failed (its `verdict` hook)."""
-    verdict = Verdict()
-    for stage in stages:
-        hook = getattr(stage.module, "verdict", None)
-        if hook is not None:
-            verdict.reasons.extend(hook(build, outputs))
-    if verdict.reasons:
-        verdict.exit_code = 1
-    return verdict
+    reasons = hook_results("verdict", build, stages, outputs)
+    return Verdict(1 if reasons else 0, reasons)
 
 
 def summary_lines(build: Build, stages: list[Stage], outputs: Any) -> list[str]:
     """What the stages that ran have to tell (their `summary` hooks)."""
-    lines: list[str] = []
-    for stage in stages:
-        hook = getattr(stage.module, "summary", None)
-        if hook is not None:
-            lines.extend(hook(build, outputs))
-    return lines
+    return hook_results("summary", build, stages, outputs)
 
 
 class Conclusion(NamedTuple):
     verdict: Verdict
     summary: list[str]
+    problems: list[Problem]  # sorted by kind, file, line
 
 
 def conclude(build: Build, result: Any) -> Conclusion:
-    """The verdict and the summary of a run: what its stages make of the values it left (read
-    while the run still holds the cache, so a damaged stored value makes it start again)."""
+    """The verdict, the summary and the problems of a run: what its stages make of the values
+    it left (read while the run still holds the cache, so a damaged stored value makes it
+    start again)."""
+    problems: list[Problem] = hook_results("problems", build, result.stages, result.outputs)
     return Conclusion(
         judge(build, result.stages, result.outputs),
         summary_lines(build, result.stages, result.outputs),
+        sorted(problems, key=lambda p: (p.kind, p.file, p.line or 0, p.message)),
     )
 
 
@@ -111,7 +117,7 @@ def run_command(
     """Run a build, record it, render its reports and print its summary; returns the exit code
     (0 or 1; errors are raised, after the record of the run is written)."""
     from .lock import OutputLock
-    from .observe import interactive, summary_table, write_profile
+    from .observe import interactive, problem_lines, summary_table, write_profile
     from .scheduler import RunOptions, run_build
 
     log = logger(log_format, verbose)
@@ -143,19 +149,17 @@ def run_command(
         if dry_run:
             for outcome in result.explained:
                 click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
-            if result.dry_run_stopped_at:
-                click.echo(
-                    f"(stages after {result.dry_run_stopped_at} depend on its results and "
-                    f"cannot be planned before it runs)"
-                )
-            elif not result.explained:
+            if not result.explained:
                 click.echo("nothing to do")
             return 0
-        verdict, lines = result.concluded
-        written = record_run(build, options, t0, verdict.exit_code, verdict.reasons, result, log)
+        verdict, lines, problems = result.concluded
+        written = record_run(
+            build, options, t0, verdict.exit_code, verdict.reasons, result, log, problems
+        )
     if not quiet:
         print_summary(summary_table(result.reports), interactive())
         reports = build.output_dir / "reports"
+        lines = [*lines, *problem_lines(problems)]
         for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
             click.echo(line)
         for path in written:
@@ -181,9 +185,11 @@ def record_run(
     reasons: list[str],
     result: Any,
     log: Any,
+    problems: list[Problem] | None = None,
 ) -> list[Path]:
     """Write the run record (reports/run.json) and call the registered report renderers; the
-    files they wrote. `result` is None when the run stopped on an error."""
+    files they wrote. `result` is None when the run stopped on an error (and `problems` then
+    unknown)."""
     from .runrecord import make_record, previous_record, render_reports, write_record
 
     record = make_record(
@@ -195,6 +201,7 @@ def record_run(
         reasons=reasons,
         result=result,
         previous=previous_record(build.output_dir),
+        problems=problems or [],
     )
     write_record(build.output_dir, record)
     return render_reports(build.output_dir, record, log)

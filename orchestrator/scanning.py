@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 from .errors import ProjectError
 from .filetable import COLUMNS, DIGEST_SIZE, NO_DIGEST, UNKNOWN, FileTable, Signature, signature_of
+from .hashing import digest_bytes
+from .reads import read_project_file
 from .statpass import GONE, check_signatures
 
 RACY_NS = 2_000_000_000
@@ -87,6 +89,25 @@ def scan(root: str, skip: set[str], previous: FileTable | None) -> ScanResult:
     changes.removed.sort()
     changes.modified.sort()
     return ScanResult(table, changes, relisted, racy)
+
+
+def learn_unread_digests(root: str, table: FileTable, read: set[str]) -> int:
+    """Hash the racily clean files no one read in this run (a file written just before the
+    build that no unit opened: a payload nothing cooked). The next scan sees such a row as moved
+    and can tell an edit from a touch only by its digest; without one it would log the file as
+    modified and the stages reading the project would run again with nothing changed. Safe at
+    the end of a run for a file still as the scan found it: no result depends on its bytes (a
+    file units `read` keeps the digest they read, or none), and the next scan hashes it again.
+    Returns how many it hashed."""
+    mtimes, learned = table.columns["mtime"], 0
+    for row in [row for row, mtime in enumerate(mtimes) if mtime == UNKNOWN]:
+        if table.digest(row) is not None or table.paths[row] in read:
+            continue
+        data, st = read_project_file(f"{root}/{table.paths[row]}", with_stat=True)
+        if data is not None and st is not None and table.describes(row, signature_of(st)):
+            table.set_digest(row, digest_bytes(data))
+            learned += 1
+    return learned
 
 
 def _rescan_all(root: str, skip: set[str]) -> ScanResult:

@@ -33,10 +33,10 @@ from .identity import code_digest
 from .observe import Progress, ResourceSampler
 from .outcomes import StageReport, UnitOutcome
 from .reads import read_project_file
-from .rebuild import DryRunStop, InternalError, Rebuilder
+from .rebuild import DryRunNamed, InternalError, Rebuilder
 from .replanning import Replanner
-from .scanning import FileChanges, scan
-from .staleness import ADDED, MODIFIED, REMOVED, assess, can_skip, fingerprint
+from .scanning import FileChanges, learn_unread_digests, scan
+from .staleness import ADDED, MODIFIED, REMOVED, assess, fingerprint, must_run
 from .storing import PreviousValues, StageRecord, store_stage
 from .typing import PROJECT
 from .values import RunValues, StageInputs
@@ -51,8 +51,7 @@ class RunResult:
     ray_startup: float | None = None
     corrupt_dropped: int = 0
     hashed_files: int = 0
-    explained: list[UnitOutcome] = field(default_factory=list)
-    dry_run_stopped_at: str | None = None
+    explained: list[UnitOutcome] = field(default_factory=list)  # ran (--explain); dry run: due
     driver_peak_rss: int = 0  # bytes, sampled (ResourceSampler.driver_peak)
     driver_peak_private: int = 0  # bytes: RSS less shared pages (ResourceSampler)
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
@@ -98,7 +97,8 @@ class Scheduler:
         self.stages = select(list(stages), options.stages)
         for stage in self.stages:  # their results may hold records of their packages' types
             allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
-        self.cache = Cache(build.cache_dir, log=log)
+        # A dry run is this run with nothing kept: the state and the cache in scratch.
+        self.cache = Cache(build.cache_dir, log=log, scratch=options.dry_run)
         settings = build.config.executor  # type: ignore[attr-defined]
         self.executors = ExecutorPool(options.executor, self.root, settings, options.workers, log)
         code = code_digest(
@@ -116,14 +116,19 @@ class Scheduler:
             keep_producers=forget_state,
         )
         self.hashed = 0
+        self.racy = 0  # entries of the file table too fresh to trust (scanning.py)
         self.sampler: ResourceSampler | None = None  # while the stages run
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> RunResult:
         state = ScopeState(
-            self.build.cache_dir, self.root, str(self.build.output_dir), self.cache, self.log
+            self.build.cache_dir,
+            self.root,
+            str(self.build.output_dir),
+            self.cache,
+            self.log,
+            scratch=self.options.dry_run,
         )
-        stopped_at = None
         if self.forget_state:
             state.forget_stages()
         try:
@@ -144,15 +149,16 @@ class Scheduler:
                 self.sampler = sampler
                 try:
                     for position, stage in enumerate(self.stages):
-                        if not self._stage(stage, ctx, state, values, progress):
-                            stopped_at = stage.name
-                            break
-                        for name in stage.spec.outputs:  # nothing later reads it: let it go
+                        outputs = stage.spec.outputs
+                        later = any(last_use.get(name, -1) > position for name in outputs)
+                        self.rebuilder.needed_later = later
+                        self._stage(stage, ctx, state, values, progress)
+                        for name in outputs:  # nothing later reads it: let it go
                             if last_use.get(name, -1) <= position:
                                 values.release(name)
                         gc.freeze()  # what the stages built lives on: keep the collector off it
                 except OrchestrateError as error:
-                    if not self.options.dry_run and not isinstance(error, CacheCorrupt):
+                    if not isinstance(error, CacheCorrupt):
                         # The digests units found are true whatever stopped the build: without
                         # them, the next touch of those files would look like an edit.
                         state.save_file_table(table)
@@ -160,7 +166,9 @@ class Scheduler:
                 finally:
                     gc.unfreeze()
                     progress.stop()
-            if not self.options.dry_run and table.changed:
+            if self.racy:
+                self.hashed += learn_unread_digests(self.root, table, ctx.unsettled)
+            if table.changed:
                 state.save_file_table(table)  # the signatures scanned and the digests learned
         finally:
             try:
@@ -177,7 +185,6 @@ class Scheduler:
             self.cache.corrupt_dropped,
             self.hashed,
             explained=self.rebuilder.explained,
-            dry_run_stopped_at=stopped_at,
             driver_peak_rss=sampler.driver_peak,
             driver_peak_private=sampler.driver_private_peak,
             workers_peak_rss=sampler.workers_peak,
@@ -194,9 +201,9 @@ class Scheduler:
             # Without the table the records cannot tell what changed since (not even which
             # files went away): every stage plans afresh, the action cache sparing the work.
             self.ignore_records = True
-            if not self.options.dry_run:
-                state.forget_stages()
+            state.forget_stages()
         result = scan(self.root, skip, previous)
+        self.racy = result.racy
         changes = result.changes
         table = result.table
         if previous is None:
@@ -220,7 +227,7 @@ class Scheduler:
         changes.modified = modified
         if result.changes or result.relisted or result.racy:
             table.changed = True
-        if not self.options.dry_run and logged:
+        if logged:
             # The log goes first, the table (saved at the end of the run) after: a run that
             # dies between them rescans against the old table and logs the changes again.
             state.log_file_changes(logged)
@@ -229,8 +236,8 @@ class Scheduler:
     # -- one stage -------------------------------------------------------------------------------
     def _stage(
         self, stage: Stage, ctx: Context, state: ScopeState, values: RunValues, progress: Progress
-    ) -> bool:
-        """Run (or skip) one stage; False when a dry run stops at it."""
+    ) -> None:
+        """Run (or skip) one stage."""
         spec = stage.spec
         started = time.perf_counter()
         report = StageReport(spec.name, start=time.time())
@@ -241,14 +248,21 @@ class Scheduler:
         staleness = assess(spec, record, now, state, ctx)
         if self.options.no_cache:
             staleness.why_all = "--no-cache"
+        elif self.forget_state:
+            staleness.why_all = "planned afresh after damage to the cache"
         callbacks = self.options.callbacks.get(spec.name, [])
-        if can_skip(staleness, ctx):
+        why = must_run(staleness, ctx)
+        if why is None:
             record_units = staleness.record.get("units", 0) if staleness.record else 0
             report.units = report.cached = int(record_units)
+            report.skipped = True
             for callback in callbacks:
                 callback(ctx, {name: values[name] for name in spec.outputs})
             self._close_report(report, started, ctx)
-            return True
+            return
+        report.why = why
+        if self.options.explain:
+            self.log.info("explain", stage=spec.name, runs_because=why)
         ctx.previous = PreviousValues(state, spec.keyed) if staleness.usable else None
         inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
         prefix = self.rebuilder.key_prefix(stage, slice_value)
@@ -256,9 +270,10 @@ class Scheduler:
             replanned = Replanner(self.rebuilder, state, ctx).units(
                 stage, inputs, staleness, prefix, report, progress
             )
-        except DryRunStop:
+        except DryRunNamed:  # no later stage reads its values: nothing to finish or store
+            self.rebuilder.end_stage()
             self._close_report(report, started, ctx)
-            return False
+            return
         try:
             outputs = stage.module.finish(ctx, inputs, replanned.results)
         finally:
@@ -269,11 +284,12 @@ class Scheduler:
             )
         for name, value in outputs.items():
             values.add(name, value)
-        if not self.options.dry_run:
-            stage_record = StageRecord(now, report.units, staleness.record, not staleness.usable)
+        stage_record = StageRecord(now, report.units, staleness.record, not staleness.usable)
+        if self.options.dry_run:  # stored in scratch for the later stages; nothing published
+            store_stage(stage, ctx, state, replanned, outputs, stage_record, publish=False)
+        else:
             store_stage(stage, ctx, state, replanned, outputs, stage_record, callbacks)
         self._close_report(report, started, ctx)
-        return True
 
     def _close_report(self, report: StageReport, started: float, ctx: Context) -> None:
         # Ray's startup is reported on its own, not in the stage that needed it.

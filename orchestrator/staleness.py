@@ -108,15 +108,35 @@ def net_file_changes(logged: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return net
 
 
-def can_skip(staleness: Staleness, ctx: Context) -> bool:
-    """Whether nothing the stage depends on moved: no unit's file, no input entry, no listing
-    it walked, no outside file it tracked, no file it published."""
+def must_run(staleness: Staleness, ctx: Context) -> str | None:
+    """Why the stage cannot be skipped (for --explain), or None when nothing it depends on
+    moved: no unit's file, no input entry, no listing it walked, no outside file it tracked,
+    no file it published."""
     record = staleness.record
-    if record is None or staleness.dirty or any(staleness.inputs.values()):
-        return False
-    if record.get("walked") and any(kind != MODIFIED for _, kind in staleness.file_changes):
-        return False
-    return intact(record, ctx)
+    if record is None:  # why_all: what voided the record ("no entry": there was none)
+        return (
+            "no record of an earlier run" if staleness.why_all == "no entry" else staleness.why_all
+        )
+    if staleness.dirty:
+        read = sorted({path for paths in staleness.dirty.values() for path in paths})
+        return f"{len(staleness.dirty)} unit(s) read changed files: {few(read)}"
+    moved = {name: changes for name, changes in staleness.inputs.items() if changes}
+    if moved:
+        return "inputs changed: " + ", ".join(
+            name if c.touched == {""} else f"{name} ({len(c.touched)} entries)"
+            for name, c in moved.items()
+        )
+    if record.get("walked"):
+        listed = sorted(path for path, kind in staleness.file_changes if kind != MODIFIED)
+        if listed:
+            return f"the project's listing changed: {few(listed)}"
+    return moved_output(record, ctx)
+
+
+def few(paths: list[str], shown: int = 3) -> str:
+    """The first paths of a list, and how many more."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
 
 
 def outside_changes(record: dict, ctx: Context) -> set[str]:
@@ -148,21 +168,22 @@ def input_changes(
     return found
 
 
-def intact(record: dict, ctx: Context) -> bool:
-    """Whether the outside files the stage tracked and the files it published are as it left
-    them (the published ones are then counted as published by this run too)."""
+def moved_output(record: dict, ctx: Context) -> str | None:
+    """What moved among the outside files the stage tracked and the files it published; None
+    when they are as it left them (the published ones are then counted as published by this
+    run too)."""
     for path, digest in (record.get("external") or {}).items():
         if ctx.track_file(path) != digest:
-            return False
+            return f"a file it read outside the project changed: {path}"
     for path, signature in (record.get("published") or {}).items():
         try:
             st = os.stat(ctx.output_path(path))
         except OSError:
-            return False
+            return f"a file it published is gone: {path}"
         if output_signature(st) != list(signature):
-            return False
+            return f"a file it published was changed: {path}"
     ctx.stage_published.update(record.get("published") or {})
-    return True
+    return None
 
 
 def output_signature(st: os.stat_result) -> list[int]:

@@ -41,8 +41,10 @@ def store_stage(
     outputs: dict,
     record: StageRecord,
     callbacks: Iterable[Callable] = (),
+    publish: bool = True,
 ) -> None:
-    """Store the stage's units, reads, values, publications and record, all or nothing."""
+    """Store the stage's units, reads, values, publications and record, all or nothing
+    (without `publish`, a dry run's: the stage's `publish` hook is not called)."""
     spec = stage.spec
     state.begin()
     try:
@@ -78,9 +80,9 @@ def store_stage(
             state.drop_units(spec.name, replanned.results.removed)
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)
-        publish = getattr(stage.module, "publish", None)
-        if publish is not None:
-            publish(ctx, outputs)
+        hook = getattr(stage.module, "publish", None) if publish else None
+        if hook is not None:
+            hook(ctx, outputs)
         for callback in callbacks:
             callback(ctx, outputs)
         published = {}

@@ -3,7 +3,7 @@ stage gets from the engine (as protocols, so a stage can be run and tested witho
 
 A stage is a module with a `SPEC` (`StageSpec`) and three functions — `plan(ctx, inputs)`,
 `run(payload, shared, reader)` and `finish(ctx, inputs, results)` — plus optional hooks
-(`publish`, `verdict`, `summary`); `docs/engine-api.md` is the guide. Everything here is small,
+(`publish`, `verdict`, `summary`, `problems`); `docs/engine-api.md` is the guide. Everything here is small,
 frozen where it can be, and picklable: units and their payloads travel to Ray workers.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from .codec import record
+from .hashing import fast_pickle
 
 Digest = str
 """Hex BLAKE3 of some bytes (64 characters)."""
@@ -55,6 +56,22 @@ class Unit:
     files: tuple[str, ...] = ()
     blobs: tuple[str, ...] = ()
     cost: int = 1
+
+
+@record
+@fast_pickle
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong in the project that the build noticed: a broken file, a `.meta` without
+    its asset, an item without a GUID. Part of the build's result: a stage keeps the problems it
+    found in a value it stores, and returns them from its `problems` hook, so every run lists
+    them (run.json, the report, the terminal) until they are fixed, cached runs included."""
+
+    kind: str  # e.g. "broken_repository", "item_without_guid", "orphan_meta", "unreadable"
+    file: str  # project-relative ("" when no one file is to blame)
+    message: str
+    line: int | None = None
+    fatal: bool = False  # True: the build cannot go on (exit 2) unless collect.skip_broken
 
 
 class Parts(NamedTuple):
@@ -226,4 +243,5 @@ class StageModule(Protocol):
 
 
 Outputs = Mapping[str, Any]
-"""The values of a run by name, loaded on first use (what `verdict` and `summary` read)."""
+"""The values of a run by name, loaded on first use (what `verdict`, `summary` and `problems`
+read)."""

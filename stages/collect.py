@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
+from orchestrator.typing import PROJECT, Plan, Problem, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, log_problems, raise_on_fatal
@@ -19,7 +19,8 @@ from stages.sources import get_source, log_problems, raise_on_fatal
 SPEC = StageSpec(
     name="collect",
     # 3: assets, index and source as values of their own (assets keyed by id), patched in place.
-    version=3,
+    # 4: problems are the engine's records (orchestrator.typing.Problem)
+    version=4,
     inputs=(PROJECT,),
     outputs=("assets", "index", "source"),
     keyed=("assets",),
@@ -104,6 +105,12 @@ def finish(ctx, inputs: dict, results) -> dict:
     raise_on_fatal(result.problems, bool(options.get("skip_broken")))
     log_problems(ctx.log, "collect.problem", result.problems)
     return {"assets": result.assets, "index": result.index, "source": result.info()}
+
+
+def problems(build, outputs) -> list[Problem]:
+    """What the source noticed in the project, kept in the stored `source` value: every run
+    reports them, a skipped or cached one too, until the files are fixed."""
+    return list(outputs["source"].problems)
 
 
 def _patch(ctx, source, results) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ import importlib
 from functools import partial
 
 from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator.typing import Plan, Problem, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.priority import PRIORITY
 from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
@@ -102,12 +102,23 @@ def finish(ctx, inputs: dict, results) -> dict:
         return {"bundles": UNCHANGED, "asset_bundles": UNCHANGED, "packing": UNCHANGED}
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
-        for cycle in packing.cycles:
-            ctx.log.warning("pack.bundle_cycle", bundles=list(cycle))
-        # Said as the source's problems are (`collect.problem`), and kept with the value.
         log_problems(ctx.log, "pack.problem", packing.problems)
     return {
         "bundles": packing.bundles,
         "asset_bundles": packing.asset_bundles,
         "packing": PackingInfo(list(packing.cycles), packing.policy, list(packing.problems)),
     }
+
+
+def problems(build, outputs) -> list[Problem]:
+    """What packing noticed (assets no bundle may hold, `from_meta` assigning nothing) and
+    bundles that depend on each other in a cycle (a loader cannot order them), every run."""
+    packing = outputs["packing"]
+    return list(packing.problems) + [
+        Problem(
+            kind="bundle_cycle",
+            file="",
+            message=f"{len(cycle)} bundles depend on each other in a cycle: {', '.join(cycle)}",
+        )
+        for cycle in packing.cycles
+    ]

@@ -6,10 +6,13 @@ Law 1: an incremental build publishes what a clean build (fresh cache) of the sa
 byte for byte, with the same content reports and exit code, and leaves the same units and values.
 Law 2 (Buck2's check of DICE): a unit the incremental build ran is one whose static key or read
 digests differ between clean builds of the state before and after the change.
+Law 3: a dry run names exactly the units the run after it runs, with the same reasons, and
+leaves the cache, the build state and the output folder as they were.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +51,8 @@ class BuildOutcome:
     ran: dict[str, set[str]]  # stage → units executed (not found in the action cache)
     units: dict[str, dict[str, UnitTrace]] = field(default_factory=dict)  # as the state holds
     values: dict[tuple[str, str], str] = field(default_factory=dict)  # (value, key) → digest
+    # (stage, unit, reason) of every unit the run named: a dry run's, or one with explain=True
+    named: set[tuple[str, str, str]] = field(default_factory=set)
 
     def ran_anything(self) -> bool:
         return any(self.ran.values())
@@ -86,12 +91,14 @@ def build(
     `stages` runs only those and what they need (as `orchestrate validate` does); `options`
     are other RunOptions (no_cache, dry_run)."""
     log = setup_logging("json")
+    named: set[tuple[str, str, str]] = set()
     with spying() as (planned, ran):
         settings = None
         try:
             settings = _with_paths(load(str(build_file), "local"), build_file, output, cache)
             run = RunOptions(executor="local", stages=stages, progress=False, **options)
             result = run_build(settings, run, log)
+            named = {(o.stage, o.unit, o.reason) for o in result.explained}
             exit_code, error = judge(settings, result.stages, result.outputs).exit_code, ""
         except OrchestrateError as exc:
             exit_code, error = exc.exit_code, exc.describe()
@@ -107,7 +114,30 @@ def build(
         ran,
     )
     outcome.units, outcome.values = stored_state(settings.cache_dir)
+    outcome.named = named
     return outcome
+
+
+def footprint(base: Path) -> dict[str, object]:
+    """What a run could leave behind under a checkout's folder, other than the project: every
+    file's bytes and time stamp, each SQLite database by its content (opening one may fold its
+    write-ahead log into it, which changes its bytes but not what it holds)."""
+    found: dict[str, object] = {}
+    for dirpath, _dirnames, filenames in os.walk(base):
+        for name in filenames:
+            path = Path(dirpath, name)
+            relpath = path.relative_to(base).as_posix()
+            if relpath.startswith("project/") or name.endswith(("-wal", "-shm")):
+                continue
+            if name.endswith(".sqlite"):
+                db = sqlite3.connect(path)
+                try:
+                    found[relpath] = list(db.iterdump())
+                finally:
+                    db.close()
+            else:
+                found[relpath] = (path.read_bytes(), path.stat().st_mtime_ns)
+    return found
 
 
 def _with_paths(settings, build_file: Path, output: str | None, cache: str | None):

@@ -33,3 +33,48 @@ def test_local_and_ray_give_identical_outputs(tmp_path, ray_local):
         tmp_path / "ray/out/total.txt"
     ).read_bytes()
     assert any("driver" not in o.worker for r in remote.reports for o in r.outcomes if not o.cached)
+
+
+def toy_files(count: int = 60) -> dict[str, str]:
+    """Text files, a third of them including the next one (read through the file server)."""
+    return {
+        f"d{i}/f{i}.txt": "x\n" * (i % 5 + 1)
+        + (f"include d{i + 1}/f{i + 1}.txt\n" if i % 3 == 0 else "")
+        for i in range(count)
+    }
+
+
+@pytest.mark.ray
+def test_the_run_after_a_ray_build_skips_every_stage(tmp_path, ray_local):
+    """Files written just before a build are racily clean: the next scan sees them as moved and
+    trusts only a digest the build learned. A worker that cannot see the project is sent the
+    bytes, or fetches them; the driver must learn their digests as it does for files a local
+    unit reads, or the next run logs every such file as modified and re-checks every unit."""
+    build = write_toy(tmp_path, toy_files())
+    first = build_toy(build, executor="ray")
+    assert any("driver" not in o.worker for r in first.reports for o in r.outcomes)
+    again = build_toy(build, executor="local", explain=True)
+    assert [(r.name, r.skipped, r.why) for r in again.reports] == [
+        (r.name, True, "") for r in again.reports
+    ]
+    assert again.file_changes is not None
+    assert not again.explained
+
+
+def test_explain_says_why_every_stage_that_is_not_skipped_runs(tmp_path, capsys):
+    """Every stage that is not skipped whole carries the reason, and --explain logs it (the
+    reason of a stage none of whose units runs is no unit's: it must be the stage's)."""
+    build = write_toy(tmp_path, toy_files(12))
+    first = build_toy(build, explain=True)
+    assert all(not r.skipped and r.why == "no record of an earlier run" for r in first.reports)
+    touched = tmp_path / "p/d4/f4.txt"
+    touched.write_text(touched.read_text() + "x\n")
+    capsys.readouterr()
+    second = build_toy(build, explain=True)
+    logged = capsys.readouterr()
+    lines = logged.out + logged.err
+    by_name = {r.name: r for r in second.reports}
+    assert by_name["lines"].why == "2 unit(s) read changed files: d4/f4.txt"  # f3 includes it
+    assert by_name["total"].why == "inputs changed: counts"
+    for report in second.reports:
+        assert report.skipped or f"runs_because={report.why!r}" in lines.replace('"', "'")

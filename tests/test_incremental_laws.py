@@ -21,7 +21,7 @@ from pathlib import Path
 import lawkit
 import pytest
 import yaml
-from buildkit import edit_build, make_project
+from buildkit import edit_build, make_project, run_inprocess
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from unity_projects import (
@@ -543,6 +543,68 @@ def test_the_laws_over_longer_sequences(template, tmp_path_factory, steps, settl
     base = tmp_path_factory.mktemp("laws")
     checkout(template, base)
     run_sequence(base, MessiahChanges(base), steps, settled)
+
+
+def check_dry_run(base: Path, done: list[str]) -> None:
+    """Law 3: a dry run names exactly the units the run after it runs, with the same reasons,
+    or stops on the same error; and it leaves the cache, the build state and the output
+    folder as they were."""
+    story = "; ".join(done)
+    before = lawkit.footprint(base)
+    dry = lawkit.build(base / "build.yaml", dry_run=True)
+    assert lawkit.footprint(base) == before, f"a dry run left something behind after: {story}"
+    real = lawkit.build(base / "build.yaml", explain=True)
+    assert dry.error == real.error, f"after: {story}"
+    if real.error:
+        return
+    ran = {(stage, unit) for stage, units in real.ran.items() for unit in units}
+    assert {(stage, unit) for stage, unit, _ in real.named} == ran  # what --explain names
+    missing, extra = real.named - dry.named, dry.named - real.named
+    assert not missing and not extra, (
+        f"the dry run after: {story}\n  did not name: {sorted(missing)}\n"
+        f"  named but not run: {sorted(extra)}"
+    )
+
+
+def test_a_dry_run_after_one_edit_prints_what_the_run_then_runs(template, tmp_path, capsys):
+    """The case reported: after a build, one `<MipLevels>` edited in one texture.xml; the dry
+    run printed "nothing to do" and the run then rebuilt a unit in each of seven stages. Now it
+    prints each of them with its reason, and the run runs exactly those."""
+    build_file = checkout(template, tmp_path)
+    assert run_inprocess("run", str(build_file), "--executor", "local") in (0, 1)
+    path = next(
+        p for p in (tmp_path / "project").rglob("texture.xml") if "MipLevels" in p.read_text()
+    )
+    text = path.read_text(encoding="utf-8")
+    path.write_text(re.sub(r"<MipLevels>\d+<", "<MipLevels>3<", text, count=1), encoding="utf-8")
+    capsys.readouterr()
+    assert run_inprocess("run", str(build_file), "--executor", "local", "--dry-run") == 0
+    printed = capsys.readouterr().out.splitlines()
+    real = lawkit.build(build_file, explain=True)
+    assert sorted(printed) == sorted(
+        f"would run {stage}: {unit} ({reason})" for stage, unit, reason in real.named
+    )
+    assert {stage for stage, _, _ in real.named} >= {"collect", "cook", "write", "manifest"}
+
+
+@law_settings(12)
+@given(steps=st.lists(STEP, min_size=1, max_size=3), settled=st.booleans())
+def test_a_dry_run_names_exactly_the_units_the_next_run_runs(
+    template, tmp_path_factory, steps, settled
+):
+    """After each of several random changes, `run --dry-run` names exactly the units (and the
+    reasons) the real run after it runs, whatever the change: the units of a stage whose
+    values later stages are planned from run in scratch, so that their keys are known."""
+    base = tmp_path_factory.mktemp("dry")
+    checkout(template, base)
+    changes = MessiahChanges(base)
+    assert not lawkit.build(base / "build.yaml").error
+    done: list[str] = []
+    for number, step in enumerate(steps, 1):
+        done += [changes.apply(kind, a, b) for kind, a, b in step]
+        if settled:
+            settle(base / "project", number)
+        check_dry_run(base, done)
 
 
 # -- what one edit reaches, exactly ------------------------------------------------------------

@@ -39,7 +39,7 @@ def reports() -> list[StageReport]:
         outcome("cook", "c", "w2", 1.1, 0.75),
         outcome("cook", "d", "w2", 2.0, 1.0),
     ]
-    skipped = StageReport("pack", units=3, cached=3, start=T0 + 3.0, seconds=0.01)
+    skipped = StageReport("pack", units=3, cached=3, start=T0 + 3.0, seconds=0.01, skipped=True)
     return [cook, skipped]
 
 
@@ -117,6 +117,8 @@ def test_record_fields_come_in_a_fixed_order_and_count_runs(tmp_path):
         "stages",
         "workers",
         "ran",
+        "problem_counts",
+        "problems",
     ]
     assert record["run"] == 7 and record["complete"] is True and record["exit_code"] == 1
     assert record["started"] == "1970-01-12T13:46:40.000000+00:00" == record["id"]
@@ -231,3 +233,46 @@ def test_a_run_that_stops_on_an_error_is_recorded(project, capsys):
     page = (output / "reports" / "index.html").read_text(encoding="utf-8")
     assert "exit 2: stopped: bad input" in page
     assert "The run stopped before its stages reported" in page
+
+
+def test_problems_in_the_project_are_part_of_every_runs_result(project, capsys):
+    """Problems the source noticed (here four repository items without a GUID) are stored with
+    collect's values: the first run and a rerun that skips collect list the same ones in
+    run.json and on the page, and the terminal counts them by kind with the first few instead
+    of logging one line each."""
+    output = project.parent / "build" / "out"
+    repository = project.parent / "project" / "Repository" / "resource.repository"
+    text = repository.read_text(encoding="utf-8")
+    names = ["无名_a", "nameless_b", "nameless_c", "nameless_d"]
+    items = "".join(f"    <Item>\n      <Name>{name}</Name>\n    </Item>\n" for name in names)
+    repository.write_text(text.replace("  <Items>\n", "  <Items>\n" + items, 1), "utf-8")
+    expected = [
+        {
+            "kind": "item_without_guid",
+            "file": "Repository/resource.repository",
+            "line": 4 + 3 * i,
+            "message": f"Item without a GUID (Name {name!r}) ignored",
+        }
+        for i, name in enumerate(names)
+    ]
+    printed = []
+    for _ in range(2):
+        run_inprocess("run", str(project), "--executor", "local")
+        shown = capsys.readouterr()
+        printed.append(shown.out)
+        assert "collect.problem" not in shown.out + shown.err  # counted, not logged one by one
+        record = read(output)
+        assert record["problem_counts"]["item_without_guid"] == 4
+        assert [p for p in record["problems"] if p["kind"] == "item_without_guid"] == expected
+        page = (output / "reports" / "index.html").read_text(encoding="utf-8")
+        assert '<section id="problems">' in page and "<code>item_without_guid</code>: 4" in page
+        assert "无名_a" in page
+    assert next(s for s in record["stages"] if s["name"] == "collect")["skipped"] is True
+    lines = [line for line in printed[1].splitlines() if "item_without_guid" in line]
+    assert lines == [
+        "problems in the project: 2 bundle_cycle, 4 item_without_guid (listed in the report "
+        "and reports/run.json)",
+        *(f"  item_without_guid: {e['file']}:{e['line']}: {e['message']}" for e in expected[:3]),
+        "  item_without_guid: … and 1 more",
+    ]
+    assert [line for line in printed[0].splitlines() if "item_without_guid" in line] == lines

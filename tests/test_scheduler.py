@@ -9,6 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from enginekit import build_toy, write_toy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +37,29 @@ def test_noop_rerun_runs_nothing(tmp_path):
     again = build_toy(build)
     assert sum(r.built for r in again.reports) == 0
     assert again.outputs["total"] == 2
+
+
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.ray)])
+def test_the_run_after_a_cold_build_skips_every_stage(tmp_path, executor, request):
+    """A project generated just before its first build: its files are racily clean (the next
+    scan trusts only digests), some of them no unit reads (payloads nothing cooks), and on Ray
+    the workers are sent the files they read. Whatever built it, the next run with nothing
+    changed skips every stage, and says so in the run record."""
+    from buildkit import make_project
+
+    from orchestrator.observe import setup_logging
+    from orchestrator.runs import load
+    from orchestrator.scheduler import RunOptions, run_build
+
+    if executor == "ray":
+        request.getfixturevalue("ray_local")
+    build_file = make_project(tmp_path, 100, 7)
+    log = setup_logging("json")
+    first = run_build(load(str(build_file), executor), RunOptions(executor, progress=False), log)
+    assert all(not r.skipped for r in first.reports)
+    again = run_build(load(str(build_file), "local"), RunOptions("local", progress=False), log)
+    assert {r.name: r.why for r in again.reports if not r.skipped} == {}
+    assert again.file_changes is not None and not again.file_changes.modified
 
 
 def test_noop_rerun_does_not_import_ray(tmp_path):

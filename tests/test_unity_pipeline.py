@@ -318,7 +318,9 @@ def test_default_assets_are_left_out_of_every_bundle_with_a_warning(tmp_path: Pa
     for path in (TABLE, ARCHIVE, MTL):
         assert manifest["assets"][path]["bundles"] == [], path
     assert not (tmp_path / "out" / "archives").exists()
-    warnings = [line for line in (said.out + said.err).splitlines() if "not_bundled" in line]
+    lines = (said.out + said.err).splitlines()
+    assert any("problems in the project: 2 not_bundled" in line for line in lines)
+    warnings = [line for line in lines if "not_bundled: " in line]
     assert len(warnings) == 2
     assert any(TABLE in line and "'data'" in line for line in warnings)
     assert any(ARCHIVE in line and "'archives'" in line for line in warnings)
@@ -367,7 +369,7 @@ def test_from_meta_on_a_project_whose_metas_assign_nothing_warns(unity_copy: Pat
     assert run_cli("run", str(build)) == 0
     said = capsys.readouterr()
     (warning,) = [
-        line for line in (said.out + said.err).splitlines() if "from_meta_assigns_nothing" in line
+        line for line in (said.out + said.err).splitlines() if "from_meta_assigns_nothing: " in line
     ]
     assert "bundles.from_meta is true" in warning and "assetBundleName" in warning
     assert "every cooked asset goes to 'default'" in warning

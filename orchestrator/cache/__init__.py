@@ -23,6 +23,8 @@ only costs recomputing them (docs/cluster.md, "When things fail").
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from ..errors import CacheCorrupt
@@ -47,14 +49,21 @@ __all__ = [
 
 
 class Cache:
-    """One cache folder: the blob store and the action cache."""
+    """One cache folder: the blob store and the action cache.
 
-    def __init__(self, root: Path, log=None) -> None:
+    A `scratch` cache (a dry run's) reads the folder but writes nothing to it: the blobs the run
+    stores go to a temporary folder deleted at `close` (read from there first), and the action
+    entries it records and the hits it notes are dropped."""
+
+    def __init__(self, root: Path, log=None, scratch: bool = False) -> None:
         self.root = Path(root)
         self.log = log
         self.corrupt_dropped = 0
         self.packs = BlobPacks(self.root / "cas" / "packs", self)
-        self.actions = ActionCache(self.root / "actions.sqlite", self)
+        self.actions = ActionCache(self.root / "actions.sqlite", self, scratch)
+        self.scratch: Cache | None = None
+        if scratch:
+            self.scratch = Cache(Path(tempfile.mkdtemp(prefix="orchestrate-dry-run-")), log)
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob_path(self, digest: str) -> Path:
@@ -63,6 +72,8 @@ class Cache:
     def put_blob(self, data: bytes) -> str:
         """Store bytes under their digest: small ones appended to this run's pack, large ones
         in a file of their own (creating a file per unit costs more than the unit's work)."""
+        if self.scratch is not None:
+            return self.scratch.put_blob(data)
         digest = digest_bytes(data)
         if len(data) < LARGE_BLOB_BYTES:
             self.packs.put(digest, data)
@@ -77,10 +88,14 @@ class Cache:
         return digest
 
     def has_blob(self, digest: str) -> bool:
+        if self.scratch is not None and self.scratch.has_blob(digest):
+            return True
         return self.packs.has(digest) or self._blob_path(digest).exists()
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes; raises CacheCorrupt (after dropping it) if missing or mismatched."""
+        if self.scratch is not None and self.scratch.has_blob(digest):
+            return self.scratch.get_blob(digest)
         data = self.packs.get(digest)
         if data is not None:
             return data
@@ -113,12 +128,15 @@ class Cache:
         self.actions.flush()
 
     def close(self) -> None:
-        """Flush, and let go of open files and databases."""
+        """Flush, and let go of open files and databases (and of a scratch cache's folder)."""
         try:
             self.flush()
         finally:
             self.packs.close_readers()
             self.actions.close()
+            if self.scratch is not None:
+                self.scratch.close()
+                shutil.rmtree(self.scratch.root, ignore_errors=True)
 
     def dropped(self, path: Path, why: str) -> None:
         """Count and log something damaged that was set aside."""

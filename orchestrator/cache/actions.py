@@ -38,9 +38,10 @@ class ActionEntry(NamedTuple):
 class ActionCache:
     """The cache folder's action database, opened on first use."""
 
-    def __init__(self, path: Path, owner: Any) -> None:
+    def __init__(self, path: Path, owner: Any, scratch: bool = False) -> None:
         self.path = path
         self._owner = owner  # counts and logs what is dropped
+        self.scratch = scratch  # a dry run's: what it records is never written
         self._db: sqlite3.Connection | None = None
         self._pending: list[tuple] = []
         self._used: list[tuple] = []  # entries that served a hit: their stamp moves (gc is LRU)
@@ -89,6 +90,8 @@ class ActionCache:
 
     def flush(self) -> None:
         """Write what was recorded, and delete what was found damaged, in one transaction."""
+        if self.scratch:
+            self._pending, self._used, self._damaged, self._refused = [], [], [], []
         if not self._pending and not self._used and not self._damaged and not self._refused:
             return
         rows, self._pending = sorted(self._pending), []

@@ -86,13 +86,19 @@ class ScopeState(ValueEntries):
     """The database of one scope (see the module's docstring)."""
 
     def __init__(
-        self, cache_root: Path, project_root: str, output_dir: str, blobs: Any, log=None
+        self,
+        cache_root: Path,
+        project_root: str,
+        output_dir: str,
+        blobs: Any,
+        log=None,
+        scratch: bool = False,
     ) -> None:
         root_dev = os.stat(project_root).st_dev if os.path.isdir(project_root) else 0
         scope = digest_value([project_root, output_dir, root_dev])[:24]
         self.blobs = blobs  # the content-addressed store, for large values
         path = Path(cache_root) / "state" / machine_id() / f"{scope}.sqlite"
-        super().__init__(path, SCHEMA, SCHEMA_VERSION, log)
+        super().__init__(path, SCHEMA, SCHEMA_VERSION, log, scratch)
         # Published files' rows, read whole once a run has looked up more than a few: a
         # publish checks thousands of bundle files, and a query each cost more than that.
         self._outputs: dict[str, tuple] | None = None

@@ -25,14 +25,22 @@ class Rows(list):
 
 class StateDatabase:
     """A SQLite database of the build state; every method raises CacheCorrupt when it turns
-    out damaged (the file is set aside first, so the run that restarts finds a fresh one)."""
+    out damaged (the file is set aside first, so the run that restarts finds a fresh one).
 
-    def __init__(self, path: Path, schema: str, version: int, log=None) -> None:
+    A `scratch` database (a dry run's) does everything a run does inside one transaction that
+    is never committed: each of the run's transactions is a savepoint in it, so what a stage
+    stored is there for the next stage to read, and `close` rolls it all back."""
+
+    def __init__(self, path: Path, schema: str, version: int, log=None, scratch=False) -> None:
         self.path = path
         self.log = log
         self.schema = schema
         self.version = version
+        self.scratch = scratch
+        self._step = False  # a scratch database: inside one of the run's transactions
         self._db: sqlite3.Connection | None = open_db(path, schema, version, log)
+        if scratch:
+            self.execute("BEGIN IMMEDIATE")
         self.generation = self._next_generation()
 
     @property
@@ -71,22 +79,38 @@ class StateDatabase:
             self.log.warning("cache.dropped", file=str(self.path), reason=why)
 
     def begin(self) -> None:
-        if not self.db.in_transaction:
+        if self.scratch:
+            if not self._step:
+                self.execute("SAVEPOINT step")
+                self._step = True
+        elif not self.db.in_transaction:
             self.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
-        if self.db.in_transaction:
+        if self.scratch:
+            if self._step:
+                self.execute("RELEASE step")
+                self._step = False
+        elif self.db.in_transaction:
             self.execute("COMMIT")
 
     def rollback(self) -> None:
         """Forget what the current transaction wrote (a stage that failed stores nothing)."""
         try:
-            if self.db.in_transaction:
+            if self.scratch:
+                if self._step:
+                    self._step = False
+                    self.db.execute("ROLLBACK TO step")
+                    self.db.execute("RELEASE step")
+            elif self.db.in_transaction:
                 self.db.execute("ROLLBACK")
         except sqlite3.Error:
             pass
 
     def close(self) -> None:
+        """Let go of the connection; what a transaction left open wrote (all a scratch
+        database's) is rolled back."""
+        self.scratch = self._step = False  # reopened after the run: to read what is stored
         if self._db is None:
             return
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import MissingInput, OrchestrateError
-from ..reads import Reader
+from ..reads import Reader, SentFiles
 
 
 class LazyBlobs(Mapping):
@@ -56,6 +56,7 @@ class WorkItem:
     payload: Any
     blobs: Mapping[str, Any] = field(default_factory=dict)  # a LazyBlobs in the driver
     files: dict[str, bytes | None] = field(default_factory=dict)
+    signatures: dict[str, tuple] = field(default_factory=dict)  # what `files` were read under
     want: tuple[str, ...] = ()  # files it is known to read: preloaded for remote workers
     cost: int = 1
 
@@ -95,10 +96,12 @@ def run_item(
     root: str,
     disk: bool,
     label: str,
-    fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None,
+    fetch: Callable[[list[str]], SentFiles] | None = None,
 ) -> Finished:
     """Run one unit with a recording reader; never raises (errors travel in the record)."""
-    reader = Reader(root, preloaded=item.files, disk=disk, blobs=item.blobs, fetch=fetch)
+    reader = Reader(
+        root, preloaded=item.files, disk=disk, blobs=item.blobs, fetch=fetch, signed=item.signatures
+    )
     start = time.time()
     clock = time.perf_counter()
     try:

@@ -28,7 +28,7 @@ from typing import Any
 import ray
 
 from ..errors import StepFailed
-from ..reads import read_project_file
+from ..reads import SentFiles, read_for_worker
 from . import Finished, WorkItem, run_item, worker_label
 
 MIN_BATCH_UNITS = 16
@@ -69,7 +69,7 @@ def _run_batch(
     fetch = None
     if server is not None:
 
-        def fetch(relpaths: list[str]) -> dict[str, bytes | None]:
+        def fetch(relpaths: list[str]) -> SentFiles:
             return ray.get(server.read.remote(relpaths))
 
     return [run_item(fn, item, shared, root, disk, label, fetch) for item in items]
@@ -85,8 +85,8 @@ class FileServer:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def read(self, relpaths: list[str]) -> dict[str, bytes | None]:
-        return {relpath: read_project_file(f"{self.root}/{relpath}") for relpath in relpaths}
+    def read(self, relpaths: list[str]) -> SentFiles:
+        return read_for_worker(self.root, relpaths)
 
 
 def _start_file_server(root: str, log=None) -> Any:
@@ -222,7 +222,7 @@ class RayExecutor:
                 ref = self._remote.remote(fn, [shared_ref], self.root, disk, batch, self._server)
                 if not disk:  # sent (serialized) already: a retry reads the files again
                     for item in batch:
-                        item.files = {}
+                        item.files, item.signatures = {}, {}
                 in_flight[ref] = batch
             done, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in done:
@@ -232,7 +232,7 @@ class RayExecutor:
                 for finished in ray.get(ref):
                     if finished.missing_file is not None:
                         item = by_id[finished.unit_id]
-                        item.files[finished.missing_file] = self._read(finished.missing_file)
+                        self._send(item, [finished.missing_file])
                         retry.append(item)
                     else:
                         yield finished
@@ -240,13 +240,14 @@ class RayExecutor:
                     pending.append(retry)
 
     def _preload(self, item: WorkItem) -> WorkItem:
-        for relpath in item.want:
-            if relpath not in item.files:
-                item.files[relpath] = self._read(relpath)
+        self._send(item, [relpath for relpath in item.want if relpath not in item.files])
         return item
 
-    def _read(self, relpath: str) -> bytes | None:
-        return read_project_file(f"{self.root}/{relpath}")
+    def _send(self, item: WorkItem, relpaths: list[str]) -> None:
+        """Add these files (with the signatures they were read under) to what goes with it."""
+        sent = read_for_worker(self.root, relpaths)
+        item.files.update(sent.data)
+        item.signatures.update(sent.signatures)
 
     def close(self) -> None:
         """Nothing to release: a local Ray ends with the driver process (Ray's exit hook) and

@@ -60,8 +60,9 @@ def raise_on_fatal(problems: list[Problem], skip_broken: bool) -> None:
 
 
 def log_problems(log, event: str, problems: list[Problem]) -> None:
-    """One warning per problem (kind, file, line, message): how a stage says what it noticed."""
+    """One debug line per problem (kind, file, line, message): the end of every run counts them
+    by kind with the first few (a stage's `problems` hook), so the log holds the whole list."""
     for problem in problems:
-        log.warning(
+        log.debug(
             event, kind=problem.kind, file=problem.file, line=problem.line, message=problem.message
         )

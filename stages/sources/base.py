@@ -16,6 +16,7 @@ from orchestrator.codec import record
 from orchestrator.hashing import fast_pickle
 from orchestrator.reads import Reader
 from orchestrator.typing import FileEntry
+from orchestrator.typing import Problem as Problem  # what a source reports it noticed
 
 HARD = "hard"
 SOFT = "soft"
@@ -52,19 +53,6 @@ class Asset:
     package: str = ""  # Package of the first item ("" for maps)
     name: str = ""  # Name of the first item, or the file name for maps
     items: int = 1  # number of repository items with this id (>1: ambiguous)
-
-
-@record
-@fast_pickle
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something the source noticed: a broken file, an item without GUID, a meta without asset."""
-
-    kind: str  # e.g. "broken_repository", "item_without_guid", "orphan_meta", "unreadable"
-    file: str  # project-relative
-    message: str
-    line: int | None = None
-    fatal: bool = False  # True: the build cannot go on (exit 2) unless collect.skip_broken
 
 
 @record
