@@ -9,14 +9,12 @@ else, so the driver can resend the unit with that file.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, overload
 
-from .errors import MissingInput, ProjectError
+from .errors import MissingInput
 from .hashing import digest_bytes
+from .projectfiles import FilePolicy, ProjectFiles
 
 
 def to_posix(path: str) -> str:
@@ -33,8 +31,10 @@ class Reader:
         disk: bool = True,
         blobs: Mapping[str, object] | None = None,
         fetch: Callable[[list[str]], dict[str, bytes | None]] | None = None,
+        policy: FilePolicy | None = None,
     ) -> None:
         self.root = to_posix(os.path.abspath(root))
+        self._files = ProjectFiles(self.root, policy)  # links out, special and huge files: missing
         self._preloaded = dict(preloaded or {})
         self._disk = disk
         self._fetch = fetch  # asks the driver's machine for a file this worker was not sent
@@ -100,7 +100,7 @@ class Reader:
                 raise MissingInput(relpath)
             self._preloaded.update(self._fetch([relpath]))
             return self._preloaded[relpath]
-        data, st = read_project_file(self.abspath(relpath), with_stat=True)
+        data, st = self._files.read(relpath)
         if st is not None:
             self.signatures[relpath] = (
                 st.st_size,
@@ -110,48 +110,3 @@ class Reader:
                 st.st_dev,
             )
         return data
-
-
-@overload
-def read_project_file(abspath: str) -> bytes | None: ...
-@overload
-def read_project_file(
-    abspath: str, with_stat: Literal[True]
-) -> tuple[bytes | None, os.stat_result | None]: ...
-
-
-def read_project_file(abspath: str, with_stat: bool = False) -> Any:
-    """A project file's bytes; None when it is absent or not a regular file (a folder, a FIFO:
-    opened without blocking); ProjectError naming it when it exists but cannot be read. With
-    `with_stat`, (bytes, the `fstat` of the descriptor read), so a digest of these bytes can be
-    remembered under the signature of exactly this file."""
-    try:
-        fd = os.open(
-            abspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-        )
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return (None, None) if with_stat else None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symbolic link loop names no file
-            return (None, None) if with_stat else None
-        raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return (None, None) if with_stat else None
-        data = _read_to_end(fd, st.st_size)
-        return (data, st) if with_stat else data
-    except OSError as exc:
-        raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
-    finally:
-        os.close(fd)
-
-
-def _read_to_end(fd: int, size: int) -> bytes:
-    """Everything left to read from `fd`: one read of the size `fstat` gave (plus one byte, to
-    see a file that grew), then reads until the end. Half the cost of a file object's `read()`
-    on the small files a project is made of (tens of thousands read per build)."""
-    chunks = [os.read(fd, size + 1)]
-    while chunks[-1]:
-        chunks.append(os.read(fd, max(size, 1 << 16)))
-    return chunks[0] if len(chunks) == 2 else b"".join(chunks)

@@ -32,7 +32,7 @@ from .hashing import digest_bytes
 from .identity import code_digest
 from .observe import Progress, ResourceSampler
 from .outcomes import StageReport, UnitOutcome
-from .reads import read_project_file
+from .projectfiles import ProjectFiles
 from .rebuild import DryRunStop, InternalError, Rebuilder
 from .replanning import Replanner
 from .scanning import FileChanges, scan
@@ -100,7 +100,10 @@ class Scheduler:
             allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
         self.cache = Cache(build.cache_dir, log=log)
         settings = build.config.executor  # type: ignore[attr-defined]
-        self.executors = ExecutorPool(options.executor, self.root, settings, options.workers, log)
+        self.files = ProjectFiles(self.root, build.file_policy)
+        self.executors = ExecutorPool(
+            options.executor, self.root, settings, options.workers, log, build.file_policy
+        )
         code = code_digest(
             getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
         )
@@ -190,13 +193,15 @@ class Scheduler:
         signature moved but whose bytes did not is no change)."""
         skip = {str(self.build.output_dir), str(self.build.cache_dir)}
         previous = state.file_table()
+        if previous is not None and previous.policy != self.files.policy:
+            previous = None  # scanned under another policy: what it refused is no longer known
         if previous is None:
             # Without the table the records cannot tell what changed since (not even which
             # files went away): every stage plans afresh, the action cache sparing the work.
             self.ignore_records = True
             if not self.options.dry_run:
                 state.forget_stages()
-        result = scan(self.root, skip, previous)
+        result = scan(self.root, skip, previous, self.files)
         changes = result.changes
         table = result.table
         if previous is None:
@@ -208,7 +213,7 @@ class Scheduler:
         for path in changes.modified:
             old = changes.old_digests.get(path)
             if old is not None:
-                data, _ = read_project_file(f"{self.root}/{path}", with_stat=True)
+                data, _ = self.files.read(path)
                 self.hashed += 1
                 if data is not None and digest_bytes(data) == old:
                     row = table.row(path)

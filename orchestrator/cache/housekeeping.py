@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .atomic import TEMP_ABANDONED_SECONDS, TEMP_PREFIX
+from .confined import ConfinedFolder
 from .db import BUSY_TIMEOUT_MS
 
 AREAS = ("cas", "actions", "state")
@@ -165,9 +166,10 @@ def _blob_files(root: Path, now: float) -> list[Candidate]:
 
 
 def _connect(root: Path) -> sqlite3.Connection | None:
-    path = root / ACTIONS
-    if not path.exists():
+    folder = ConfinedFolder(root, "cache folder")
+    if folder.lstat(ACTIONS) is None:
         return None
+    path = folder.database(ACTIONS)  # neither it nor its journals a link
     return sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
+from .confined import ConfinedFolder
 from .db import is_damage, open_db, raise_if_outside, set_aside
 
 
@@ -27,19 +28,22 @@ class StateDatabase:
     """A SQLite database of the build state; every method raises CacheCorrupt when it turns
     out damaged (the file is set aside first, so the run that restarts finds a fresh one)."""
 
-    def __init__(self, path: Path, schema: str, version: int, log=None) -> None:
+    def __init__(
+        self, path: Path, schema: str, version: int, log=None, folder: ConfinedFolder | None = None
+    ) -> None:
         self.path = path
         self.log = log
         self.schema = schema
         self.version = version
-        self._db: sqlite3.Connection | None = open_db(path, schema, version, log)
+        self.folder = folder  # the cache folder holding it: no link below it is followed
+        self._db: sqlite3.Connection | None = open_db(path, schema, version, log, folder)
         self.generation = self._next_generation()
 
     @property
     def db(self) -> sqlite3.Connection:
         """The connection; after `close`, a new one again (values read after the run)."""
         if self._db is None:
-            self._db = open_db(self.path, self.schema, self.version, self.log)
+            self._db = open_db(self.path, self.schema, self.version, self.log, self.folder)
         return self._db
 
     def execute(self, sql: str, args: Iterable = ()) -> Rows:

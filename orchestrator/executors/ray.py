@@ -28,7 +28,7 @@ from typing import Any
 import ray
 
 from ..errors import StepFailed
-from ..reads import read_project_file
+from ..projectfiles import FilePolicy, ProjectFiles
 from . import Finished, WorkItem, run_item, worker_label
 
 MIN_BATCH_UNITS = 16
@@ -63,6 +63,7 @@ def _run_batch(
     disk: bool,
     items: list[WorkItem],
     server: Any = None,
+    policy: FilePolicy | None = None,
 ) -> list[Finished]:
     label = worker_label()
     shared = _shared_value(shared_holder)
@@ -72,7 +73,7 @@ def _run_batch(
         def fetch(relpaths: list[str]) -> dict[str, bytes | None]:
             return ray.get(server.read.remote(relpaths))
 
-    return [run_item(fn, item, shared, root, disk, label, fetch) for item in items]
+    return [run_item(fn, item, shared, root, disk, label, fetch, policy) for item in items]
 
 
 class FileServer:
@@ -82,14 +83,14 @@ class FileServer:
     opens) asks for it here instead of failing and being resent: one round trip per file.
     """
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self, root: str, policy: FilePolicy | None = None) -> None:
+        self.files = ProjectFiles(root, policy)
 
     def read(self, relpaths: list[str]) -> dict[str, bytes | None]:
-        return {relpath: read_project_file(f"{self.root}/{relpath}") for relpath in relpaths}
+        return {relpath: self.files.read(relpath)[0] for relpath in relpaths}
 
 
-def _start_file_server(root: str, log=None) -> Any:
+def _start_file_server(root: str, log=None, policy: FilePolicy | None = None) -> Any:
     """A FileServer pinned to the driver's node, or None when the driver is not on a node
     (Ray Client): then a unit that lacks a file comes back and is resent with it."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -104,7 +105,7 @@ def _start_file_server(root: str, log=None) -> Any:
     return (
         ray.remote(FileServer)
         .options(num_cpus=0, max_concurrency=8, scheduling_strategy=strategy)
-        .remote(root)
+        .remote(root, policy)
     )
 
 
@@ -159,8 +160,10 @@ class RayExecutor:
         address: str | None = None,
         shared_paths: bool = False,
         log=None,
+        policy: FilePolicy | None = None,
     ) -> None:
         self.root = root
+        self.files = ProjectFiles(root, policy)
         self.log = log
         self.shared_paths = shared_paths
         address = address or os.environ.get("RAY_ADDRESS") or None
@@ -198,7 +201,7 @@ class RayExecutor:
         self._remote = ray.remote(_run_batch).options(
             max_retries=TASK_RETRIES, retry_exceptions=False
         )
-        self._server = None if shared_paths else _start_file_server(root, log)
+        self._server = None if shared_paths else _start_file_server(root, log, policy)
         if log is not None:
             log.info(
                 "ray.ready",
@@ -219,7 +222,9 @@ class RayExecutor:
                 batch = pending.pop()
                 if not disk:
                     batch = [self._preload(item) for item in batch]
-                ref = self._remote.remote(fn, [shared_ref], self.root, disk, batch, self._server)
+                ref = self._remote.remote(
+                    fn, [shared_ref], self.root, disk, batch, self._server, self.files.policy
+                )
                 if not disk:  # sent (serialized) already: a retry reads the files again
                     for item in batch:
                         item.files = {}
@@ -246,7 +251,7 @@ class RayExecutor:
         return item
 
     def _read(self, relpath: str) -> bytes | None:
-        return read_project_file(f"{self.root}/{relpath}")
+        return self.files.read(relpath)[0]
 
     def close(self) -> None:
         """Nothing to release: a local Ray ends with the driver process (Ray's exit hook) and
