@@ -43,6 +43,7 @@ def list_folder(root: str, rel: str, skip: set[str], files: ProjectFiles) -> Lis
         return None
     entries = []
     subfolders = []
+    limit = files.policy.max_size
     for item in items:
         name = item.name
         if not name.isascii():
@@ -61,7 +62,11 @@ def list_folder(root: str, rel: str, skip: set[str], files: ProjectFiles) -> Lis
             target = item.stat(follow_symlinks=True)
             if stat.S_ISDIR(target.st_mode):
                 continue  # a link to a folder: not followed
-            own = item.stat(follow_symlinks=False) if item.is_symlink() else target
+            linked = item.is_symlink()
+            if not linked and stat.S_ISREG(target.st_mode) and target.st_size <= limit:
+                entries.append(Entry(name, signature_of(target), None))  # the usual case
+                continue
+            own = item.stat(follow_symlinks=False) if linked else target
             refusal = files.refusal(rel + name, own, target)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOENT):  # a link loop; gone
