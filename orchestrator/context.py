@@ -58,7 +58,8 @@ class Context:
 
     # -- the project's files -------------------------------------------------------------------
     def walk(self) -> list[FileEntry]:
-        """Every file under the project root, sorted by path (links to folders not followed).
+        """Every file under the project root the build reads, sorted by path (links to folders
+        not followed; what `refused_files` lists left out).
 
         The output and cache folders are skipped when they sit inside the project.
         """

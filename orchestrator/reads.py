@@ -4,7 +4,9 @@ Units never open project files directly: they call `reader.read_bytes(relpath)` 
 `reader.exists(relpath)`. The recorded trace — relpath → content digest, or None for a file looked
 for and not found — becomes part of the unit's constructive trace. On a worker that does not share
 the driver's file system, the reader serves preloaded bytes and raises `MissingInput` for anything
-else, so the driver can resend the unit with that file.
+else, so the driver can resend the unit with that file. What it reads from disk goes through
+`projectfiles.ProjectFiles`: a link leading out of the project, a special file or a file over the
+size limit reads as missing, as the scan sees it.
 """
 
 from __future__ import annotations
