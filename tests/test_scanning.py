@@ -587,3 +587,24 @@ def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, st
         assert table.refused == fresh.refused
         assert set(result.changes.added) >= _readable(table) - before
         assert set(result.changes.removed) >= before - _readable(table)
+
+
+def test_a_name_with_a_control_character_is_left_out_and_named(tmp_path):
+    """A project file or folder whose name holds a control character is not listed (it would
+    start another line of a log, a report or the ledger); the table names it, escaped by the
+    problem that reports it."""
+    root = tmp_path / "p"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "fine.txt").write_text("f")
+    (root / "a" / "evil\ntouch x #").write_text("e")
+    (root / "dir\x1b").mkdir()
+    (root / "dir\x1b" / "inside.txt").write_text("i")
+    table = scan(str(root), set(), None).table
+    assert _readable(table) == {"a/fine.txt"}
+    assert {path: why.kind for path, why in table.refused.items()} == {
+        "a/evil\ntouch x #": "unsafe_name",
+        "dir\x1b": "unsafe_name",
+    }
+    from stages.collect import _printable
+
+    assert _printable("a/evil\ntouch x #") == "a/evil\\x0atouch x #"
