@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .errors import ConfigError
+from .projectfiles import FilePolicy
 from .typing import Section
 from .yamlfile import read_yaml
 
@@ -86,6 +87,16 @@ class Build:
         value = getattr(self.config, name)
         return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
+    @property
+    def file_policy(self) -> FilePolicy:
+        """What of the project's files the engine reads (the section that says, else the
+        defaults: links leading out of the project, special files and files over 1 GiB are
+        not read)."""
+        for name, section in sorted(self.sections.items()):
+            if section.file_policy is not None:
+                return section.file_policy(self.section(name))
+        return FilePolicy()
+
     def slice_for(self, keys: tuple[str, ...]) -> dict:
         """The part of the build file a stage reads, for its cache key (paths left out)."""
         return {key: self.section(key) for key in keys if key not in PATH_KEYS}
@@ -137,6 +148,7 @@ def load_build(
     if not build.project_root.is_dir():
         raise build.error(f"project folder {build.project_root} does not exist", ("project",))
     _check_output_folder(build)
+    _check_no_project_links(build)
     for section in sections.values():
         if section.check is not None:
             section.check(build)
@@ -159,6 +171,25 @@ def _check_output_folder(build: Build) -> None:
                 "of their own (the default is build/out)",
                 ("output",),
             )
+
+
+def _check_no_project_links(build: Build) -> None:
+    """An output or cache folder inside the project is reached through the project's own
+    folders: were one of them a symbolic link, the writes would land wherever it points (the
+    folders below the output and cache folders are opened without following links:
+    cache/confined.py)."""
+    root = Path(os.path.realpath(build.project_root))
+    for key, folder in (("output", build.output_dir), ("cache", build.cache_dir)):
+        current = Path(folder.anchor)
+        for part in folder.parts[1:]:
+            holder = Path(os.path.realpath(current))
+            current = current / part
+            if holder.is_relative_to(root) and current.is_symlink():
+                raise build.error(
+                    f"the {key} folder {folder} is reached through a symbolic link inside the "
+                    f"project ({current} -> {os.readlink(current)}); name the real folder",
+                    (key,),
+                )
 
 
 def _explain(exc: ValidationError, path: Path, node: Any, schema: type[BaseModel]) -> ConfigError:

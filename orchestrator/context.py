@@ -15,7 +15,8 @@ from .filetable import FileTable, signature_of
 from .hashing import digest_bytes, digest_file
 from .outcomes import StageReport
 from .outputs import Ledger, OutputFolder
-from .reads import read_project_file, to_posix
+from .projectfiles import ProjectFiles, Refusal
+from .reads import to_posix
 from .typing import FileEntry
 
 
@@ -26,6 +27,7 @@ class Context:
         self.build = build
         self.config = build.config
         self.root = to_posix(str(build.project_root))
+        self.project = ProjectFiles(self.root, build.file_policy)  # what of it the build reads
         self.build_dir = build.dir
         self.output_dir = build.output_dir
         self.output_folder = OutputFolder(build.output_dir)
@@ -59,7 +61,8 @@ class Context:
 
     # -- the project's files -------------------------------------------------------------------
     def walk(self) -> list[FileEntry]:
-        """Every file under the project root, sorted by path (links to folders not followed).
+        """Every file under the project root the build reads, sorted by path (links to folders
+        not followed; what `refused_files` lists left out).
 
         The output and cache folders are skipped when they sit inside the project.
         """
@@ -67,6 +70,13 @@ class Context:
         if self._walk is None:
             self._walk = self.files.entries()
         return self._walk
+
+    def refused_files(self) -> dict[str, Refusal]:
+        """The project's entries the build does not read, by path, with why (a link leading
+        out, a special file, a file over the size limit, a name with a control character:
+        projectfiles.py). Part of the listing: a stage that asks depends on it as on `walk`."""
+        self.stage_walked = True
+        return dict(self.files.refused)
 
     def file_digest(self, relpath: str) -> str | None:
         """Content digest of a project file (None if absent), recorded as a read of the stage."""
@@ -82,7 +92,7 @@ class Context:
             known = self.files.digest(row)
             if known is not None:
                 return known
-        data, st = read_project_file(f"{self.root}/{relpath}", with_stat=True)
+        data, st = self.project.read(relpath)
         if data is None:
             return None
         digest = digest_bytes(data)
@@ -125,9 +135,8 @@ class Context:
         """Note an output file the stage found already right (so a later skip checks it too);
         False, noting nothing, when it is not as the folder's last publication of it left it
         (deleted, edited, replaced): the stage must publish it again."""
-        try:
-            st = self.output_path(relpath).stat()
-        except FileNotFoundError:
+        st = self.output_folder.lstat(relpath)
+        if st is None or not stat.S_ISREG(st.st_mode):
             return False
         if self.state.output_digest(relpath, st) is None:
             return False
@@ -139,11 +148,8 @@ class Context:
     def output_holds(self, relpath: str, size: int, digest: str) -> bool:
         """Whether an output file already holds the bytes of this size and digest (their digest
         remembered by signature, or read); if so it counts as published by the stage."""
-        try:
-            st = os.stat(self.output_path(relpath))
-        except OSError:
-            return False
-        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+        st = self.output_folder.lstat(relpath)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != size:
             return False
         if self.output_digest(relpath, st) != digest:
             return False
@@ -157,23 +163,27 @@ class Context:
         known = self.state.output_digest(relpath, st)
         if known is not None:
             return known
-        digest = digest_file(str(self.output_path(relpath)))
+        digest = digest_file(self.output_folder.open(relpath, os.O_RDONLY))
         self.state.put_output(relpath, st, digest)
         return digest
 
     def publish_bytes(self, relpath: str, data: bytes) -> bool:
         """Write an output file atomically; an unchanged file is left alone (keeps its mtime)."""
-        target = self.output_path(relpath)
+        folder = self.output_folder
         self.ledger.record(relpath)  # listed before it exists: `clean` finds every file
         self.published.add(relpath)
         self.stage_published.add(relpath)
-        try:
-            st = target.stat()
-            if st.st_size == len(data) and self.output_digest(relpath, st) == digest_bytes(data):
-                return False
-        except FileNotFoundError:
-            pass
-        atomic_write(target, data)
-        self.state.put_output(relpath, target.stat(), digest_bytes(data))
+        st = folder.lstat(relpath)
+        if (
+            st is not None
+            and stat.S_ISREG(st.st_mode)
+            and st.st_size == len(data)
+            and self.output_digest(relpath, st) == digest_bytes(data)
+        ):
+            return False
+        atomic_write(folder, relpath, data)
+        written = folder.lstat(relpath)
+        assert written is not None  # just renamed into place, the folder locked
+        self.state.put_output(relpath, written, digest_bytes(data))
         self.rewritten.append(relpath)
         return True

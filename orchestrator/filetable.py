@@ -13,6 +13,9 @@ import os
 from array import array
 from typing import NamedTuple
 
+import orjson
+
+from .projectfiles import FilePolicy, Refusal
 from .typing import FileEntry
 
 DIGEST_SIZE = 32
@@ -52,6 +55,10 @@ class FileTable:
         self.changed = False  # digests learned since it was loaded or scanned (worth saving)
         self.stored: dict[str, str] = {}  # digest of each stored part, as loaded or last saved
         self._folders: set[str] | None = None
+        # Entries the build does not read (rows all the same: their changes are listing
+        # changes), and the policy that refused them (None: a table of an earlier release).
+        self.refused: dict[str, Refusal] = {}
+        self.policy: FilePolicy | None = None
 
     # -- lookups -------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -113,11 +120,14 @@ class FileTable:
         return False
 
     def entries(self) -> list[FileEntry]:
-        """Every file as a FileEntry, sorted by path (built on demand: the listing's view)."""
+        """Every file the build reads as a FileEntry, sorted by path (built on demand: the
+        listing's view; refused entries left out)."""
         c = self.columns
         found = [
             FileEntry(p, s, m, i) for p, s, m, i in zip(self.paths, c["size"], c["mtime"], c["ino"])
         ]
+        if self.refused:
+            found = [entry for entry in found if entry.path not in self.refused]
         found.sort()
         return found
 
@@ -137,6 +147,8 @@ class FileTable:
         blobs["subfolders"] = "\0".join("/".join(names) for names in self.subfolders).encode(
             "utf-8", "surrogateescape"
         )
+        blobs["refused"] = orjson.dumps({path: list(why) for path, why in self.refused.items()})
+        blobs["policy"] = orjson.dumps(list(self.policy) if self.policy is not None else None)
         return blobs
 
     @classmethod
@@ -159,6 +171,10 @@ class FileTable:
         text = blobs["subfolders"].decode("utf-8", "surrogateescape")
         parts = text.split("\0") if f else []
         table.subfolders = [tuple(p.split("/")) if p else () for p in parts]
+        refused = orjson.loads(blobs.get("refused", b"{}"))
+        table.refused = {path: Refusal(*why) for path, why in refused.items()}
+        policy = orjson.loads(blobs.get("policy", b"null"))
+        table.policy = FilePolicy(*policy) if policy is not None else None
         if (
             len(table.paths) != n
             or len(table.folders) != f

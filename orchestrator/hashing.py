@@ -15,8 +15,9 @@ def digest_bytes(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
 
 
-def digest_file(path: str, chunk: int = 1 << 20) -> str:
-    """Hex BLAKE3 digest of a file's bytes, streamed."""
+def digest_file(path: str | int, chunk: int = 1 << 20) -> str:
+    """Hex BLAKE3 digest of a file's bytes, streamed (`path` a path, or a descriptor it
+    closes)."""
     hasher = blake3.blake3()
     with open(path, "rb") as handle:
         while True:

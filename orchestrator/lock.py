@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .cache import TEMP_PREFIX
+from .cache.confined import ConfinedFolder
 from .errors import OutputLocked
 from .outputs import LOCK, OutputFolder
 
@@ -23,14 +24,13 @@ CACHE_LOCK = "lock"
 
 class OutputLock:
     def __init__(self, output_dir: Path, keep: tuple[Path, ...] = ()) -> None:
-        self.path = Path(output_dir) / LOCK
-        self._keep = {str(Path(p)) for p in keep}  # e.g. a cache folder inside the output
+        self.folder = OutputFolder(output_dir)
+        self.path = self.folder.path(LOCK)
+        self._keep = {os.path.realpath(p) for p in keep}  # e.g. a cache folder inside the output
         self._fd: int | None = None
 
     def __enter__(self) -> OutputLock:
-        OutputFolder(self.path.parent.parent).path(LOCK)  # not through a link out of the folder
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self.folder.open(LOCK, os.O_RDWR | os.O_CREAT)  # no link followed on the way
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -48,12 +48,15 @@ class OutputLock:
 
     def _remove_partial_files(self) -> None:
         """Delete the temporary files (`atomic_write`'s `.tmp-*`) of runs that died mid-write."""
-        for dirpath, dirnames, names in os.walk(self.path.parent.parent):
-            dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in self._keep]
+        base = str(self.folder.base)
+        for dirpath, dirnames, names, at in self.folder.walk():
+            dirnames[:] = [
+                d for d in dirnames if os.path.normpath(f"{base}/{dirpath}/{d}") not in self._keep
+            ]
             for name in names:
                 if name.startswith(TEMP_PREFIX):
                     with contextlib.suppress(FileNotFoundError):
-                        os.unlink(os.path.join(dirpath, name))
+                        os.unlink(name, dir_fd=at)
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
@@ -73,14 +76,14 @@ class CacheLock:
     POLL_SECONDS = 0.2
 
     def __init__(self, cache_dir: Path, exclusive: bool = False, wait: float = 0.0) -> None:
-        self.path = Path(cache_dir) / CACHE_LOCK
+        self.folder = ConfinedFolder(cache_dir, "cache folder")
+        self.path = self.folder.path(CACHE_LOCK)
         self.exclusive = exclusive
         self.wait = wait
         self._fd: int | None = None
 
     def __enter__(self) -> CacheLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self.folder.open(CACHE_LOCK, os.O_RDWR | os.O_CREAT)
         if not self.exclusive:
             fcntl.flock(fd, fcntl.LOCK_SH)  # blocks only while housekeeping runs
             self._fd = fd

@@ -4,19 +4,20 @@ Units never open project files directly: they call `reader.read_bytes(relpath)` 
 `reader.exists(relpath)`. The recorded trace — relpath → content digest, or None for a file looked
 for and not found — becomes part of the unit's constructive trace. On a worker that does not share
 the driver's file system, the reader serves preloaded bytes and raises `MissingInput` for anything
-else, so the driver can resend the unit with that file.
+else, so the driver can resend the unit with that file. What it reads from disk goes through
+`projectfiles.ProjectFiles`: a link leading out of the project, a special file or a file over the
+size limit reads as missing, as the scan sees it.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, NamedTuple, overload
+from typing import NamedTuple
 
-from .errors import MissingInput, ProjectError
+from .errors import MissingInput
 from .hashing import digest_bytes
+from .projectfiles import FilePolicy, ProjectFiles
 
 
 def to_posix(path: str) -> str:
@@ -38,11 +39,11 @@ def file_signature(st: os.stat_result) -> tuple:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def read_for_worker(root: str, relpaths: Iterable[str]) -> SentFiles:
-    """Project files under `root`, with their signatures, to send to a worker."""
+def read_for_worker(files: ProjectFiles, relpaths: Iterable[str]) -> SentFiles:
+    """Project files (read under the build's policy), with their signatures, for a worker."""
     sent = SentFiles({}, {})
     for relpath in relpaths:
-        data, st = read_project_file(f"{root}/{relpath}", with_stat=True)
+        data, st = files.read(relpath)
         sent.data[relpath] = data
         if st is not None:
             sent.signatures[relpath] = file_signature(st)
@@ -60,8 +61,10 @@ class Reader:
         blobs: Mapping[str, object] | None = None,
         fetch: Callable[[list[str]], SentFiles] | None = None,
         signed: Mapping[str, tuple] | None = None,
+        policy: FilePolicy | None = None,
     ) -> None:
         self.root = to_posix(os.path.abspath(root))
+        self._files = ProjectFiles(self.root, policy)  # links out, special and huge files: missing
         self._preloaded = dict(preloaded or {})
         self._signed = dict(signed or {})  # the signatures the preloaded bytes were read under
         self._disk = disk
@@ -134,52 +137,7 @@ class Reader:
             if signature is not None:
                 self.signatures[relpath] = signature
             return self._preloaded[relpath]
-        data, st = read_project_file(self.abspath(relpath), with_stat=True)
+        data, st = self._files.read(relpath)
         if st is not None:
             self.signatures[relpath] = file_signature(st)
         return data
-
-
-@overload
-def read_project_file(abspath: str) -> bytes | None: ...
-@overload
-def read_project_file(
-    abspath: str, with_stat: Literal[True]
-) -> tuple[bytes | None, os.stat_result | None]: ...
-
-
-def read_project_file(abspath: str, with_stat: bool = False) -> Any:
-    """A project file's bytes; None when it is absent or not a regular file (a folder, a FIFO:
-    opened without blocking); ProjectError naming it when it exists but cannot be read. With
-    `with_stat`, (bytes, the `fstat` of the descriptor read), so a digest of these bytes can be
-    remembered under the signature of exactly this file."""
-    try:
-        fd = os.open(
-            abspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-        )
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return (None, None) if with_stat else None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symbolic link loop names no file
-            return (None, None) if with_stat else None
-        raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return (None, None) if with_stat else None
-        data = _read_to_end(fd, st.st_size)
-        return (data, st) if with_stat else data
-    except OSError as exc:
-        raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
-    finally:
-        os.close(fd)
-
-
-def _read_to_end(fd: int, size: int) -> bytes:
-    """Everything left to read from `fd`: one read of the size `fstat` gave (plus one byte, to
-    see a file that grew), then reads until the end. Half the cost of a file object's `read()`
-    on the small files a project is made of (tens of thousands read per build)."""
-    chunks = [os.read(fd, size + 1)]
-    while chunks[-1]:
-        chunks.append(os.read(fd, max(size, 1 << 16)))
-    return chunks[0] if len(chunks) == 2 else b"".join(chunks)

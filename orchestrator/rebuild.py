@@ -25,6 +25,7 @@ from .graph import Stage
 from .hashing import canonical_json, digest_bytes, digest_value
 from .observe import Progress, outcome_line
 from .outcomes import StageReport, UnitOutcome
+from .projectfiles import ProjectFiles
 from .typing import Parts, StoredParts, Unit
 
 #: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
@@ -58,7 +59,7 @@ class Producer(NamedTuple):
     """What recomputes a stored result should its blob turn out damaged."""
 
     stage: Stage
-    root: str
+    project: ProjectFiles
     shared: Any
     unit: Unit
 
@@ -164,7 +165,7 @@ class Rebuilder:
             )
             if entry is not None:
                 done[item.unit.id] = Done(entry.result, dict(entry.reads), False)
-                self._producers[entry.result] = Producer(stage, ctx.root, shared, item.unit)
+                self._producers[entry.result] = Producer(stage, ctx.project, shared, item.unit)
                 continue
             misses.append(item._replace(why=reason or item.why) if reason else item)
         if self.dry_run and misses and not self.needed_later:
@@ -225,7 +226,7 @@ class Rebuilder:
                     if not self.keep_going:
                         raise error
                     continue
-                producer = Producer(stage, ctx.root, shared, item.unit)
+                producer = Producer(stage, ctx.project, shared, item.unit)
                 digest, _ = self.store(finished.result, producer)
                 self.cache.actions.put(spec.name, item.static, finished.reads, digest)
                 ctx.note_reads(finished.reads, finished.signatures)
@@ -344,8 +345,15 @@ class Rebuilder:
         """Run a unit again in the driver (its stored result was damaged or gone)."""
         unit = producer.unit
         item = WorkItem(unit.id, unit.payload, self.blobs_for(unit), want=unit.files)
+        project = producer.project
         finished = run_item(
-            producer.stage.module.run, item, producer.shared, producer.root, True, "driver"
+            producer.stage.module.run,
+            item,
+            producer.shared,
+            project.root,
+            True,
+            "driver",
+            policy=project.policy,
         )
         if finished.error is not None:
             raise finished.error

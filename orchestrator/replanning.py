@@ -106,7 +106,7 @@ class Replanner:
             )
             pending.append(Pending(unit, static, key_parts(unit.key), why))
         for unit, digest in reuse:
-            rebuilder.remember(digest, Producer(stage, self.ctx.root, plan.shared, unit))
+            rebuilder.remember(digest, Producer(stage, self.ctx.project, plan.shared, unit))
         if pending and staleness.usable:
             self._explain(spec.name, pending, dirty)
         done = rebuilder.execute(stage, self.ctx, plan.shared, pending, report, progress)

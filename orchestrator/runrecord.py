@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache import atomic_write
+from .errors import OrchestrateError
 from .outcomes import StageReport, UnitOutcome
 from .typing import Problem
 
@@ -219,34 +219,47 @@ def make_record(
 def read_record(path: Path) -> dict | None:
     """A record from its file; None when absent, unreadable or of another schema."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return _as_record(path.read_bytes())
+    except OSError:
         return None
-    return record if isinstance(record, dict) and record.get("schema") == SCHEMA else None
 
 
 def previous_record(output_dir: Path) -> dict | None:
     """The record the last run left in the output folder (the one this run replaces)."""
-    return read_record(Path(output_dir) / RECORD)
+    from .outputs import OutputFolder
+
+    try:
+        return _as_record(OutputFolder(output_dir).read(RECORD))  # no link followed
+    except (OSError, OrchestrateError):
+        return None
+
+
+def _as_record(data: bytes | None) -> dict | None:
+    try:
+        record = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("schema") == SCHEMA else None
 
 
 def write_record(output_dir: Path, record: dict) -> Path:
     """Keep the last run's record as `run.previous.json`, then write this one (atomically)."""
-    target = Path(output_dir) / RECORD
-    if target.exists():
-        _listed(output_dir, [Path(output_dir) / PREVIOUS])
-        os.replace(target, Path(output_dir) / PREVIOUS)
-    _listed(output_dir, [target])
+    from .outputs import OutputFolder
+
+    folder = OutputFolder(output_dir)
+    if folder.lstat(RECORD) is not None:
+        _listed(output_dir, [folder.path(PREVIOUS)])
+        folder.replace(RECORD, PREVIOUS)
+    _listed(output_dir, [folder.path(RECORD)])
     data = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-    atomic_write(target, data.encode("utf-8"))
-    return target
+    atomic_write(folder, RECORD, data.encode("utf-8"))
+    return folder.path(RECORD)
 
 
 def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> list[Path]:
     """Call every registered renderer; a renderer that fails is logged and does not change the
     build's exit code (the outputs are published; only a view of them is missing), unless the
     disk or the quota is full: that fails the build as it would anywhere else (exit 4)."""
-    from .errors import OrchestrateError
     from .memory import relaxed_gc
     from .registry import registered_reports
 
@@ -277,11 +290,9 @@ def _listed(output_dir: Path, paths: list[Path]) -> None:
     """Note report files in the output folder's ledger, so `clean` removes them too."""
     from .outputs import Ledger, OutputFolder
 
-    ledger = Ledger(OutputFolder(output_dir))
-    base = Path(output_dir).resolve()
+    folder = OutputFolder(output_dir)
+    ledger = Ledger(folder)
     for path in paths:
-        try:
-            relpath = Path(path).resolve().relative_to(base).as_posix()
-        except ValueError:
-            continue
-        ledger.record(relpath)
+        relpath = folder.relative(path)
+        if relpath is not None:
+            ledger.record(relpath)

@@ -156,6 +156,8 @@ def run_command(
         written = record_run(
             build, options, t0, verdict.exit_code, verdict.reasons, result, log, problems
         )
+        if not stages:  # the whole build ran: what earlier builds published and it did not goes
+            prune_stale(build, result.context.published, written, log)
     if not quiet:
         print_summary(summary_table(result.reports), interactive())
         reports = build.output_dir / "reports"
@@ -205,6 +207,21 @@ def record_run(
     )
     write_record(build.output_dir, record)
     return render_reports(build.output_dir, record, log)
+
+
+def prune_stale(build: Build, published: set[str], reports: list[Path], log: Any) -> None:
+    """Remove from the output folder what earlier builds published and this complete run did
+    not (its stages' files, found right or written; its record and reports), from the ledger:
+    a bundle a lost or truncated manifest no longer names is found there too."""
+    from .outputs import OutputFolder, prune_output
+    from .runrecord import PREVIOUS, RECORD
+
+    folder = OutputFolder(build.output_dir)
+    kept = set(published) | {RECORD, PREVIOUS}
+    kept.update(relpath for path in reports if (relpath := folder.relative(path)) is not None)
+    removed = prune_output(folder, kept)
+    if removed:
+        log.info("outputs.pruned", removed=len(removed), files=removed[:20])
 
 
 def print_summary(table: str, rich_output: bool) -> None:

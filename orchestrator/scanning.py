@@ -8,21 +8,25 @@ machine with more than one core the stats are split between the driver and a for
 file or folder modified within the clock's granularity of the scan is stored as unknown, so a
 second change inside the same tick cannot hide behind an equal signature (git's "racily clean"
 rule).
+
+Entries the build does not read (`projectfiles.py`: a link leading out, a special file, a file
+over the size limit, a name with a control character) are rows too, marked in `table.refused`
+and left out of the listing stages see: one that appears or goes is a listing change like a
+file added or removed, and a file that becomes refused (or readable again) counts as removed (or
+added), so the stages that list the project (collect, which reports them) plan again.
 """
 
 from __future__ import annotations
 
-import errno
-import os
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .errors import ProjectError
 from .filetable import COLUMNS, DIGEST_SIZE, NO_DIGEST, UNKNOWN, FileTable, Signature, signature_of
 from .hashing import digest_bytes
-from .reads import read_project_file
+from .listing import Entry, Listing, list_folder
+from .projectfiles import ProjectFiles, Refusal
 from .statpass import GONE, check_signatures
 
 RACY_NS = 2_000_000_000
@@ -52,13 +56,17 @@ class ScanResult(NamedTuple):
     racy: int  # entries too fresh to trust next time
 
 
-def scan(root: str, skip: set[str], previous: FileTable | None) -> ScanResult:
+def scan(
+    root: str, skip: set[str], previous: FileTable | None, files: ProjectFiles | None = None
+) -> ScanResult:
     """The table of the project under `root` now (links to folders not followed; folders in
-    `skip`, absolute paths, left out), with what changed since `previous`."""
+    `skip`, absolute paths, left out; entries `files` refuses marked), with what changed since
+    `previous` (scanned under the same policy: the caller drops a table of another)."""
+    files = files or ProjectFiles(root)
     if previous is None or not previous.folders:
-        return _rescan_all(root, skip)
+        return _rescan_all(root, skip, files)
     fresh_after = time.time_ns() - RACY_NS
-    moved, changed = check_signatures(root, previous)
+    moved, changed = check_signatures(files, previous)
     if not moved and not changed:
         return ScanResult(previous, FileChanges(), 0, 0)  # a no-op: the table as it was
     changes = FileChanges()
@@ -74,13 +82,13 @@ def scan(root: str, skip: set[str], previous: FileTable | None) -> ScanResult:
             changes.old_digests[table.paths[row]] = old
         racy += _set_row(table, row, sig, fresh_after)
     if moved:
-        patched = _patch_listings(root, skip, table, moved, changed, changes, fresh_after)
+        patched = _patch_listings(root, skip, files, table, moved, changed, changes, fresh_after)
         if patched is not None:  # the same names: an edit saved through a rename, a touch
             racy += patched
             relisted = len(moved)
         else:
             table, listed, relisted = _relist(
-                root, skip, table, moved, changed, changes, fresh_after
+                root, skip, files, table, moved, changed, changes, fresh_after
             )
             racy += listed
     else:
@@ -91,7 +99,7 @@ def scan(root: str, skip: set[str], previous: FileTable | None) -> ScanResult:
     return ScanResult(table, changes, relisted, racy)
 
 
-def learn_unread_digests(root: str, table: FileTable, read: set[str]) -> int:
+def learn_unread_digests(files: ProjectFiles, table: FileTable, read: set[str]) -> int:
     """Hash the racily clean files no one read in this run (a file written just before the
     build that no unit opened: a payload nothing cooked). The next scan sees such a row as moved
     and can tell an edit from a touch only by its digest; without one it would log the file as
@@ -103,36 +111,38 @@ def learn_unread_digests(root: str, table: FileTable, read: set[str]) -> int:
     for row in [row for row, mtime in enumerate(mtimes) if mtime == UNKNOWN]:
         if table.digest(row) is not None or table.paths[row] in read:
             continue
-        data, st = read_project_file(f"{root}/{table.paths[row]}", with_stat=True)
+        data, st = files.read(table.paths[row])
         if data is not None and st is not None and table.describes(row, signature_of(st)):
             table.set_digest(row, digest_bytes(data))
             learned += 1
     return learned
 
 
-def _rescan_all(root: str, skip: set[str]) -> ScanResult:
+def _rescan_all(root: str, skip: set[str], files: ProjectFiles) -> ScanResult:
     """A first scan: list every folder."""
     fresh_after = time.time_ns() - RACY_NS
     table, racy, listed = FileTable(), 0, []
+    table.policy = files.policy
     stack = [""]
     while stack:
         rel = stack.pop()
-        found = _list(root, rel, skip)
+        found = list_folder(root, rel, skip, files)
         if found is None:
             continue
         listed.append((rel, found))
-        stack.extend(f"{rel}{name}/" for name in found[3])
+        stack.extend(f"{rel}{name}/" for name in found.subfolders)
     listed.sort(key=lambda item: item[0])
-    for rel, (mtime, ino, files, names) in listed:
+    for rel, (mtime, ino, entries, names) in listed:
         racy += _append_folder(table, rel, mtime, ino, names, fresh_after)
-        for name, sig in files:
-            racy += _append_row(table, rel + name, sig, NO_DIGEST, fresh_after)
+        for entry in entries:
+            racy += _append_row(table, rel + entry.name, entry, NO_DIGEST, fresh_after)
     table.folder_start.append(len(table.paths))
     return ScanResult(table, FileChanges(added=sorted(table.paths)), len(listed), racy)
 
 
 def _set_row(table: FileTable, row: int, sig: Signature, fresh_after: int) -> int:
-    """Patch one file's signature in place (its digest becomes unknown); 1 if it is racy."""
+    """Patch one file's signature in place (its digest becomes unknown); 1 if it is racy. A
+    refused entry that moved is listed again instead (statpass.py): this one stays readable."""
     racy = sig.mtime > fresh_after
     c = table.columns
     c["size"][row], c["ctime"][row], c["ino"][row], c["dev"][row] = (
@@ -147,8 +157,14 @@ def _set_row(table: FileTable, row: int, sig: Signature, fresh_after: int) -> in
 
 
 def _append_row(
-    table: FileTable, path: str, sig: Signature, digest: bytes, fresh_after: int
+    table: FileTable, path: str, entry: Entry | Signature, digest: bytes, fresh_after: int
 ) -> int:
+    if isinstance(entry, Entry):
+        sig = entry.signature
+        if entry.refusal is not None:
+            table.refused[path] = entry.refusal
+    else:
+        sig = entry
     racy = sig.mtime > fresh_after
     c = table.columns
     table.paths.append(path)
@@ -177,6 +193,7 @@ def _append_folder(
 def _patch_listings(
     root: str,
     skip: set[str],
+    files: ProjectFiles,
     table: FileTable,
     moved: set[int],
     changed: dict[int, Signature],
@@ -189,39 +206,66 @@ def _patch_listings(
     listed = {}
     for i in moved:
         rel = table.folders[i]
-        found = _list(root, rel, skip)
-        if found is None or found[3] != table.subfolders[i]:
+        found = list_folder(root, rel, skip, files)
+        if found is None or found.subfolders != table.subfolders[i]:
             return None
         start, end = table.folder_start[i], table.folder_start[i + 1]
-        files = found[2]
-        if len(files) != end - start or any(
-            table.paths[start + k] != rel + name for k, (name, _) in enumerate(files)
+        entries = found.files
+        if len(entries) != end - start or any(
+            table.paths[start + k] != rel + entry.name for k, entry in enumerate(entries)
         ):
             return None
         listed[i] = found
     racy = 0
-    for i, (mtime, ino, files, _) in listed.items():
+    for i, (mtime, ino, entries, _) in listed.items():
         folder_racy = mtime > fresh_after
         racy += int(folder_racy)
         table.folder_mtime[i] = UNKNOWN if folder_racy else mtime
         table.folder_ino[i] = ino
         start = table.folder_start[i]
-        for k, (_, sig) in enumerate(files):
+        for k, entry in enumerate(entries):
             row = start + k
-            if row in changed or table.signature(row) == sig:
-                continue
             path = table.paths[row]
-            changes.modified.append(path)
-            known = table.digest(row)
-            if known is not None:
-                changes.old_digests[path] = known
-            racy += _set_row(table, row, sig, fresh_after)
+            refused = table.refused.get(path)
+            if refused == entry.refusal and (
+                row in changed or table.signature(row) == entry.signature
+            ):
+                continue
+            _note_change(changes, path, refused, entry.refusal, table.digest(row))
+            if entry.refusal is None:
+                table.refused.pop(path, None)
+            else:
+                table.refused[path] = entry.refusal
+            racy += _set_row(table, row, entry.signature, fresh_after)
     return racy
+
+
+def _note_change(
+    changes: FileChanges,
+    path: str,
+    before: Refusal | None,
+    after: Refusal | None,
+    digest: str | None,
+) -> None:
+    """Note an entry whose signature or refusal moved: modified; removed when it became
+    refused, added when it became readable (the listing stages see changed)."""
+    if before is None and after is not None:
+        changes.removed.append(path)
+    elif before is not None and after is None:
+        changes.added.append(path)
+    elif before is None:
+        changes.modified.append(path)
+        if digest is not None:
+            changes.old_digests[path] = digest
+    elif before != after:  # refused still, for another reason: the problem said changes
+        changes.removed.append(path)
+        changes.added.append(path)
 
 
 def _relist(
     root: str,
     skip: set[str],
+    files: ProjectFiles,
     old: FileTable,
     moved: set[int],
     changed: dict[int, Signature],
@@ -231,17 +275,17 @@ def _relist(
     """A new table: folders that moved listed again (and new folders below them), the others'
     rows copied as they are. Returns (table, racy entries, folders listed)."""
     index = {rel: i for i, rel in enumerate(old.folders)}
-    listings: dict[str, tuple[int, int, list, tuple[str, ...]] | None] = {}
+    listings: dict[str, Listing | None] = {}
     stack = [old.folders[i] for i in moved]
     while stack:
         rel = stack.pop()
         if rel in listings:
             continue
-        found = _list(root, rel, skip)
+        found = list_folder(root, rel, skip, files)
         listings[rel] = found
         if found is None:
             continue
-        for name in found[3]:
+        for name in found.subfolders:
             child = f"{rel}{name}/"
             i = index.get(child)
             if i is None or i in moved:
@@ -273,6 +317,7 @@ def _relist(
     )
     table = FileTable()
     table.stored = old.stored  # what is saved already: only the parts that moved are written
+    table.policy = old.policy
     racy = 0
     c, oc = table.columns, old.columns
     for rel in names:
@@ -289,77 +334,35 @@ def _relist(
                 c[column].extend(oc[column][start:end])
             table.digests += old.digests[start * DIGEST_SIZE : end * DIGEST_SIZE]
             continue
-        mtime, ino, files, subfolders = found
+        mtime, ino, entries, subfolders = found
         racy += _append_folder(table, rel, mtime, ino, subfolders, fresh_after)
         known = (
             {old.paths[r]: r for r in range(old.folder_start[i], old.folder_start[i + 1])}
             if i is not None
             else {}
         )
-        for name, sig in files:
-            path = rel + name
+        for entry in entries:
+            path = rel + entry.name
             r = known.pop(path, None)
+            refused = old.refused.get(path)
             if r is None:
                 changes.added.append(path)
                 digest = NO_DIGEST
-            elif old.signature(r) != sig:
-                if r not in changed:  # not already counted by the stat pass
-                    changes.modified.append(path)
-                    known_digest = old.digest(r)
-                    if known_digest is not None:
-                        changes.old_digests[path] = known_digest
+            elif old.signature(r) != entry.signature or refused != entry.refusal:
+                if r not in changed or refused != entry.refusal:  # not counted by the stat pass
+                    _note_change(changes, path, refused, entry.refusal, old.digest(r))
                 digest = NO_DIGEST
             else:
                 digest = bytes(old.digests[r * DIGEST_SIZE : (r + 1) * DIGEST_SIZE])
-            racy += _append_row(table, path, sig, digest, fresh_after)
+            racy += _append_row(table, path, entry, digest, fresh_after)
         changes.removed.extend(known)
     table.folder_start.append(len(table.paths))
+    for path, refusal in old.refused.items():  # those of the folders copied as they were
+        folder = path[: path.rfind("/") + 1]
+        if folder not in listings and folder in index and exists(folder):
+            table.refused[path] = refusal
     kept = set(names)
     for j, rel in enumerate(old.folders):  # folders gone with everything in them
         if rel not in kept:
             changes.removed.extend(old.paths[old.folder_start[j] : old.folder_start[j + 1]])
     return table, racy, len(listings)
-
-
-def _list(root: str, rel: str, skip: set[str]) -> tuple[int, int, list, tuple[str, ...]] | None:
-    """(mtime, inode, [(name, signature)] of regular files (links followed), sub-folder names)."""
-    folder = f"{root}/{rel}" if rel else root
-    try:
-        st = os.stat(folder) if not rel else os.lstat(folder)
-        entries = list(os.scandir(folder))
-    except PermissionError as exc:
-        raise ProjectError(f"cannot list folder: {exc.strerror}", file=folder) from None
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    files = []
-    subfolders = []
-    for item in entries:
-        if not item.name.isascii():
-            _check_name(item.path)
-        if item.is_dir(follow_symlinks=False):
-            if item.path not in skip:
-                subfolders.append(item.name)
-            continue
-        try:
-            if not item.is_file(follow_symlinks=True):
-                continue
-            files.append((item.name, signature_of(item.stat(follow_symlinks=True))))
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOENT):  # a link loop; gone
-                continue
-            raise ProjectError(f"cannot read: {exc.strerror}", file=item.path) from None
-    files.sort()
-    return st.st_mtime_ns, st.st_ino, files, tuple(sorted(subfolders))
-
-
-def _check_name(path: str) -> None:
-    """Refuse a name that is not UTF-8 (the file table, the build state and every stored value
-    hold paths as UTF-8 text), naming it as well as it can be printed."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        raise ProjectError(
-            "file name is not valid UTF-8; rename it (paths are stored as UTF-8 text)",
-            file=shown,
-        ) from None

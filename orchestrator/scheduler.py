@@ -32,7 +32,7 @@ from .hashing import digest_bytes
 from .identity import code_digest
 from .observe import Progress, ResourceSampler
 from .outcomes import StageReport, UnitOutcome
-from .reads import read_project_file
+from .projectfiles import ProjectFiles
 from .rebuild import DryRunNamed, InternalError, Rebuilder
 from .replanning import Replanner
 from .scanning import FileChanges, learn_unread_digests, scan
@@ -100,7 +100,10 @@ class Scheduler:
         # A dry run is this run with nothing kept: the state and the cache in scratch.
         self.cache = Cache(build.cache_dir, log=log, scratch=options.dry_run)
         settings = build.config.executor  # type: ignore[attr-defined]
-        self.executors = ExecutorPool(options.executor, self.root, settings, options.workers, log)
+        self.files = ProjectFiles(self.root, build.file_policy)
+        self.executors = ExecutorPool(
+            options.executor, self.root, settings, options.workers, log, build.file_policy
+        )
         code = code_digest(
             getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
         )
@@ -167,7 +170,7 @@ class Scheduler:
                     gc.unfreeze()
                     progress.stop()
             if self.racy:
-                self.hashed += learn_unread_digests(self.root, table, ctx.unsettled)
+                self.hashed += learn_unread_digests(self.files, table, ctx.unsettled)
             if table.changed:
                 state.save_file_table(table)  # the signatures scanned and the digests learned
         finally:
@@ -197,12 +200,14 @@ class Scheduler:
         signature moved but whose bytes did not is no change)."""
         skip = {str(self.build.output_dir), str(self.build.cache_dir)}
         previous = state.file_table()
+        if previous is not None and previous.policy != self.files.policy:
+            previous = None  # scanned under another policy: what it refused is no longer known
         if previous is None:
             # Without the table the records cannot tell what changed since (not even which
             # files went away): every stage plans afresh, the action cache sparing the work.
             self.ignore_records = True
             state.forget_stages()
-        result = scan(self.root, skip, previous)
+        result = scan(self.root, skip, previous, self.files)
         self.racy = result.racy
         changes = result.changes
         table = result.table
@@ -215,7 +220,7 @@ class Scheduler:
         for path in changes.modified:
             old = changes.old_digests.get(path)
             if old is not None:
-                data, _ = read_project_file(f"{self.root}/{path}", with_stat=True)
+                data, _ = self.files.read(path)
                 self.hashed += 1
                 if data is not None and digest_bytes(data) == old:
                     row = table.row(path)
@@ -318,6 +323,7 @@ def run_build(
     """Run a build; a damaged cache entry found mid-run is set aside and the run started
     again. `conclude(result)` (kept as `result.concluded`) reads what the run left while it
     still holds the cache: a stored value it finds damaged starts the run again too."""
+    from .cache.housekeeping import temporary_files_in
     from .lock import CacheLock
     from .memory import relaxed_gc
 
@@ -327,7 +333,7 @@ def run_build(
         # file table still spare the work.
         scheduler = Scheduler(build, options, log, stages, forget_state=attempt > 0)
         try:
-            with CacheLock(build.cache_dir), relaxed_gc():
+            with CacheLock(build.cache_dir), relaxed_gc(), temporary_files_in(build.cache_dir):
                 result = scheduler.run()
                 if conclude is not None:
                     result.concluded = conclude(result)

@@ -176,13 +176,13 @@ def moved_output(record: dict, ctx: Context) -> str | None:
         if ctx.track_file(path) != digest:
             return f"a file it read outside the project changed: {path}"
     for path, signature in (record.get("published") or {}).items():
-        try:
-            st = os.stat(ctx.output_path(path))
-        except OSError:
+        st = ctx.output_folder.lstat(path)  # a link put in its place is not the file published
+        if st is None:
             return f"a file it published is gone: {path}"
         if output_signature(st) != list(signature):
             return f"a file it published was changed: {path}"
     ctx.stage_published.update(record.get("published") or {})
+    ctx.published.update(record.get("published") or {})
     return None
 
 

@@ -1,6 +1,10 @@
 """The stat pass of a rescan: every known folder and file of the table `stat`ed and compared
 with its stored signature, split between the driver and a forked child on a machine with more
-than one core (the table is shared copy-on-write; the child sends back only what moved)."""
+than one core (the table is shared copy-on-write; the child sends back only what moved).
+
+It applies the policy the scan does (`projectfiles.py`) to what moved: a file that moved and is
+now refused (larger than the limit, a link leading out), or an entry refused before that moved,
+is reported as gone, so that its folder is listed again and the listing decides."""
 
 from __future__ import annotations
 
@@ -8,23 +12,25 @@ import os
 import stat as statmod
 
 from .filetable import FileTable, Signature, signature_of
+from .projectfiles import LINK_OUTSIDE, UNSAFE_NAME, ProjectFiles
 
 PARALLEL_MIN_FILES = 20_000  # below this, forking costs more than it saves
 GONE = Signature(-2, -2, -2, -2, -2)  # a row whose file vanished or is no longer a file
 
 
-def check_signatures(root: str, old: FileTable) -> tuple[set[int], dict[int, Signature]]:
+def check_signatures(files: ProjectFiles, old: FileTable) -> tuple[set[int], dict[int, Signature]]:
     """(folders whose mtime or inode moved or that vanished, file rows whose signature moved →
     the new signature or GONE), stat'ing in two processes when the table is large."""
     n = len(old.paths)
     if n >= PARALLEL_MIN_FILES and (os.cpu_count() or 1) > 1 and hasattr(os, "fork"):
-        return check_forked(root, old)
-    return check_range(root, old, 0, len(old.folders), 0, n)
+        return check_forked(files, old)
+    return check_range(files, old, 0, len(old.folders), 0, n)
 
 
 def check_range(
-    root: str, old: FileTable, f0: int, f1: int, r0: int, r1: int
+    files: ProjectFiles, old: FileTable, f0: int, f1: int, r0: int, r1: int
 ) -> tuple[set[int], dict[int, Signature]]:
+    root = files.root
     moved: set[int] = set()
     lstat, stat = os.lstat, os.stat
     mt, ino = old.folder_mtime, old.folder_ino
@@ -56,10 +62,43 @@ def check_range(
             or st.st_dev != dev[r]
         ):
             changed[r] = signature_of(st) if statmod.S_ISREG(st.st_mode) else GONE
+    if old.refused:
+        _check_refused(files, old, r0, r1, changed)
+    for r, sig in changed.items():
+        if sig != GONE and sig.size > files.policy.max_size:
+            changed[r] = GONE
+    if not files.policy.follow_outside:
+        for r, sig in changed.items():
+            path = prefix + paths[r]
+            if sig != GONE and os.path.islink(path) and files.leads_out(path) is not None:
+                changed[r] = GONE
     return moved, changed
 
 
-def check_forked(root: str, old: FileTable) -> tuple[set[int], dict[int, Signature]]:
+def _check_refused(
+    files: ProjectFiles, old: FileTable, r0: int, r1: int, changed: dict[int, Signature]
+) -> None:
+    """Refused entries in rows r0..r1: unmoved ones are no change (a link that leads out is
+    known by its own signature, not its target's); moved ones are listed again (GONE)."""
+    for path, refusal in old.refused.items():
+        r = old.row(path)
+        if r is None or not r0 <= r < r1:
+            continue
+        try:
+            if refusal.kind in (LINK_OUTSIDE, UNSAFE_NAME):
+                st = os.lstat(f"{files.root}/{path}")
+            else:
+                st = os.stat(f"{files.root}/{path}")
+        except OSError:
+            changed[r] = GONE
+            continue
+        if signature_of(st) == old.signature(r):
+            changed.pop(r, None)
+        else:
+            changed[r] = GONE
+
+
+def check_forked(files: ProjectFiles, old: FileTable) -> tuple[set[int], dict[int, Signature]]:
     """Half the stats in a forked child (a snapshot of this process: the table is shared
     copy-on-write), half here; the child sends back only what moved."""
     import msgpack
@@ -72,7 +111,7 @@ def check_forked(root: str, old: FileTable) -> tuple[set[int], dict[int, Signatu
         try:
             os.close(read_end)
             moved, changed = check_range(
-                root, old, half_folders, len(old.folders), half_rows, len(old.paths)
+                files, old, half_folders, len(old.folders), half_rows, len(old.paths)
             )
             data = msgpack.packb([sorted(moved), [[r, *sig] for r, sig in changed.items()]])
             view = memoryview(data)
@@ -83,7 +122,7 @@ def check_forked(root: str, old: FileTable) -> tuple[set[int], dict[int, Signatu
         finally:
             os._exit(status)
     os.close(write_end)
-    moved, changed = check_range(root, old, 0, half_folders, 0, half_rows)
+    moved, changed = check_range(files, old, 0, half_folders, 0, half_rows)
     chunks = []
     with os.fdopen(read_end, "rb") as pipe:
         while chunk := pipe.read(1 << 20):
@@ -91,7 +130,7 @@ def check_forked(root: str, old: FileTable) -> tuple[set[int], dict[int, Signatu
     _, status = os.waitpid(pid, 0)
     if status != 0:  # the child failed: check its half here instead
         more_moved, more_changed = check_range(
-            root, old, half_folders, len(old.folders), half_rows, len(old.paths)
+            files, old, half_folders, len(old.folders), half_rows, len(old.paths)
         )
     else:
         folders, rows = msgpack.unpackb(b"".join(chunks))

@@ -8,7 +8,6 @@ does the stage again rather than trusting files it may not have finished.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -87,10 +86,9 @@ def store_stage(
             callback(ctx, outputs)
         published = {}
         for path in sorted(ctx.stage_published):
-            try:
-                published[path] = output_signature(os.stat(ctx.output_path(path)))
-            except OSError:
-                continue
+            found = ctx.output_folder.lstat(path)
+            if found is not None:
+                published[path] = output_signature(found)
         state.put_record(
             spec.name,
             {

@@ -30,6 +30,7 @@ from .config import Build, load_build
 from .context import Context
 from .executors import WorkItem, run_item
 from .hashing import digest_bytes
+from .projectfiles import ProjectFiles
 from .scanning import scan
 from .typing import Digest, Parts, Plan, StoredParts
 
@@ -56,7 +57,8 @@ class RecordingContext(Context):
         self.logs = structlog.testing.CapturingLogger()
         root = str(build.project_root)
         state = ScopeState(build.cache_dir, root, str(build.output_dir), Cache(build.cache_dir))
-        files = scan(root, {str(build.output_dir), str(build.cache_dir)}, None).table
+        skip = {str(build.output_dir), str(build.cache_dir)}
+        files = scan(root, skip, None, ProjectFiles(root, build.file_policy)).table
         super().__init__(build, state, files, self.logs)
         self.stored = stored
         self.published_bytes: dict[str, bytes] = {}
@@ -162,7 +164,9 @@ def run_stage(
     reads: dict[str, dict[str, Digest | None]] = {}
     for unit in plan.units:
         item = WorkItem(unit.id, unit.payload, {d: stored[d] for d in unit.blobs}, want=unit.files)
-        finished = run_item(stage.run, item, plan.shared, ctx.root, True, "test")
+        finished = run_item(
+            stage.run, item, plan.shared, ctx.root, True, "test", policy=ctx.project.policy
+        )
         if finished.error is not None:
             raise finished.error
         results[unit.id] = finished.result

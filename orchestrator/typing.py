@@ -161,7 +161,9 @@ class Section:
     `annotation` is the value's type as pydantic validates it (a model for a mapping); `default`
     is used when the key is absent; `check(build)` runs after loading, for what a schema cannot
     say (a file the section names must exist), and raises `ConfigError`; `switches` are the
-    command-line flags that override its keys.
+    command-line flags that override its keys. `file_policy(value)`, on one section, gives the
+    `projectfiles.FilePolicy` the engine reads the project's files under (links leading out,
+    the size limit); without one, the defaults.
     """
 
     annotation: Any
@@ -169,6 +171,7 @@ class Section:
     description: str = ""
     check: Any = None
     switches: tuple[Switch, ...] = ()
+    file_policy: Any = None
 
 
 class ProjectReader(Protocol):
@@ -211,6 +214,7 @@ class StageContext(Protocol):
 
     def section(self, name: str) -> Any: ...
     def walk(self) -> list[FileEntry]: ...
+    def refused_files(self) -> dict[str, Any]: ...
     def file_digest(self, relpath: str) -> Digest | None: ...
     def track_file(self, path: Any) -> Digest | None: ...
     def publish_bytes(self, relpath: str, data: bytes) -> bool: ...

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.projectfiles import DEFAULT_MAX_FILE_SIZE, LINK_OUTSIDE, SPECIAL_FILE, TOO_LARGE
 from orchestrator.typing import PROJECT, Plan, Problem, StageChanges, StageSpec, Unit
 from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
@@ -36,6 +37,40 @@ def project_files(ctx) -> list:
         return list(ctx.walk())
     excluded = compile_globs(patterns)
     return [entry for entry in ctx.walk() if not excluded(entry.path)]
+
+
+def refused_problems(ctx) -> list[Problem]:
+    """A problem for each project entry the engine does not read (`collect.exclude` aside):
+    the file is treated as missing, and the problem says why."""
+    section = ctx.section("collect")
+    patterns = section.get("exclude") or []
+    excluded = compile_globs(patterns) if patterns else None
+    limit = int(section.get("max_file_size") or DEFAULT_MAX_FILE_SIZE)
+    problems = []
+    for path, (kind, detail) in sorted(ctx.refused_files().items()):
+        if excluded is not None and excluded(path):
+            continue
+        if kind == LINK_OUTSIDE:
+            message = (
+                f"a symbolic link leading out of the project (to {detail}): treated as "
+                "missing (`collect.follow_links: outside` follows it)"
+            )
+        elif kind == SPECIAL_FILE:
+            message = f"a {detail}, not a regular file: never read"
+        elif kind == TOO_LARGE:
+            message = (
+                f"{int(detail):,} bytes, over collect.max_file_size ({limit:,} bytes): "
+                "treated as missing"
+            )
+        else:
+            message = f"its name holds a control character ({detail}): left out"
+        problems.append(Problem(kind, _printable(path), message))
+    return problems
+
+
+def _printable(path: str) -> str:
+    """A path as it can be shown on one line (a control character written as \\xNN)."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in path)
 
 
 def source_options(ctx, source) -> dict:
@@ -102,6 +137,7 @@ def finish(ctx, inputs: dict, results) -> dict:
     options = source_options(ctx, source)
     parts = PartResults(results)
     result = source.assemble(ctx.root, project_files(ctx), parts, options)
+    result.problems.extend(refused_problems(ctx))
     raise_on_fatal(result.problems, bool(options.get("skip_broken")))
     log_problems(ctx.log, "collect.problem", result.problems)
     return {"assets": result.assets, "index": result.index, "source": result.info()}

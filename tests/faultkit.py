@@ -153,7 +153,8 @@ def _buffered(put):
 
 def _appending(append_lines):
     @functools.wraps(append_lines)
-    def wrapper(path, data):
+    def wrapper(folder, relpath, data):
+        path = folder.path(relpath)
         flushed, torn = _tick("pack-flush"), _tick("pack-index-torn")
         lines = data.count(b"\n")
         if flushed:
@@ -161,29 +162,31 @@ def _appending(append_lines):
         if torn:
             _half_append(path, data)
             _die("pack-index-torn", f"half of {lines} lines appended to {path}")
-        return append_lines(path, data)
+        return append_lines(folder, relpath, data)
 
     return wrapper
 
 
 def _half_written(atomic_write, point: str):
     @functools.wraps(atomic_write)
-    def wrapper(path, data):
+    def wrapper(folder, relpath, data):
+        path = folder.path(relpath)
         if _tick(point):
             _half_file(path, data)
             _die(point, str(path))
-        return atomic_write(path, data)
+        return atomic_write(folder, relpath, data)
 
     return wrapper
 
 
 def _publishing(atomic_write):
     @functools.wraps(atomic_write)
-    def wrapper(path, data):
+    def wrapper(folder, relpath, data):
+        path = folder.path(relpath)
         if _tick("output"):
             _half_file(path, data)
             _die("output", str(path))
-        atomic_write(path, data)
+        atomic_write(folder, relpath, data)
         if _tick("output-renamed"):
             _die("output-renamed", str(path))
 

@@ -198,3 +198,14 @@ def test_a_nested_bundle_folder_stops_the_build_naming_both(tmp_path, capsys):
     assert run("run", str(build)) == 2
     err = capsys.readouterr().err
     assert "assets/a/b" in err and "assets/a " in err and "Traceback" not in err
+
+
+def test_a_sub_asset_name_with_a_control_character_makes_the_meta_malformed():
+    """A sub-asset's key or name holding a control character (it becomes an asset id, a name
+    in paths and reports): the meta is malformed, saying which and what character."""
+    from stages.sources.cocos.meta import parse_meta
+
+    top = '"uuid": "0a1b2c3d-0000-4000-8000-000000000001", "importer": "image"'
+    for sub in ('"f9941\\n": {"importer": "texture"}', '"f9941": {"name": "a\\u007fb"}'):
+        meta = parse_meta("assets/a.png.meta", f'{{{top}, "subMetas": {{{sub}}}}}'.encode())
+        assert meta.problem is not None and "control character" in meta.problem, sub

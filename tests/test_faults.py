@@ -1035,6 +1035,7 @@ def test_a_killed_runs_temp_files_never_block_a_later_run_with_its_pid(tmp_path)
     upcoming = int(repr(cache_module._temp_counter)[len("count(") : -1])  # the next call's number
     for n in range(upcoming, upcoming + 50):  # what a dead process with our pid would have left
         (folder / f".tmp-{socket.gethostname()}-{os.getpid()}-{n}").write_bytes(b"partial")
+    confined = cache_module.ConfinedFolder(tmp_path, "cache folder")
     for i in range(20):
-        cache_module.atomic_write(folder / f"entry-{i}", b"complete")
+        cache_module.atomic_write(confined, f"cas/ab/entry-{i}", b"complete")
     assert all((folder / f"entry-{i}").read_bytes() == b"complete" for i in range(20))

@@ -382,7 +382,9 @@ def test_unchanged_bundles_are_not_hashed_again_but_changed_ones_are_rewritten(t
 
 
 def test_publishing_refuses_a_link_out_of_the_output_folder(tmp_path):
-    """A folder inside the output that links elsewhere is refused, checked once per folder."""
+    """A folder inside the output that links elsewhere is refused when written through or
+    compared with; paths that could leave the folder are refused when named."""
+    from orchestrator.cache import atomic_write
     from orchestrator.errors import ProjectError
     from stages.publishing.output import OutputFolder
 
@@ -392,9 +394,15 @@ def test_publishing_refuses_a_link_out_of_the_output_folder(tmp_path):
     (out / "shared").symlink_to(elsewhere, target_is_directory=True)
     folder = OutputFolder(out)
     assert folder.path("maps/a_f") == out.resolve() / "maps" / "a_f"
-    for bad in ("shared/x", "shared/y", "../x", "a//b"):
+    for bad in ("shared/x", "shared/y"):
+        with pytest.raises(ProjectError, match="symbolic link"):
+            atomic_write(folder, bad, b"x")
+        with pytest.raises(ProjectError, match="symbolic link"):
+            folder.matches(bad, 1, "0" * 64)
+    for bad in ("../x", "a//b"):
         with pytest.raises(ProjectError):
             folder.path(bad)
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_a_bundle_deleted_after_a_partial_republish_is_restored(tmp_path):

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from buildkit import cli_env, make_project, published, run_cli, run_inprocess
+from buildkit import cli_env, edit_build, make_project, published, run_cli, run_inprocess
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.config import load_build
 from orchestrator.errors import ConfigError, ProjectError
-from orchestrator.outputs import LEDGER, Ledger, OutputFolder, clean_output
+from orchestrator.outputs import LEDGER, LEDGER_HEADER, LOCK, Ledger, OutputFolder, clean_output
 from orchestrator.testing import RecordingContext
 
 
@@ -93,7 +97,9 @@ def test_reports_are_not_written_through_a_link_out_of_the_folder(tmp_path):
     (tmp_path / "out" / "reports").symlink_to(elsewhere, target_is_directory=True)
     ctx = RecordingContext(build, {})
     for relpath in ("reports/validate.json", LEDGER):
-        with pytest.raises(ProjectError, match="through a link out of the output folder"):
+        with pytest.raises(
+            ProjectError, match="refusing to follow a symbolic link in the output folder"
+        ):
             ctx.publish_bytes(relpath, b"{}")
     assert list(elsewhere.iterdir()) == []
 
@@ -107,7 +113,7 @@ def test_a_build_refuses_a_symlinked_reports_folder_and_writes_nothing_there(tmp
     (tmp_path / "build" / "out" / "reports").symlink_to(elsewhere, target_is_directory=True)
     proc = run_cli("run", str(build))
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "through a link out of the output folder" in proc.stderr
+    assert "refusing to follow a symbolic link in the output folder" in proc.stderr
     assert list(elsewhere.iterdir()) == []
 
 
@@ -200,7 +206,8 @@ def _state(folders: list[Path], skip: tuple[Path, ...]) -> dict[str, tuple]:
 def test_a_build_writes_nothing_outside_output_and_cache(tmp_path):
     """Cold build, warm rerun, validate and clean, with HOME and TMPDIR fresh: nothing under
     them, the project, the build file's folder or anywhere else in the test folder is created,
-    modified or deleted."""
+    modified or deleted. (Custom-code workers work in folders of their own made in TMPDIR and
+    removed with them: TMPDIR's own mtime may move, nothing in it may stay.)"""
     home, temp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     temp.mkdir()
@@ -221,8 +228,8 @@ def test_a_build_writes_nothing_outside_output_and_cache(tmp_path):
     # thereby moves the mtime of the folder holding it: that entry alone may change, by mtime)
     assert not out.exists() and cache.is_dir()
     after = _state(watched, skip=(out, cache))
-    holder = str(out.parent)
-    after[holder] = after[holder][:2] + before[holder][2:3] + after[holder][3:]
+    for holder in (str(out.parent), str(temp)):
+        after[holder] = after[holder][:2] + before[holder][2:3] + after[holder][3:]
     created = sorted(set(after) - set(before))
     deleted = sorted(set(before) - set(after))
     modified = sorted(p for p in set(before) & set(after) if before[p] != after[p])
@@ -334,3 +341,253 @@ def test_a_build_runs_with_every_file_system_read_only_but_output_and_cache(tmp_
         assert proc.returncode == expected.returncode, proc.stderr[-3000:]
         assert "Read-only file system" not in proc.stderr and "Traceback" not in proc.stderr
     assert published(out) == published(reference.parent / "build" / "out")
+
+
+# -- links planted in the output and cache folders ----------------------------------------------
+
+PRECIOUS = b"another program's file\n"
+
+
+def _planted(tmp_path: Path, link: Path) -> Path:
+    """A file outside the build (`victim.txt`) and `link` pointing to it."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(PRECIOUS)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim)
+    return victim
+
+
+@pytest.mark.parametrize("relpath", [LOCK, LEDGER])
+def test_a_lock_or_ledger_the_project_links_elsewhere_is_refused(tmp_path, relpath):
+    """`output: project/out` (accepted), and the project carries `out/reports/<file>` linked
+    to a file elsewhere: the run stops (exit 2, naming the link) and the file is untouched
+    (the lock was truncated and overwritten, the ledger appended to)."""
+    build = make_project(tmp_path, 100, 2, executor={"kind": "local"}, output="project/out")
+    link = tmp_path / "project" / "out" / relpath
+    victim = _planted(tmp_path, link)
+    proc = run_cli("run", str(build))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "refusing to follow a symbolic link in the output folder" in proc.stderr
+    assert str(link) in proc.stderr and "Traceback" not in proc.stderr
+    assert victim.read_bytes() == PRECIOUS
+
+
+@pytest.mark.parametrize(
+    "relpath", ["manifest.json", "reports/run.json", "reports/index.html", "link.xml"]
+)
+def test_an_output_file_linked_elsewhere_is_replaced_never_written_through(tmp_path, relpath):
+    """A file written whole (through a temporary file and a rename) replaces a link put in its
+    place: the file it pointed to is untouched, the output holds a regular file."""
+    build = make_project(tmp_path, 100, 2, executor={"kind": "local"})
+    link = tmp_path / "build" / "out" / relpath
+    victim = _planted(tmp_path, link)
+    assert run_inprocess("run", str(build)) in (0, 1)
+    assert victim.read_bytes() == PRECIOUS
+    assert link.is_file() and not link.is_symlink()
+
+
+def test_an_output_folder_reached_through_a_link_in_the_project_is_refused(tmp_path):
+    """`output: project/out` where the project's `out` is a link elsewhere: a build-file error
+    naming the link, before anything is written."""
+    build = write_build(tmp_path, "project: project\noutput: project/out\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "project" / "out").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ConfigError, match="reached through a symbolic link inside the project"):
+        load_build(build)
+
+
+def _other_database(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE accounts (name TEXT)")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "relpath", ["actions.sqlite", "lock", "cas/packs/index.log", "state", "cas"]
+)
+def test_a_cache_path_linked_elsewhere_is_refused(tmp_path, relpath):
+    """A link anywhere in the cache folder (a database, the lock, the blob index, a folder) is
+    refused naming it (exit 2); what it points to is untouched (the action database linked to
+    another program's database got its tables written into it)."""
+    build = make_project(tmp_path, 100, 2, executor={"kind": "local"})
+    cache = tmp_path / "build" / "cache"
+    link = cache / relpath
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target = tmp_path / "elsewhere"
+    if relpath in ("state", "cas"):
+        target.mkdir()
+        link.symlink_to(target, target_is_directory=True)
+    else:
+        if relpath.endswith(".sqlite"):
+            _other_database(target)
+        else:
+            target.write_bytes(PRECIOUS)
+        link.symlink_to(target)
+    before = {p: p.read_bytes() for p in [target] if p.is_file()}
+    proc = run_cli("run", str(build))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "refusing to follow a symbolic link in the cache folder" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    if target.is_dir():
+        assert list(target.iterdir()) == []
+    else:
+        assert {p: p.read_bytes() for p in [target]} == before
+
+
+# -- names with control characters, and the ledger's format -------------------------------------
+
+INJECTED = "Characters/Hero_01&#10;touch /tmp/x #"
+
+
+def _inject_package(tmp_path: Path) -> Path:
+    repository = tmp_path / "project" / "Repository" / "resource.repository"
+    text = repository.read_text(encoding="utf-8")
+    assert "<Package>Characters/Hero_01</Package>" in text
+    repository.write_text(
+        text.replace("<Package>Characters/Hero_01</Package>", f"<Package>{INJECTED}</Package>"),
+        encoding="utf-8",
+    )
+    return repository
+
+
+def test_a_name_with_a_newline_stops_the_build_naming_the_file_and_the_name(tmp_path):
+    """A Package holding a newline (`&#10;`) would put a shell line into the ledger: the build
+    stops (exit 2) naming the repository, its line and the name, and publishes nothing."""
+    build = make_project(tmp_path, 100, 2, executor={"kind": "local"}, hash={"append_hash": False})
+    _inject_package(tmp_path)
+    proc = run_cli("run", str(build))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    said = proc.stderr
+    assert "Repository/resource.repository:" in said
+    assert "'Characters/Hero_01\\ntouch /tmp/x #'" in said and "U+000A" in said
+    assert "Traceback" not in said
+    out = tmp_path / "build" / "out"
+    assert not (out / "manifest.json").exists()
+    assert not any("touch" in p.name for p in out.rglob("*"))
+
+
+def test_with_skip_broken_the_item_is_left_out_and_every_output_name_is_clean(tmp_path):
+    """With `collect.skip_broken`, the item is left out and the build goes on: no published
+    path, and no ledger line, holds a control character."""
+    build = make_project(
+        tmp_path,
+        100,
+        2,
+        executor={"kind": "local"},
+        hash={"append_hash": False},
+        collect={"skip_broken": True},
+    )
+    _inject_package(tmp_path)
+    assert run_inprocess("run", str(build)) in (0, 1)
+    out = tmp_path / "build" / "out"
+    entries = Ledger(OutputFolder(out)).entries()
+    assert "manifest.json" in entries
+    for path in [*entries, *(p.relative_to(out).as_posix() for p in out.rglob("*"))]:
+        assert path.isprintable(), path
+    lines = (out / LEDGER).read_bytes().split(b"\n")
+    assert lines[0] == LEDGER_HEADER and lines[-1] == b""
+    assert all(json.loads(line)["path"] in entries for line in lines[1:-1])
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "del\x7f", "cr\r", "esc\x1b[31m"])
+def test_bundle_names_and_output_paths_refuse_control_characters(tmp_path, name):
+    """The last guards: a bundle name and an output path holding a control character."""
+    from stages.layout.packing import check_bundle_name
+
+    with pytest.raises(ConfigError, match="control character"):
+        check_bundle_name(f"chars/{name}")
+    with pytest.raises(ProjectError, match="refusing to write outside the output folder"):
+        OutputFolder(tmp_path).path(f"bundles/{name}")
+
+
+SAFE_SEGMENT = st.text(
+    st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="/\\:"),
+    min_size=1,
+    max_size=12,
+).filter(lambda s: s not in (".", ".."))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(names=st.lists(st.lists(SAFE_SEGMENT, min_size=1, max_size=3).map("/".join), max_size=8))
+def test_the_ledger_gives_back_every_name_it_was_given(tmp_path_factory, names):
+    """Whatever the (safe) names — spaces, `#`, quotes, Chinese, JSON-looking text — the
+    ledger lists each once, in order, and nothing else."""
+    out = tmp_path_factory.mktemp("out")
+    ledger = Ledger(OutputFolder(out))
+    for name in names:
+        ledger.record(name)
+    assert Ledger(OutputFolder(out)).entries() == list(dict.fromkeys(names))
+
+
+def test_clean_removes_only_the_entries_it_parses(tmp_path):
+    """A ledger line that is no JSON entry (written by hand, or by a name that broke a line in
+    an earlier release) never makes `clean` remove a file."""
+    out = tmp_path / "out"
+    (out / "reports").mkdir(parents=True)
+    for name in ("published.bin", "notes.txt", "mine.txt"):
+        (out / name).write_text(name)
+    (out / LEDGER).write_bytes(
+        LEDGER_HEADER
+        + b'\n{"path": "published.bin"}\nnotes.txt\n{"path": 7}\n"mine.txt"\n{"path": "../x"}\n'
+    )
+    cleaned = clean_output(out)
+    assert cleaned.removed == ["published.bin"]
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt", "notes.txt"]
+
+
+def test_a_ledger_of_an_earlier_release_is_read_strictly_and_rewritten(tmp_path):
+    """An old ledger (a path a line): lines with a control character or that could leave the
+    folder are no entries; the next publication rewrites it as JSON lines."""
+    out = tmp_path / "out"
+    (out / "reports").mkdir(parents=True)
+    (out / "a.bin").write_text("a")
+    (out / "keep\r").write_text("k")
+    (out / LEDGER).write_bytes(b"a.bin\nkeep\r\n../outside\nb/c.bin\n")
+    ledger = Ledger(OutputFolder(out))
+    assert ledger.entries() == ["a.bin", "b/c.bin"]
+    ledger.record("d.bin")
+    assert (out / LEDGER).read_bytes().split(b"\n")[0] == LEDGER_HEADER
+    assert Ledger(OutputFolder(out)).entries() == ["a.bin", "b/c.bin", "d.bin"]
+    assert clean_output(out).removed == ["a.bin"]
+    assert (out / "keep\r").exists()
+
+
+# -- a rerun removes what earlier builds published and it does not ------------------------------
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+def test_a_rerun_after_a_lost_manifest_removes_stale_bundles(tmp_path, damage):
+    """A power loss leaves `manifest.json` deleted or cut short; the project then changes so a
+    bundle goes away: the rerun removes that bundle (found in the ledger, as the manifest no
+    longer names it), keeps a file the user put there, and lists only what it published."""
+    build = make_project(tmp_path, 100, 2, executor={"kind": "local"})
+    assert run_inprocess("run", str(build)) in (0, 1)
+    out = tmp_path / "build" / "out"
+    manifest = out / "manifest.json"
+    stale = sorted(p for p in out.glob("ui*") if p.is_file())
+    assert stale
+    if damage == "deleted":
+        manifest.unlink()
+    else:
+        manifest.write_bytes(manifest.read_bytes()[:100])
+    (out / "notes.txt").write_text("mine")
+    edit_build(
+        build,
+        bundles={
+            "layout": [
+                {"name": "maps/{stem}", "maps": "all"},
+                {"name": "interface", "include": ["UI/**"]},
+                {"name": "chars/{package}", "include": ["Characters/**"]},
+            ]
+        },
+    )
+    assert run_inprocess("run", str(build)) in (0, 1)
+    assert not [p for p in stale if p.exists()]
+    assert any(out.glob("interface*")) and (out / "notes.txt").read_text() == "mine"
+    entries = set(Ledger(OutputFolder(out)).entries())
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert entries == files - {"notes.txt", LEDGER, LOCK}

@@ -10,7 +10,8 @@ import pytest
 
 from orchestrator.filetable import signature_of
 from orchestrator.hashing import digest_bytes
-from orchestrator.reads import Reader, read_project_file
+from orchestrator.projectfiles import ProjectFiles
+from orchestrator.reads import Reader
 
 OLD = b"old\n"
 NEW = b"new and longer\n"
@@ -42,7 +43,7 @@ def test_a_file_replaced_while_read_gives_the_bytes_and_signature_of_the_file_op
     path.write_bytes(OLD)
     opened_inode = os.stat(path).st_ino
     replace_on_read(monkeypatch, path)
-    data, st = read_project_file(str(path), with_stat=True)
+    data, st = ProjectFiles(str(tmp_path)).read(path.name)
     assert data == OLD
     assert st is not None
     assert (st.st_ino, st.st_size) == (opened_inode, len(OLD))
@@ -79,7 +80,7 @@ def test_whole_file_is_read_whatever_its_size(tmp_path: Path):
         path = tmp_path / f"f{size}"
         data = bytes(i % 251 for i in range(size))
         path.write_bytes(data)
-        assert read_project_file(str(path)) == data
+        assert ProjectFiles(str(tmp_path)).read(path.name)[0] == data
 
 
 def test_a_file_growing_while_read_is_read_to_its_end(tmp_path: Path, monkeypatch):
@@ -95,6 +96,6 @@ def test_a_file_growing_while_read_is_read_to_its_end(tmp_path: Path, monkeypatc
         return result
 
     monkeypatch.setattr(os, "fstat", fstat_then_grow)
-    data = read_project_file(str(path))
+    data, _ = ProjectFiles(str(tmp_path)).read(path.name)
     monkeypatch.undo()
     assert data == OLD + NEW

@@ -15,7 +15,7 @@ def test_bundle_tables_of_contents_are_read_once_per_file_version(tmp_path, monk
     assert run_inprocess("run", str(build_file)) in (0, 1)
     out = tmp_path / "build" / "out"
     manifest = read_manifest(out)
-    cache = tmp_path / "tocs.cache"
+    cache = "reports/tocs.cache"
     read = []
     original = outputs.read_toc
 

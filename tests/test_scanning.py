@@ -370,3 +370,241 @@ def test_a_failed_build_keeps_the_digests_its_units_found(tmp_path, monkeypatch)
     os.utime(tmp_path / "p" / "a.txt", ns=(PAST + 10**9, PAST + 10**9))
     result = build_toy(build)
     assert result.file_changes.modified == [] and result.hashed_files == 1
+
+
+# -- what of the project the build reads: links leading out, special files, sizes --------------
+
+SECRET = b"CI_SECRET_TOKEN=hunter2-0123456789\n"
+
+
+def _messiah(tmp_path: Path, **settings) -> tuple[Path, Path]:
+    """A generated project (bundles stored uncompressed, so their bytes can be searched) and
+    the payload file of a UI resource, which the build cooks."""
+    from buildkit import make_project
+
+    build = make_project(
+        tmp_path, 100, 2, executor={"kind": "local"}, archive={"compression": "none"}, **settings
+    )
+    data = sorted((tmp_path / "project" / "Repository" / "UI").rglob("resource.data"))[0]
+    return build, data
+
+
+def _run(build: Path):
+    """A whole build in this process: (its values, every published file's bytes)."""
+    from buildkit import published
+
+    from orchestrator.config import load_build
+    from orchestrator.observe import setup_logging
+    from orchestrator.scheduler import RunOptions, run_build
+
+    options = RunOptions(executor="local", progress=False)
+    result = run_build(load_build(build), options, setup_logging())
+    return result, published(build.parent / "build" / "out")
+
+
+def _problems(result, kind: str) -> dict[str, str]:
+    return {p.file: p.message for p in result.outputs["source"].problems if p.kind == kind}
+
+
+def _relpath(build: Path, path: Path) -> str:
+    return path.relative_to(build.parent / "project").as_posix()
+
+
+def test_a_link_leading_out_of_the_project_is_treated_as_missing_and_named(tmp_path):
+    """`resource.data -> <a file outside>` (the build's environment, a key): nothing of it is
+    published, and a problem names the file and where it points; with `collect.follow_links:
+    outside` it is read."""
+    build, data = _messiah(tmp_path)
+    secret = tmp_path / "environ"
+    secret.write_bytes(SECRET)
+    data.unlink()
+    data.symlink_to(secret)
+    result, files = _run(build)
+    assert not [name for name, content in files.items() if SECRET in content]
+    problems = _problems(result, "link_outside")
+    assert str(secret) in problems[_relpath(build, data)]
+    from buildkit import edit_build
+
+    edit_build(build, collect={"follow_links": "outside"})
+    result, files = _run(build)
+    assert [name for name, content in files.items() if SECRET in content]
+    assert not _problems(result, "link_outside")
+
+
+def test_a_link_inside_the_project_keeps_working(tmp_path):
+    """A link to another file of the project is read as that file, and is no problem."""
+    build, data = _messiah(tmp_path)
+    shared = tmp_path / "project" / "Shared" / "payload.bin"
+    shared.parent.mkdir()
+    shared.write_bytes(b"shared payload bytes 0123456789")
+    data.unlink()
+    data.symlink_to(Path("..") / ".." / ".." / ".." / "Shared" / "payload.bin")
+    assert data.read_bytes() == shared.read_bytes()
+    result, files = _run(build)
+    assert [name for name, content in files.items() if shared.read_bytes() in content]
+    assert not _problems(result, "link_outside")
+
+
+def test_a_fifo_is_never_read(tmp_path):
+    """A FIFO where a payload should be: the build neither blocks nor reads it, and names it."""
+    build, data = _messiah(tmp_path)
+    data.unlink()
+    os.mkfifo(data)
+    result, _ = _run(build)
+    assert "FIFO" in _problems(result, "special_file")[_relpath(build, data)]
+
+
+def test_a_file_over_the_size_limit_is_not_read(tmp_path):
+    """Over `collect.max_file_size` a file is treated as missing and named with its size; a
+    2 GiB sparse file under the default limit (1 GiB) costs neither memory nor cache."""
+    build, data = _messiah(tmp_path, collect={"max_file_size": "1 MiB"})
+    data.write_bytes(b"x" * 1_100_000 + SECRET)
+    result, files = _run(build)
+    assert _problems(result, "too_large") == {
+        _relpath(build, data): "1,100,035 bytes, over collect.max_file_size (1,048,576 bytes): "
+        "treated as missing"
+    }
+    assert not [name for name, content in files.items() if SECRET in content]
+    huge, _ = _messiah(tmp_path / "huge")
+    sparse = sorted((tmp_path / "huge" / "project" / "Repository" / "UI").rglob("resource.data"))
+    with open(sparse[0], "r+b") as handle:
+        handle.truncate(2 << 30)
+    result, _ = _run(huge)
+    assert "2,147,483,648 bytes" in _problems(result, "too_large")[_relpath(huge, sparse[0])]
+    cache = sum(p.stat().st_size for p in (tmp_path / "huge" / "build").rglob("*") if p.is_file())
+    assert cache < 100 << 20
+
+
+def test_a_file_that_becomes_a_link_out_is_no_longer_read(tmp_path):
+    """Incrementally: a payload replaced by a link leading out after a first build is refused
+    by the rerun (and named); made a regular file again, it is read again."""
+    build, data = _messiah(tmp_path)
+    _run(build)
+    secret = tmp_path / "environ"
+    secret.write_bytes(SECRET)
+    original = data.read_bytes()
+    data.unlink()
+    data.symlink_to(secret)
+    result, files = _run(build)
+    assert not [name for name, content in files.items() if SECRET in content]
+    assert _relpath(build, data) in _problems(result, "link_outside")
+    data.unlink()
+    data.write_bytes(original + b" again")
+    result, files = _run(build)
+    assert not _problems(result, "link_outside")
+    assert [name for name, content in files.items() if original + b" again" in content]
+
+
+def test_every_reader_applies_the_same_check(tmp_path):
+    """The unit's reader: a file behind a folder link leading out, a link out, a FIFO and a
+    file over the limit are missing; a link inside, and a `../` path the build names on
+    purpose, are read."""
+    from orchestrator.projectfiles import FilePolicy
+    from orchestrator.reads import Reader
+
+    root, outside = tmp_path / "p", tmp_path / "outside"
+    (root / "a").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "key").write_bytes(SECRET)
+    (root / "a" / "real.txt").write_bytes(b"real")
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    (root / "a" / "key").symlink_to(outside / "key")
+    (root / "a" / "inside").symlink_to(root / "a" / "real.txt")
+    os.mkfifo(root / "a" / "fifo")
+    (root / "a" / "big.bin").write_bytes(b"b" * 100)
+    reader = Reader(str(root), policy=FilePolicy(max_size=50))
+    for missing in ("linkdir/key", "a/key", "a/fifo", "a/big.bin"):
+        assert not reader.exists(missing), missing
+    assert reader.read_bytes("a/inside") == b"real"
+    assert reader.read_bytes("../outside/key") == SECRET
+    opted = Reader(str(root), policy=FilePolicy(follow_outside=True))
+    assert opted.read_bytes("linkdir/key") == opted.read_bytes("a/key") == SECRET
+
+
+def _readable(table: FileTable) -> set[str]:
+    return {entry.path for entry in table.entries()}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["write", "grow", "link_out", "link_in", "remove"]),
+                st.integers(0, 2),
+                st.integers(0, 3),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, steps):
+    """With links leading out and files over the limit coming and going, a rescan from the
+    stored table refuses exactly what a scan from nothing refuses, lists the same readable
+    files, and reports as added and removed what became readable or refused."""
+    from orchestrator.projectfiles import FilePolicy, ProjectFiles
+
+    base = tmp_path_factory.mktemp("tree")
+    root, outside = base / "p", base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"s")
+    files = ProjectFiles(str(root), FilePolicy(max_size=6))
+    age(root)
+    table = scan(str(root), set(), None, files).table
+    for offset, ops in enumerate(steps, 1):
+        for op, folder, name in ops:
+            d = root / f"f{folder}"
+            d.mkdir(exist_ok=True)
+            f = d / f"n{name}"
+            if f.is_symlink() or f.exists():
+                f.unlink()
+            if op == "write":
+                f.write_bytes(b"w" * name)
+            elif op == "grow":
+                f.write_bytes(b"g" * (5 + name))
+            elif op == "link_out":
+                f.symlink_to(outside / "secret")
+            elif op == "link_in":
+                (root / "target").write_bytes(b"t")
+                f.symlink_to(root / "target")
+        for dirpath, _, filenames in os.walk(root):
+            _set_mtime(Path(dirpath), offset)
+            for filename in filenames:
+                path = Path(dirpath, filename)
+                if not path.is_symlink():
+                    _set_mtime(path, offset)
+        before = _readable(table)
+        result = scan(str(root), set(), stored(table), files)
+        table = result.table
+        fresh = scan(str(root), set(), None, files).table
+        assert _readable(table) == _readable(fresh)
+        assert table.refused == fresh.refused
+        assert set(result.changes.added) >= _readable(table) - before
+        assert set(result.changes.removed) >= before - _readable(table)
+
+
+def test_a_name_with_a_control_character_is_left_out_and_named(tmp_path):
+    """A project file or folder whose name holds a control character is not listed (it would
+    start another line of a log, a report or the ledger); the table names it, escaped by the
+    problem that reports it."""
+    root = tmp_path / "p"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "fine.txt").write_text("f")
+    (root / "a" / "evil\ntouch x #").write_text("e")
+    (root / "dir\x1b").mkdir()
+    (root / "dir\x1b" / "inside.txt").write_text("i")
+    table = scan(str(root), set(), None).table
+    assert _readable(table) == {"a/fine.txt"}
+    assert {path: why.kind for path, why in table.refused.items()} == {
+        "a/evil\ntouch x #": "unsafe_name",
+        "dir\x1b": "unsafe_name",
+    }
+    from stages.collect import _printable
+
+    assert _printable("a/evil\ntouch x #") == "a/evil\\x0atouch x #"

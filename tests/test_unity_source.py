@@ -418,3 +418,15 @@ def test_broken_build_settings_is_a_problem_not_a_crash(tmp_path: Path):
     result = collect_unity(str(tmp_path))
     assert result.roots["scenes"] == []
     assert [p.kind for p in result.problems] == ["broken_build_settings"]
+
+
+def test_a_bundle_name_with_a_control_character_is_a_fatal_problem(tmp_path: Path):
+    """An assetBundleName holding a control character would become a path and a ledger line:
+    the .meta is left out with a fatal problem naming it and the name."""
+    write(tmp_path, "Assets/UI/a.png", b"png", guid(2), bundle="ui\x1b[2Jx")
+    write(tmp_path, "Assets/UI/b.png", b"png", guid(3), bundle="ui")
+    result = collect_unity(str(tmp_path))
+    (problem,) = [p for p in result.problems if p.kind == "unsafe_name"]
+    assert problem.fatal and problem.file == "Assets/UI/a.png.meta"
+    assert "assetBundleName 'ui\\x1b[2Jx'" in problem.message and "U+001B" in problem.message
+    assert bundles_from_meta(result.index) == {"ui": ["Assets/UI/b.png"]}

@@ -23,6 +23,7 @@ only costs recomputing them (docs/cluster.md, "When things fail").
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -32,13 +33,15 @@ from ..hashing import digest_bytes
 from .actions import ActionCache, ActionEntry
 from .atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksum, seal, unseal
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
-from .housekeeping import cache_stats, clear_cache, collect_garbage
+from .confined import ConfinedFolder
+from .housekeeping import ACTIONS, cache_stats, clear_cache, collect_garbage
 
 __all__ = [
     "ActionCache",
     "ActionEntry",
     "Cache",
     "CacheCorrupt",
+    "ConfinedFolder",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
@@ -59,15 +62,21 @@ class Cache:
         self.root = Path(root)
         self.log = log
         self.corrupt_dropped = 0
-        self.packs = BlobPacks(self.root / "cas" / "packs", self)
-        self.actions = ActionCache(self.root / "actions.sqlite", self, scratch)
+        self.folder = ConfinedFolder(self.root, "cache folder")  # every file is reached through it
+        self.packs = BlobPacks(self.folder.path("cas/packs"), self)
+        self.actions = ActionCache(self.folder.path(ACTIONS), self, scratch)
         self.scratch: Cache | None = None
         if scratch:
             self.scratch = Cache(Path(tempfile.mkdtemp(prefix="orchestrate-dry-run-")), log)
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob_path(self, digest: str) -> Path:
-        return self.root / "cas" / digest[:2] / digest
+        return self.folder.path(self._blob_file(digest))
+
+    @staticmethod
+    def _blob_file(digest: str) -> str:
+        """The blob's file, relative to the cache folder."""
+        return f"cas/{digest[:2]}/{digest}"
 
     def put_blob(self, data: bytes) -> str:
         """Store bytes under their digest: small ones appended to this run's pack, large ones
@@ -78,19 +87,17 @@ class Cache:
         if len(data) < LARGE_BLOB_BYTES:
             self.packs.put(digest, data)
             return digest
-        path = self._blob_path(digest)
-        try:  # an existing blob may be damaged: only a verified copy spares the write
-            intact = path.stat().st_size == len(data) and path.read_bytes() == data
-        except (FileNotFoundError, NotADirectoryError):
-            intact = False
-        if not intact:
-            atomic_write(path, data)
+        relpath = self._blob_file(digest)
+        # an existing blob may be damaged: only a verified copy spares the write
+        found = self.folder.lstat(relpath)
+        if found is None or found.st_size != len(data) or self.folder.read(relpath) != data:
+            atomic_write(self.folder, relpath, data)
         return digest
 
     def has_blob(self, digest: str) -> bool:
         if self.scratch is not None and self.scratch.has_blob(digest):
             return True
-        return self.packs.has(digest) or self._blob_path(digest).exists()
+        return self.packs.has(digest) or self.folder.lstat(self._blob_file(digest)) is not None
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes; raises CacheCorrupt (after dropping it) if missing or mismatched."""
@@ -99,26 +106,28 @@ class Cache:
         data = self.packs.get(digest)
         if data is not None:
             return data
-        path = self._blob_path(digest)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise CacheCorrupt(f"blob {digest[:12]} vanished from the cache") from None
-        if digest_bytes(data) != digest:
-            self.dropped(path, f"blob {digest[:12]} does not match its digest")
-            path.unlink(missing_ok=True)
+        relpath = self._blob_file(digest)
+        found = self.folder.read(relpath)
+        if found is None:
+            raise CacheCorrupt(f"blob {digest[:12]} vanished from the cache")
+        if digest_bytes(found) != digest:
+            self.dropped(self._blob_path(digest), f"blob {digest[:12]} does not match its digest")
+            self._unlink(relpath)
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
-        return data
+        return found
 
     def refuse(self, digest: str, why: str) -> None:
         """Drop a blob that matches its digest but holds no value this build stores (planted in
         a shared cache, or written by another product): the blob and the action entries that
         name it, so that no run finds it again."""
-        path = self._blob_path(digest)
-        self.dropped(path, f"blob {digest[:12]} was refused: {why}")
-        path.unlink(missing_ok=True)
+        self.dropped(self._blob_path(digest), f"blob {digest[:12]} was refused: {why}")
+        self._unlink(self._blob_file(digest))
         self.packs.refuse(digest)
         self.actions.drop_result(digest)
+
+    def _unlink(self, relpath: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.folder.unlink(relpath)
 
     # -- durability and housekeeping ---------------------------------------------------------
     def flush(self) -> None:
@@ -137,6 +146,7 @@ class Cache:
             if self.scratch is not None:
                 self.scratch.close()
                 shutil.rmtree(self.scratch.root, ignore_errors=True)
+            self.folder.forget()
 
     def dropped(self, path: Path, why: str) -> None:
         """Count and log something damaged that was set aside."""

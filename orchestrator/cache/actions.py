@@ -50,7 +50,9 @@ class ActionCache:
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db = open_db(self.path, SCHEMA, SCHEMA_VERSION, self._owner.log)
+            self._db = open_db(
+                self.path, SCHEMA, SCHEMA_VERSION, self._owner.log, self._owner.folder
+            )
         return self._db
 
     def get(self, stage: str, key: str) -> list[ActionEntry]:

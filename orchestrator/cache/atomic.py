@@ -18,47 +18,51 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..hashing import digest_bytes
+from .confined import ConfinedFolder
 
 TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some behind
 TEMP_ABANDONED_SECONDS = 24 * 3600  # a temporary file this old belongs to no live run
 
 
-_known_folders: set[str] = set()
 _temp_counter = itertools.count()
 # A killed run's leftover `.tmp-<host>-<pid>-<n>` must not collide with a later process that
 # reuses its pid (containers restart at the same small pids): a random token per process too.
 _TEMP_TOKEN = os.urandom(4).hex()
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary sibling and a rename.
+def atomic_write(folder: ConfinedFolder, relpath: str, data: bytes) -> None:
+    """Write `data` to `relpath` in `folder` through a temporary sibling and a rename, every
+    step relative to the folder's descriptors (no link below `folder` is followed).
 
     The temporary name is unique per process and call (pid, counter), so concurrent writers —
     other threads, processes or machines sharing the folder — never share one; it is cheaper
     than `mkstemp`, which matters at one write per unit of work.
     """
-    parent = os.path.dirname(path)
-    if parent not in _known_folders:
-        os.makedirs(parent, exist_ok=True)
-        _known_folders.add(parent)
-    tmp = (
-        f"{parent}/{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{_TEMP_TOKEN}-"
-        f"{next(_temp_counter)}"
-    )
+    tmp = f"{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{_TEMP_TOKEN}-{next(_temp_counter)}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        at, name, fd = _create(folder, relpath, tmp)
     except FileNotFoundError:  # the folder was removed behind our back (cache clear)
-        _known_folders.discard(parent)
-        os.makedirs(parent, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        folder.forget()
+        at, name, fd = _create(folder, relpath, tmp)
     try:
-        with naming(path), os.fdopen(fd, "wb") as handle:
+        with naming(folder.path(relpath)), os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=at, dst_dir_fd=at)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=at)
         raise
+
+
+def _create(folder: ConfinedFolder, relpath: str, tmp: str) -> tuple[int, str, int]:
+    """(the folder's descriptor, the file's name, the temporary file's descriptor)."""
+    at, name = folder.split(relpath, create=True)
+    try:
+        return at, name, os.open(tmp, _CREATE, 0o644, dir_fd=at)
+    except OSError as exc:
+        shown = folder.path(relpath).with_name(tmp)
+        raise OSError(exc.errno, exc.strerror, str(shown)) from None
 
 
 @contextlib.contextmanager
@@ -92,15 +96,15 @@ def line_checksum(data: bytes) -> bytes:
     return b"%08x" % zlib.crc32(data)
 
 
-def append_lines(path: Path, data: bytes) -> None:
+def append_lines(folder: ConfinedFolder, relpath: str, data: bytes) -> None:
     """Append whole lines with one `write` on an O_APPEND file, so concurrent writers interleave
     whole lines; a line torn by a killed run is ended first, or ours would join it."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = folder.open(relpath, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        with naming(path):
+        with naming(folder.path(relpath)):
             os.write(fd, data)
     finally:
         os.close(fd)
@@ -111,5 +115,6 @@ class Owner(Protocol):
 
     log: Any
     corrupt_dropped: int
+    folder: ConfinedFolder
 
     def dropped(self, path: Path, why: str) -> None: ...

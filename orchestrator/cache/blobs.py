@@ -30,6 +30,8 @@ class BlobPacks:
     def __init__(self, folder: Path, cache: Owner) -> None:
         self.folder = folder
         self._cache = cache
+        self._files = cache.folder  # every file opened through it: no link followed
+        self._relfolder = folder.relative_to(cache.folder.base).as_posix()
         self._index: dict[str, Any] | None = None
         self._bad: set[str] = set()
         self._present: dict[str, bool] = {}  # pack name → exists (gc may have removed it)
@@ -47,10 +49,7 @@ class BlobPacks:
         """Digest → its index line (checked when first used) or (pack, offset, length)."""
         if self._index is None:
             index: dict[str, Any] = {}
-            try:
-                data = (self.folder / "index.log").read_bytes()
-            except (FileNotFoundError, NotADirectoryError):
-                data = b""
+            data = self._files.read(self._file("index.log")) or b""
             for line in data.split(b"\n"):
                 fields = line.split(b" ", 2)
                 if len(fields) == 3:
@@ -68,6 +67,8 @@ class BlobPacks:
                 if line_checksum(body) != check or len(fields) != 4:
                     raise ValueError("a torn or damaged line")
                 found = (fields[1].decode("ascii"), int(fields[2]), int(fields[3]))
+                if "/" in found[0]:
+                    raise ValueError("a pack outside the packs folder")
             except (ValueError, UnicodeDecodeError):
                 found = None
             if found is None:  # counted and logged: a recomputation the log explains
@@ -87,7 +88,9 @@ class BlobPacks:
             return False
         pack = found[0]
         if pack not in self._present:
-            self._present[pack] = pack == self._name or (self.folder / pack).exists()
+            self._present[pack] = (
+                pack == self._name or self._files.lstat(self._file(pack)) is not None
+            )
         return self._present[pack]
 
     def get(self, digest: str) -> bytes | None:
@@ -103,7 +106,7 @@ class BlobPacks:
             if len(self._readers) >= 64:
                 self.close_readers()
             try:
-                fd = self._readers[pack] = os.open(self.folder / pack, os.O_RDONLY)
+                fd = self._readers[pack] = self._files.open(self._file(pack), os.O_RDONLY)
             except FileNotFoundError:
                 return None
         data = os.pread(fd, length, offset)
@@ -127,9 +130,9 @@ class BlobPacks:
                 pass
         writer = self._writer
         if writer is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
             self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
-            writer = self._writer = open(self.folder / self._name, "ab")  # noqa: SIM115 (the run's)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            writer = self._writer = os.fdopen(self._files.open(self._file(self._name), flags), "ab")
         offset = writer.tell()
         with naming(self.folder / self._name):
             writer.write(data)
@@ -147,4 +150,8 @@ class BlobPacks:
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
-            append_lines(self.folder / "index.log", data)
+            append_lines(self._files, self._file("index.log"), data)
+
+    def _file(self, name: str) -> str:
+        """A file of the packs folder, relative to the cache folder."""
+        return f"{self._relfolder}/{name}"

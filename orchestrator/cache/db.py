@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ..errors import CacheCorrupt, StepFailed
+from .confined import ConfinedFolder
 
 BUSY_TIMEOUT_MS = 60_000
 #: What SQLite reports when the file system refuses a read, or a write for any reason but a
@@ -38,13 +39,19 @@ IO_REFUSED = {
 DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_IOERR_SHORT_READ}
 
 
-def open_db(path: Path, schema: str, version: int, log=None) -> sqlite3.Connection:
+def open_db(
+    path: Path, schema: str, version: int, log=None, folder: ConfinedFolder | None = None
+) -> sqlite3.Connection:
     """A connection to the database at `path` with `schema` applied; a database of another
-    version is replaced, one that cannot be read is set aside first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    version is replaced, one that cannot be read is set aside first. `folder` is the cache
+    folder that holds it (else its own folder): no link below it is followed."""
+    if folder is None:
+        folder, relpath = ConfinedFolder(path.parent, "cache folder"), path.name
+    else:
+        relpath = Path(path).relative_to(folder.base).as_posix()
     for attempt in range(3):
         try:
-            db = _connect(path)
+            db = _connect(folder.database(relpath))
             found = db.execute("PRAGMA user_version").fetchone()[0]
             if found not in (0, version):
                 db.close()

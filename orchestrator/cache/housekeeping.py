@@ -13,16 +13,36 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 from .atomic import TEMP_ABANDONED_SECONDS, TEMP_PREFIX
+from .confined import ConfinedFolder
 from .db import BUSY_TIMEOUT_MS
 
 AREAS = ("cas", "actions", "state")
 ACTIONS = "actions.sqlite"
 ROW_OVERHEAD_BYTES = 64  # what SQLite spends per action row besides its fields
+TEMPORARY = "tmp"  # the build's temporary files (custom-code workers' folders, a dry run's blobs)
+
+
+@contextmanager
+def temporary_files_in(root: Path) -> Iterator[None]:
+    """While a build runs, this process's temporary files go to the cache folder's `tmp/`: a
+    build writes nothing outside `output:` and `cache:` (what it makes there is removed with its
+    maker; what a killed build leaves, `cache clear` removes). The folder is reached without
+    following a link, as everything below the cache folder is."""
+    ConfinedFolder(root, "cache folder").folder(TEMPORARY)
+    before = tempfile.tempdir
+    tempfile.tempdir = str(Path(root) / TEMPORARY)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
 
 
 class Candidate(NamedTuple):
@@ -165,9 +185,10 @@ def _blob_files(root: Path, now: float) -> list[Candidate]:
 
 
 def _connect(root: Path) -> sqlite3.Connection | None:
-    path = root / ACTIONS
-    if not path.exists():
+    folder = ConfinedFolder(root, "cache folder")
+    if folder.lstat(ACTIONS) is None:
         return None
+    path = folder.database(ACTIONS)  # neither it nor its journals a link
     return sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
 
 

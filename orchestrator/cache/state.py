@@ -25,6 +25,7 @@ from ..codec import CodecError, dumps, loads
 from ..errors import CacheCorrupt
 from ..filetable import FileTable
 from ..hashing import digest_bytes, digest_value
+from .confined import ConfinedFolder
 from .entries import WHOLE, ValueChanges, ValueEntries
 from .statedb import chunks, row_check
 
@@ -97,8 +98,9 @@ class ScopeState(ValueEntries):
         root_dev = os.stat(project_root).st_dev if os.path.isdir(project_root) else 0
         scope = digest_value([project_root, output_dir, root_dev])[:24]
         self.blobs = blobs  # the content-addressed store, for large values
-        path = Path(cache_root) / "state" / machine_id() / f"{scope}.sqlite"
-        super().__init__(path, SCHEMA, SCHEMA_VERSION, log, scratch)
+        folder = ConfinedFolder(cache_root, "cache folder")
+        path = folder.path(f"state/{machine_id()}/{scope}.sqlite")
+        super().__init__(path, SCHEMA, SCHEMA_VERSION, log, scratch, folder)
         # Published files' rows, read whole once a run has looked up more than a few: a
         # publish checks thousands of bundle files, and a query each cost more than that.
         self._outputs: dict[str, tuple] | None = None
@@ -119,7 +121,7 @@ class ScopeState(ValueEntries):
                 table = FileTable.from_blobs(blobs)
                 table.stored = digests
                 return table
-        except (KeyError, ValueError, UnicodeDecodeError):
+        except (KeyError, ValueError, TypeError, UnicodeDecodeError):
             pass
         self.dropped("file table damaged")
         return None

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
+from .confined import ConfinedFolder
 from .db import is_damage, open_db, raise_if_outside, set_aside
 
 
@@ -31,14 +32,23 @@ class StateDatabase:
     is never committed: each of the run's transactions is a savepoint in it, so what a stage
     stored is there for the next stage to read, and `close` rolls it all back."""
 
-    def __init__(self, path: Path, schema: str, version: int, log=None, scratch=False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: str,
+        version: int,
+        log=None,
+        scratch: bool = False,
+        folder: ConfinedFolder | None = None,
+    ) -> None:
         self.path = path
         self.log = log
         self.schema = schema
         self.version = version
         self.scratch = scratch
         self._step = False  # a scratch database: inside one of the run's transactions
-        self._db: sqlite3.Connection | None = open_db(path, schema, version, log)
+        self.folder = folder  # the cache folder holding it: no link below it is followed
+        self._db: sqlite3.Connection | None = open_db(path, schema, version, log, folder)
         if scratch:
             self.execute("BEGIN IMMEDIATE")
         self.generation = self._next_generation()
@@ -47,7 +57,7 @@ class StateDatabase:
     def db(self) -> sqlite3.Connection:
         """The connection; after `close`, a new one again (values read after the run)."""
         if self._db is None:
-            self._db = open_db(self.path, self.schema, self.version, self.log)
+            self._db = open_db(self.path, self.schema, self.version, self.log, self.folder)
         return self._db
 
     def execute(self, sql: str, args: Iterable = ()) -> Rows:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import MissingInput, OrchestrateError
+from ..projectfiles import FilePolicy
 from ..reads import Reader, SentFiles
 
 
@@ -97,10 +98,18 @@ def run_item(
     disk: bool,
     label: str,
     fetch: Callable[[list[str]], SentFiles] | None = None,
+    policy: FilePolicy | None = None,
 ) -> Finished:
-    """Run one unit with a recording reader; never raises (errors travel in the record)."""
+    """Run one unit with a recording reader (reading under the build's `policy`); never raises
+    (errors travel in the record)."""
     reader = Reader(
-        root, preloaded=item.files, disk=disk, blobs=item.blobs, fetch=fetch, signed=item.signatures
+        root,
+        preloaded=item.files,
+        disk=disk,
+        blobs=item.blobs,
+        fetch=fetch,
+        signed=item.signatures,
+        policy=policy,
     )
     start = time.time()
     clock = time.perf_counter()
@@ -153,16 +162,23 @@ def make_executor(
     address: str | None = None,
     shared_paths: bool = False,
     log=None,
+    policy: FilePolicy | None = None,
 ) -> Executor:
-    """An executor by name; Ray is imported only when a Ray executor is made."""
+    """An executor by name (its units read the project under `policy`); Ray is imported only
+    when a Ray executor is made."""
     if kind == "local":
         from .local import LocalExecutor
 
-        return LocalExecutor(root)
+        return LocalExecutor(root, policy)
     if kind == "ray":
         from .ray import RayExecutor
 
         return RayExecutor(
-            root, workers=workers, address=address, shared_paths=shared_paths, log=log
+            root,
+            workers=workers,
+            address=address,
+            shared_paths=shared_paths,
+            log=log,
+            policy=policy,
         )
     raise ValueError(f"unknown executor {kind!r}")

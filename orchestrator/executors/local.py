@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..projectfiles import FilePolicy
 from . import Finished, WorkItem, run_item, worker_label
 
 
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, policy: FilePolicy | None = None) -> None:
         self.root = root
+        self.policy = policy
         self.label = f"driver ({worker_label()})"
 
     def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
         for item in items:
-            yield run_item(fn, item, shared, self.root, True, self.label)
+            yield run_item(fn, item, shared, self.root, True, self.label, policy=self.policy)
 
     def close(self) -> None:
         """Nothing to release: units ran in this process."""

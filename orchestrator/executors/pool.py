@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..projectfiles import FilePolicy
 from . import Executor, make_executor
 
 #: Below this many units left to run, `auto` stays in the driver: starting Ray costs seconds.
@@ -25,9 +26,18 @@ AUTO_LOCAL_RAY_MIN_CPUS = 4
 class ExecutorPool:
     """The executors of one run, by kind; Ray's startup time is kept for the summary."""
 
-    def __init__(self, kind: str, root: str, settings: Any, workers: int | None, log) -> None:
+    def __init__(
+        self,
+        kind: str,
+        root: str,
+        settings: Any,
+        workers: int | None,
+        log,
+        policy: FilePolicy | None = None,
+    ) -> None:
         self.kind = kind
         self.root = root
+        self.policy = policy  # what of the project units read (projectfiles.py)
         self.settings = settings  # the build file's `executor` section
         self.workers = workers or settings.workers
         self.log = log
@@ -48,6 +58,7 @@ class ExecutorPool:
             address=self.settings.address,
             shared_paths=self.settings.shared_paths,
             log=self.log,
+            policy=self.policy,
         )
         self._made[kind] = executor
         startup = 0.0

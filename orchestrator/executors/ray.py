@@ -28,6 +28,7 @@ from typing import Any
 import ray
 
 from ..errors import StepFailed
+from ..projectfiles import FilePolicy, ProjectFiles
 from ..reads import SentFiles, read_for_worker
 from . import Finished, WorkItem, run_item, worker_label
 
@@ -63,6 +64,7 @@ def _run_batch(
     disk: bool,
     items: list[WorkItem],
     server: Any = None,
+    policy: FilePolicy | None = None,
 ) -> list[Finished]:
     label = worker_label()
     shared = _shared_value(shared_holder)
@@ -72,7 +74,7 @@ def _run_batch(
         def fetch(relpaths: list[str]) -> SentFiles:
             return ray.get(server.read.remote(relpaths))
 
-    return [run_item(fn, item, shared, root, disk, label, fetch) for item in items]
+    return [run_item(fn, item, shared, root, disk, label, fetch, policy) for item in items]
 
 
 class FileServer:
@@ -82,14 +84,14 @@ class FileServer:
     opens) asks for it here instead of failing and being resent: one round trip per file.
     """
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self, root: str, policy: FilePolicy | None = None) -> None:
+        self.files = ProjectFiles(root, policy)
 
     def read(self, relpaths: list[str]) -> SentFiles:
-        return read_for_worker(self.root, relpaths)
+        return read_for_worker(self.files, relpaths)
 
 
-def _start_file_server(root: str, log=None) -> Any:
+def _start_file_server(root: str, log=None, policy: FilePolicy | None = None) -> Any:
     """A FileServer pinned to the driver's node, or None when the driver is not on a node
     (Ray Client): then a unit that lacks a file comes back and is resent with it."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -104,7 +106,7 @@ def _start_file_server(root: str, log=None) -> Any:
     return (
         ray.remote(FileServer)
         .options(num_cpus=0, max_concurrency=8, scheduling_strategy=strategy)
-        .remote(root)
+        .remote(root, policy)
     )
 
 
@@ -159,8 +161,10 @@ class RayExecutor:
         address: str | None = None,
         shared_paths: bool = False,
         log=None,
+        policy: FilePolicy | None = None,
     ) -> None:
         self.root = root
+        self.files = ProjectFiles(root, policy)
         self.log = log
         self.shared_paths = shared_paths
         address = address or os.environ.get("RAY_ADDRESS") or None
@@ -198,7 +202,7 @@ class RayExecutor:
         self._remote = ray.remote(_run_batch).options(
             max_retries=TASK_RETRIES, retry_exceptions=False
         )
-        self._server = None if shared_paths else _start_file_server(root, log)
+        self._server = None if shared_paths else _start_file_server(root, log, policy)
         if log is not None:
             log.info(
                 "ray.ready",
@@ -219,7 +223,9 @@ class RayExecutor:
                 batch = pending.pop()
                 if not disk:
                     batch = [self._preload(item) for item in batch]
-                ref = self._remote.remote(fn, [shared_ref], self.root, disk, batch, self._server)
+                ref = self._remote.remote(
+                    fn, [shared_ref], self.root, disk, batch, self._server, self.files.policy
+                )
                 if not disk:  # sent (serialized) already: a retry reads the files again
                     for item in batch:
                         item.files, item.signatures = {}, {}
@@ -245,7 +251,7 @@ class RayExecutor:
 
     def _send(self, item: WorkItem, relpaths: list[str]) -> None:
         """Add these files (with the signatures they were read under) to what goes with it."""
-        sent = read_for_worker(self.root, relpaths)
+        sent = read_for_worker(self.files, relpaths)
         item.files.update(sent.data)
         item.signatures.update(sent.signatures)
 

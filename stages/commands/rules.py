@@ -33,9 +33,10 @@ def validate(build_file, fmt, output, executor) -> None:
     build, result = run_validation(build_file, executor)
     data = render(result.outputs["validation"], fmt)
     if output:
-        from orchestrator.cache import atomic_write
+        from orchestrator.cache import ConfinedFolder, atomic_write
 
-        atomic_write(Path(output).resolve(), data)
+        target = Path(output).resolve()  # the user's path: its folder as they named it
+        atomic_write(ConfinedFolder(target.parent, "folder"), target.name, data)
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

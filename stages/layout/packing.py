@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 from orchestrator.codec import record
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
+from orchestrator.outputs import control_character
 from stages.algorithms.globs import GlobSet
 from stages.algorithms.graphs import strongly_connected
 from stages.algorithms.priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority
@@ -525,7 +526,8 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def check_bundle_name(name: str, where: str = "bundles.layout") -> None:
-    """Bundle names become paths in the output folder: refuse any that could leave it."""
+    """Bundle names become paths in the output folder and lines of its ledger: refuse any that
+    could leave the folder or hold a control character (a newline would start another line)."""
     problem = None
     if not name:
         problem = "is empty"
@@ -537,8 +539,8 @@ def check_bundle_name(name: str, where: str = "bundles.layout") -> None:
         problem = "contains a drive letter or colon"
     elif any(part in ("", ".", "..") for part in name.split("/")):
         problem = "has an empty, . or .. segment"
-    elif "\0" in name:
-        problem = "contains a NUL"
+    elif (found := control_character(name)) is not None:
+        problem = f"holds a control character ({found})"
     elif name.split("/")[0] in RESERVED_NAMES:
         problem = "is reserved for the build's loose files"
     if problem:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from pathlib import Path
 
 import orjson
 
@@ -19,14 +18,9 @@ from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes, digest_file
 from orchestrator.outputs import OutputFolder as SafeOutputFolder
-from orchestrator.outputs import remove_empty_folders
+from orchestrator.outputs import remove_published
 
 from .manifests import LINK_XML, MANIFEST, STAGING, named_bundle_files
-
-
-def output_path(output_dir: str | os.PathLike, relpath: str) -> Path:
-    """The absolute path of an output file; ProjectError if `relpath` could leave the folder."""
-    return OutputFolder(output_dir).path(relpath)
 
 
 class OutputFolder(SafeOutputFolder):
@@ -48,25 +42,17 @@ class OutputFolder(SafeOutputFolder):
         self._digest_of = digest_of
 
     def matches(self, relpath: str, size: int, raw_hash: str) -> bool:
-        """Whether the output file `relpath` already holds exactly these bytes."""
-        target = self.path(relpath)
+        """Whether the output file `relpath` already holds exactly these bytes (a regular
+        file: a link in its place is not followed)."""
         try:
-            st = os.stat(target)
-            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            st = self.lstat(relpath)
+            if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != size:
                 return False
             if self._digest_of is not None:
                 return self._digest_of(relpath, st) == raw_hash
-            return digest_file(str(target)) == raw_hash
+            return digest_file(self.open(relpath, os.O_RDONLY)) == raw_hash
         except OSError:
             return False
-
-
-def file_matches(path: Path, size: int, raw_hash: str) -> bool:
-    """Whether `path` already holds exactly these bytes (size first: cheap)."""
-    try:
-        return path.is_file() and path.stat().st_size == size and digest_file(str(path)) == raw_hash
-    except OSError:
-        return False
 
 
 def write_if_changed(output_dir: str | os.PathLike, relpath: str, data: bytes) -> bool:
@@ -74,10 +60,10 @@ def write_if_changed(output_dir: str | os.PathLike, relpath: str, data: bytes) -
 
     The engine's `ctx.publish_bytes` has this contract; this is the reference implementation.
     """
-    target = output_path(output_dir, relpath)
-    if file_matches(target, len(data), digest_bytes(data)):
+    folder = OutputFolder(output_dir)
+    if folder.matches(relpath, len(data), digest_bytes(data)):
         return False
-    atomic_write(target, data)
+    atomic_write(folder, relpath, data)
     return True
 
 
@@ -88,33 +74,32 @@ def previous_bundle_files(output_dir: str | os.PathLike, ours: bool = False) -> 
     so its files are found line by line instead of parsing the whole document.
     """
     try:
-        data = Path(output_dir, MANIFEST).read_bytes()
+        data = SafeOutputFolder(output_dir).read(MANIFEST)  # no link followed
+        if data is None:
+            return []
         found = named_bundle_files(data) if ours else None
         if found is not None:
             return found
         document = orjson.loads(data)
         return sorted({b["file"] for b in document["bundles"].values()})
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ProjectError):
         return []
 
 
 def remove_stale(output_dir: str | os.PathLike, previous: list[str], keep: set[str]) -> list[str]:
     """Remove files the previous manifest named and the new one does not, and folders they
     leave empty; only ever inside the output folder. Returns what was removed."""
-    base = Path(output_dir).resolve()
-    removed = []
+    folder = SafeOutputFolder(output_dir)
+    stale = []
     for relpath in previous:
         if relpath in keep or relpath in (MANIFEST, STAGING, LINK_XML):
             continue
         try:
-            target = output_path(base, relpath)
+            folder.check(relpath)
         except ProjectError:
             continue  # a tampered manifest must not make us delete anything else
-        if target.is_file() and not target.is_symlink():
-            target.unlink()
-            removed.append(relpath)
-            remove_empty_folders(base, target.parent)
-    return removed
+        stale.append(relpath)
+    return remove_published(folder, stale)
 
 
 def publish_build(

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import jinja2
 import orjson
@@ -31,7 +31,9 @@ from isal import igzip
 from markupsafe import Markup
 
 from orchestrator.cache import atomic_write
+from orchestrator.errors import ProjectError
 from orchestrator.hashing import digest_bytes, digest_file
+from orchestrator.outputs import OutputFolder
 from orchestrator.runrecord import PREVIOUS, read_record
 from stages.publishing.manifests import LINK_XML, MANIFEST, bundle_file_changes
 
@@ -69,10 +71,11 @@ TEMPLATES = Path(__file__).parent / "templates"
 def file_digests(output_dir: Path) -> dict[str, str | None]:
     """The digest of each file the content part is made of (None: absent)."""
     found: dict[str, str | None] = {}
+    folder = OutputFolder(output_dir)
     for relpath in CONTENT_FILES:
         try:
-            found[relpath] = digest_file(str(output_dir / relpath))
-        except OSError:
+            found[relpath] = digest_file(folder.open(relpath, os.O_RDONLY))  # no link followed
+        except (OSError, ProjectError):
             found[relpath] = None
     return found
 
@@ -105,10 +108,17 @@ class ContentPart:
     data: str
 
 
-def _read_cache(path: Path, key: str | None) -> tuple[dict, ContentPart] | None:
+def _open_kept(output_dir: Path, relpath: str) -> BinaryIO:
+    """A file the report keeps in the output folder, opened without following a link (what a
+    link there points to must not find its way into the page): OSError when absent, a
+    ProjectError when refused."""
+    return os.fdopen(OutputFolder(output_dir).open(relpath, os.O_RDONLY), "rb")
+
+
+def _read_cache(output_dir: Path, key: str | None) -> tuple[dict, ContentPart] | None:
     """The kept content part and its header, if it is of content `key` (None: any)."""
     try:
-        with open(path, "rb") as handle:
+        with _open_kept(output_dir, CONTENT_CACHE) as handle:
             header = orjson.loads(handle.readline())
             if key is not None and header.get("key") != key:
                 return None
@@ -117,6 +127,7 @@ def _read_cache(path: Path, key: str | None) -> tuple[dict, ContentPart] | None:
         return header, ContentPart(parts["figures"], parts["treemap"], data)
     except (
         OSError,
+        ProjectError,
         orjson.JSONDecodeError,
         AttributeError,
         UnicodeDecodeError,
@@ -137,13 +148,13 @@ def _keep_content(
         orjson.dumps({"figures": part.figures, "treemap": part.treemap}),
         part.data.encode("ascii"),
     ]
-    atomic_write(output_dir / CONTENT_CACHE, b"\n".join(lines) + b"\n")
-    snapshot = output_dir / MANIFEST_SNAPSHOT
-    try:
-        manifest = (output_dir / MANIFEST).read_bytes() if manifest is None else manifest
-        atomic_write(snapshot, manifest)
-    except OSError:
-        snapshot.unlink(missing_ok=True)
+    folder = OutputFolder(output_dir)
+    atomic_write(folder, CONTENT_CACHE, b"\n".join(lines) + b"\n")
+    manifest = folder.read(MANIFEST) if manifest is None else manifest
+    if manifest is not None:
+        atomic_write(folder, MANIFEST_SNAPSHOT, manifest)
+    elif folder.lstat(MANIFEST_SNAPSHOT) is not None:
+        folder.unlink(MANIFEST_SNAPSHOT)
 
 
 def build_content(output_dir: Path) -> tuple[ContentPart, BuildState | None]:
@@ -153,7 +164,7 @@ def build_content(output_dir: Path) -> tuple[ContentPart, BuildState | None]:
         manifest: dict | None = read_manifest(output_dir)
     except NotABuildOutput:
         manifest = None
-    contents = bundle_contents(output_dir, manifest, output_dir / TOC_CACHE) if manifest else {}
+    contents = bundle_contents(output_dir, manifest, TOC_CACHE) if manifest else {}
     page: PageContent = content(output_dir, manifest, contents)
     state = None
     if manifest is not None and not any(c.error for c in contents.values()):
@@ -164,30 +175,30 @@ def build_content(output_dir: Path) -> tuple[ContentPart, BuildState | None]:
 # -- the build state, and what changed since the previous build ------------------------------------
 
 
-def _header(path: Path) -> dict | None:
+def _header(output_dir: Path, relpath: str) -> dict | None:
     try:
-        with open(path, "rb") as handle:
+        with _open_kept(output_dir, relpath) as handle:
             header = orjson.loads(handle.readline())
-    except (OSError, orjson.JSONDecodeError):
+    except (OSError, ProjectError, orjson.JSONDecodeError):
         return None
     return header if isinstance(header, dict) else None
 
 
-def _write_state(path: Path, header: dict, body: bytes) -> None:
-    atomic_write(path, orjson.dumps(header) + b"\n" + body)
+def _write_state(output_dir: Path, header: dict, body: bytes) -> None:
+    atomic_write(OutputFolder(output_dir), STATE, orjson.dumps(header) + b"\n" + body)
 
 
-def _state_body(path: Path) -> bytes | None:
+def _state_body(output_dir: Path, relpath: str) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
+        with _open_kept(output_dir, relpath) as handle:
             handle.readline()
             return handle.read()
-    except OSError:
+    except (OSError, ProjectError):
         return None
 
 
-def _load(path: Path) -> BuildState | None:
-    body = _state_body(path)
+def _load(output_dir: Path, relpath: str) -> BuildState | None:
+    body = _state_body(output_dir, relpath)
     if body is None:
         return None
     try:
@@ -215,31 +226,31 @@ def track_state(output_dir: Path, record: dict | None, key: str, fresh: BuildSta
 
     `fresh` is the state just computed from the folder, or None when the content part came from
     the cache (then the kept state is reused if it is of the same content)."""
-    current, previous = output_dir / STATE, output_dir / PREVIOUS_STATE
+    folder = OutputFolder(output_dir)
     run_id = record.get("id") if record else None
-    kept = _header(current)
+    kept = _header(output_dir, STATE)
     moved = kept is not None and run_id is not None and kept.get("run") != run_id
     if moved:  # a new run: the state it replaces is the previous build's
-        os.replace(current, previous)
+        folder.replace(STATE, PREVIOUS_STATE)
     header = {"key": key, "run": run_id if run_id is not None else (kept or {}).get("run")}
     if fresh is None and kept is not None and kept.get("key") == key:
-        body = _state_body(previous) if moved else None
+        body = _state_body(output_dir, PREVIOUS_STATE) if moved else None
         if body is not None:  # the same content under this run's name, without parsing it
-            _write_state(current, header, body)
+            _write_state(output_dir, header, body)
     else:
         fresh = fresh if fresh is not None else whole_state(output_dir)
         if fresh is not None:
-            _write_state(current, header, orjson.dumps(fresh.to_json()))
-        elif current.exists():  # it describes content this folder no longer holds
-            current.unlink()
-    before = _header(previous)
+            _write_state(output_dir, header, orjson.dumps(fresh.to_json()))
+        elif folder.lstat(STATE) is not None:  # it describes content no longer there
+            folder.unlink(STATE)
+    before = _header(output_dir, PREVIOUS_STATE)
     if before is None:
         return {"status": "first"}
     summary = {"run": before.get("run")}
     if before.get("key") == key:
         return {"status": "same", "previous": summary}
-    old = _load(previous)
-    new = fresh if fresh is not None else _load(current)
+    old = _load(output_dir, PREVIOUS_STATE)
+    new = fresh if fresh is not None else _load(output_dir, STATE)
     if old is None or new is None:
         return {"status": "unknown", "previous": summary}
     patch = diff_states(old, new)
@@ -345,7 +356,7 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
     output_dir = Path(output_dir)
     digests = file_digests(output_dir)
     key = content_key(digests)
-    kept_part = _read_cache(output_dir / CONTENT_CACHE, key)
+    kept_part = _read_cache(output_dir, key)
     part = kept_part[1] if kept_part is not None else None
     fresh, changes = None, None
     if part is None:
@@ -358,13 +369,10 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
                 _keep_content(output_dir, key, part, digests)
     if changes is None:
         changes = track_state(output_dir, record, key, fresh)
-    page = output_dir / PAGE
-    atomic_write(page, page_html(output_dir, record, part, changes).encode("utf-8"))
-    kept = [
-        output_dir / name
-        for name in (CONTENT_CACHE, TOC_CACHE, STATE, PREVIOUS_STATE, MANIFEST_SNAPSHOT)
-    ]
-    return [page, *(path for path in kept if path.exists())]
+    folder = OutputFolder(output_dir)
+    atomic_write(folder, PAGE, page_html(output_dir, record, part, changes).encode("utf-8"))
+    kept = (CONTENT_CACHE, TOC_CACHE, STATE, PREVIOUS_STATE, MANIFEST_SNAPSHOT)
+    return [folder.path(name) for name in (PAGE, *kept) if folder.lstat(name) is not None]
 
 
 def _patched(
@@ -372,10 +380,10 @@ def _patched(
 ) -> tuple[ContentPart, dict] | None:
     """The content part and the changes since the last run, patched from what the last render
     kept (`patching.py`), when this run's build differs from it in bundles' files alone."""
-    current, previous = output_dir / STATE, output_dir / PREVIOUS_STATE
+    folder = OutputFolder(output_dir)
     run_id = record.get("id") if record else None
-    last = _read_cache(output_dir / CONTENT_CACHE, None)
-    kept = _header(current)
+    last = _read_cache(output_dir, None)
+    kept = _header(output_dir, STATE)
     if last is None or kept is None or run_id is None or kept.get("run") == run_id:
         return None
     header, part = last
@@ -384,15 +392,13 @@ def _patched(
         return None
     if any(old.get(rel) != digests[rel] for rel in (COOKLIST_JSON, LINK_XML)):
         return None
-    try:
-        snapshot = (output_dir / MANIFEST_SNAPSHOT).read_bytes()
-        manifest = (output_dir / MANIFEST).read_bytes()
-    except OSError:
+    snapshot, manifest = folder.read(MANIFEST_SNAPSHOT), folder.read(MANIFEST)
+    if snapshot is None or manifest is None:
         return None
     if old.get(MANIFEST) is None or digest_bytes(snapshot) != old[MANIFEST]:
         return None
     changed = bundle_file_changes(snapshot, manifest)
-    body = _state_body(current)
+    body = _state_body(output_dir, STATE)
     if changed is None or body is None:
         return None
     try:
@@ -412,8 +418,8 @@ def _patched(
         return None
     fresh = ContentPart(result.figures, treemap_svg(tiles_of(data["bundles"])), encode_data(data))
     _keep_content(output_dir, key, fresh, digests, manifest)
-    os.replace(current, previous)
-    _write_state(current, {"key": key, "run": run_id}, orjson.dumps(state))
+    folder.replace(STATE, PREVIOUS_STATE)
+    _write_state(output_dir, {"key": key, "run": run_id}, orjson.dumps(state))
     summary = {"run": kept.get("run")}
     if result.diff.identical:
         return fresh, {"status": "same", "previous": summary}

@@ -3,14 +3,18 @@ the JSON reports and link.xml. Only files: it works on a CI artifact without the
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 from lxml import etree
 
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
+from orchestrator.outputs import OutputFolder
 from stages.bundlefile.format import BundleFormatError, BundleReader, TocEntry
 from stages.publishing.manifests import LINK_XML, MANIFEST, STAGING
 
@@ -33,13 +37,28 @@ class BundleContents:
     error: str | None = None
 
 
+def open_output(output_dir: Path, relpath: str) -> BinaryIO:
+    """A file of the output folder, opened without following a link (what a link planted there
+    points to must not find its way into a page): OSError when absent or refused."""
+    try:
+        return os.fdopen(OutputFolder(output_dir).open(relpath, os.O_RDONLY), "rb")
+    except ProjectError as exc:
+        raise OSError(errno.EPERM, exc.message, str(Path(output_dir) / relpath)) from None
+
+
+def read_output(output_dir: Path, relpath: str) -> bytes:
+    """The bytes of a file of the output folder (see `open_output`)."""
+    with open_output(output_dir, relpath) as handle:
+        return handle.read()
+
+
 def read_manifest(output_dir: Path) -> dict:
     """The manifest of an output folder; NotABuildOutput when it is absent or not a manifest."""
     path = Path(output_dir) / MANIFEST
     if not Path(output_dir).is_dir():
         raise NotABuildOutput("not a folder", file=str(output_dir))
     try:
-        document = orjson.loads(path.read_bytes())
+        document = orjson.loads(read_output(output_dir, MANIFEST))
     except FileNotFoundError:
         raise NotABuildOutput(
             "not a build output folder (no manifest.json)", file=str(output_dir)
@@ -59,7 +78,7 @@ def read_toc(output_dir: Path, relpath: str) -> tuple[TocEntry, ...]:
     """A bundle file's table of contents (the header and TOC only: one short read)."""
     path = Path(output_dir) / relpath
     try:
-        with open(path, "rb") as handle:
+        with open_output(output_dir, relpath) as handle:
             return tuple(BundleReader(handle).entries)
     except FileNotFoundError:
         raise ProjectError(
@@ -70,24 +89,25 @@ def read_toc(output_dir: Path, relpath: str) -> tuple[TocEntry, ...]:
 
 
 def bundle_contents(
-    output_dir: Path, manifest: dict, cache: Path | None = None
+    output_dir: Path, manifest: dict, cache: str | None = None
 ) -> dict[str, BundleContents]:
     """Every bundle's table of contents; a missing or damaged file is noted, not fatal (the page
     must still open for a broken build).
 
-    With `cache` (a file), tables of contents read before are taken from it for bundle files
+    With `cache` (a file of the output folder), tables of contents read before are taken from it for bundle files
     whose signature (size, mtime, inode) is the one they were read under, so a rebuild that
     rewrote one bundle of thousands reads one."""
-    known = _read_toc_cache(cache) if cache is not None else {}
+    folder = OutputFolder(output_dir)
+    known = _read_toc_cache(output_dir, cache) if cache is not None else {}
     kept: dict[str, list] = {}
     contents = {}
     for name, bundle in manifest["bundles"].items():
         relpath = bundle["file"]
         try:
-            st = (Path(output_dir) / relpath).stat()
-            signature = [st.st_size, st.st_mtime_ns, st.st_ino]
-        except OSError:
-            signature = None
+            st = folder.lstat(relpath)
+        except (OSError, ProjectError):
+            st = None
+        signature = [st.st_size, st.st_mtime_ns, st.st_ino] if st is not None else None
         cached = known.get(relpath)
         if signature is not None and cached is not None and cached[0] == signature:
             entries = tuple(TocEntry(*row) for row in cached[1])
@@ -103,7 +123,7 @@ def bundle_contents(
         if signature is not None:
             kept[relpath] = [signature, [_toc_row(entry) for entry in entries]]
     if cache is not None and kept != known:
-        atomic_write(cache, orjson.dumps({"version": TOC_CACHE_VERSION, "bundles": kept}))
+        atomic_write(folder, cache, orjson.dumps({"version": TOC_CACHE_VERSION, "bundles": kept}))
     return contents
 
 
@@ -114,9 +134,9 @@ def _toc_row(entry: TocEntry) -> list:
     return [entry.id, entry.name, entry.offset, entry.stored_size, entry.size, entry.hash]
 
 
-def _read_toc_cache(path: Path) -> dict[str, list]:
+def _read_toc_cache(output_dir: Path, relpath: str) -> dict[str, list]:
     try:
-        document = orjson.loads(path.read_bytes())
+        document = orjson.loads(read_output(output_dir, relpath))
     except (OSError, orjson.JSONDecodeError):
         return {}
     if not isinstance(document, dict) or document.get("version") != TOC_CACHE_VERSION:
@@ -128,7 +148,7 @@ def _read_toc_cache(path: Path) -> dict[str, list]:
 def read_json(output_dir: Path, relpath: str) -> dict | None:
     """A JSON report of the folder, or None when it is absent or unreadable."""
     try:
-        document = orjson.loads((Path(output_dir) / relpath).read_bytes())
+        document = orjson.loads(read_output(output_dir, relpath))
     except (OSError, orjson.JSONDecodeError):
         return None
     return document if isinstance(document, dict) else None
@@ -138,7 +158,8 @@ def link_xml_types(output_dir: Path) -> list[str] | None:
     """The Types link.xml preserves, as `assembly: Type` sorted; None without a link.xml."""
     path = Path(output_dir) / LINK_XML
     try:
-        root = etree.fromstring(path.read_bytes(), etree.XMLParser(resolve_entities=False))
+        data = read_output(output_dir, LINK_XML)
+        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False))
     except OSError:
         return None
     except etree.XMLSyntaxError as exc:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, model_validator
 
+from orchestrator.projectfiles import DEFAULT_MAX_FILE_SIZE, FilePolicy
 from orchestrator.typing import BuildSettings, Section, Switch
 from stages.rules.custom.containment import (
     DEFAULT_CPU_SECONDS,
@@ -31,6 +32,15 @@ class _Strict(BaseModel):
 class CollectConfig(_Strict):
     skip_broken: bool = False
     exclude: list[str] = Field(default_factory=list)
+    # A link leading out of the project is not followed unless `outside` (it is a problem).
+    follow_links: Literal["inside", "outside"] = "inside"
+    # A larger file is not read (it is a problem); 1 GiB, or e.g. "200 MiB".
+    max_file_size: ByteSize = Field(default=ByteSize(DEFAULT_MAX_FILE_SIZE), gt=0)
+
+
+def collect_file_policy(collect: dict) -> FilePolicy:
+    """The engine's policy for the project's files, from the `collect` section."""
+    return FilePolicy(collect["follow_links"] == "outside", int(collect["max_file_size"]))
 
 
 class ExternalCooker(_Strict):
@@ -177,7 +187,9 @@ SOURCE = Section(
     "the asset source that reads the project (messiah | unity | cocos)",
 )
 PLATFORM = Section(str, "generic", "the target platform, passed to cookers and the manifest")
-COLLECT = Section(CollectConfig, CollectConfig(), "what collect reads")
+COLLECT = Section(
+    CollectConfig, CollectConfig(), "what collect reads", file_policy=collect_file_policy
+)
 COOK = Section(CookConfig, CookConfig(), "cook roots and cookers")
 NO_CUSTOM_CODE = Switch(
     "--no-custom-code",

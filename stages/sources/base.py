@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 
 from orchestrator.codec import record
 from orchestrator.hashing import fast_pickle
+from orchestrator.outputs import control_character
 from orchestrator.reads import Reader
 from orchestrator.typing import FileEntry
 from orchestrator.typing import Problem as Problem  # what a source reports it noticed
@@ -53,6 +54,25 @@ class Asset:
     package: str = ""  # Package of the first item ("" for maps)
     name: str = ""  # Name of the first item, or the file name for maps
     items: int = 1  # number of repository items with this id (>1: ambiguous)
+
+
+UNSAFE_NAME = "unsafe_name"
+
+
+def unsafe_name(what: str, value: str, file: str, line: int | None = None) -> Problem | None:
+    """A fatal problem when a name the project gives (an asset id, a package, an item's name, a
+    bundle name) holds a control character: names become paths, ledger lines and log lines, and
+    a newline in one could make any of them say something else. None when it holds none."""
+    found = control_character(value)
+    if found is None:
+        return None
+    return Problem(
+        UNSAFE_NAME,
+        file,
+        f"{what} {value!r} holds a control character ({found}); names may hold none",
+        line=line,
+        fatal=True,
+    )
 
 
 @record

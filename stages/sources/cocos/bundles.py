@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from orchestrator.codec import record
 
-from ..base import Problem
+from ..base import Problem, unsafe_name
 from .project import PROJECT_URL, Catalog
 from .scan import normalize_id
 
@@ -50,6 +50,10 @@ def bundle_folders(catalog: Catalog, problems: list[Problem]) -> list[BundleFold
             continue
         given = meta.user.get("bundleName")  # a name only as text: a list is no name
         name = given if isinstance(given, str) and given else posixpath.basename(path)
+        unsafe = unsafe_name("bundleName", name, path + ".meta")
+        if unsafe is not None:  # left out (collect.skip_broken; else the build stops)
+            problems.append(unsafe)
+            continue
         priority = meta.user.get("priority")
         if not isinstance(priority, int) or isinstance(priority, bool):
             priority = RESOURCES_PRIORITY if name == RESOURCES else FOLDER_PRIORITY

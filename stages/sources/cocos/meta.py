@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from orchestrator.codec import record
+from orchestrator.outputs import control_character
 
 from .uuids import is_uuid
 
@@ -105,6 +106,10 @@ def _collect(node: Any, parent: str, key: str, out: list[MetaEntry], top: bool) 
         asset_id = f"{parent}@{key}"
         given = node.get("name")
         name = given if isinstance(given, str) and given else key
+        for what, value in (("the key", key), ("the name", name)):
+            found = control_character(value)
+            if found is not None:  # names become paths, ledger and log lines: none may hide one
+                raise MetaError(f"subMetas.{key!r}: {what} holds a control character ({found})")
     importer = node.get("importer")
     files = node.get("files")
     user = node.get("userData")

@@ -38,6 +38,7 @@ from stages.sources.base import (
     Problem,
     Ref,
     SourceResult,
+    unsafe_name,
 )
 
 from .index import MessiahIndex, MessiahResource, ResourceFile
@@ -297,6 +298,17 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
                     line=item.sourceline,
                 )
             )
+            continue
+        unsafe = next(
+            (
+                found
+                for key in ("GUID", "Package", "Name", "Type")
+                if (found := unsafe_name(f"Item {key}", fields.get(key, ""), path, item.sourceline))
+            ),
+            None,
+        )
+        if unsafe is not None:  # left out (with collect.skip_broken; else the build stops)
+            problems.append(unsafe)
             continue
         items.append(
             RepositoryItem(

@@ -28,6 +28,7 @@ from stages.sources.base import (
     Problem,
     Ref,
     SourceResult,
+    unsafe_name,
 )
 
 from .classes import (
@@ -315,6 +316,14 @@ class _Assembler:
         if scan.info is None:
             self._problem("meta_without_guid", scan.path, "no valid `guid:` in this .meta file")
             return
+        for what, value in (
+            ("assetBundleName", scan.info.bundle_name),
+            ("assetBundleVariant", scan.info.bundle_variant),
+        ):
+            unsafe = unsafe_name(what, value, scan.path)
+            if unsafe is not None:  # the .meta is left out (collect.skip_broken; else exit 2)
+                self.problems.append(unsafe)
+                return
         self.metas[scan.path[: -len(".meta")]] = scan.info
 
     def _guid_map(self) -> dict[str, str]:
