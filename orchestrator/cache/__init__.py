@@ -3,7 +3,8 @@
 Layout under the cache folder:
   cas/<2 hex>/<digest>          large blobs, named by the BLAKE3 of their bytes (verified on read)
   cas/packs/*.pack, index.log   small blobs, appended per run, found through a checksummed index
-  actions.sqlite                the action cache: (stage, unit key) → files read → result
+  actions.sqlite                the action cache: (stage, unit key) → files read → result,
+                                signed when the build holds the farm's key (signing.py)
   state/<machine>/<scope>.sqlite   the incremental state of one checkout and output folder
                                 (cache/state.py): machine-local, never read by another machine
   lock                          held shared by builds, alone by `cache gc` and `cache clear`
@@ -33,12 +34,14 @@ from .actions import ActionCache, ActionEntry
 from .atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksum, seal, unseal
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
 from .housekeeping import cache_stats, clear_cache, collect_garbage
+from .signing import EntryKey
 
 __all__ = [
     "ActionCache",
     "ActionEntry",
     "Cache",
     "CacheCorrupt",
+    "EntryKey",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
@@ -55,12 +58,15 @@ class Cache:
     stores go to a temporary folder deleted at `close` (read from there first), and the action
     entries it records and the hits it notes are dropped."""
 
-    def __init__(self, root: Path, log=None, scratch: bool = False) -> None:
+    def __init__(
+        self, root: Path, log=None, scratch: bool = False, key: EntryKey | None = None
+    ) -> None:
         self.root = Path(root)
         self.log = log
         self.corrupt_dropped = 0
+        self.refused_entries = 0  # entries a build with the key found unsigned or forged
         self.packs = BlobPacks(self.root / "cas" / "packs", self)
-        self.actions = ActionCache(self.root / "actions.sqlite", self, scratch)
+        self.actions = ActionCache(self.root / "actions.sqlite", self, scratch, key)
         self.scratch: Cache | None = None
         if scratch:
             self.scratch = Cache(Path(tempfile.mkdtemp(prefix="orchestrate-dry-run-")), log)
@@ -143,6 +149,13 @@ class Cache:
         self.corrupt_dropped += 1
         if self.log is not None:
             self.log.warning("cache.dropped", file=str(path), reason=why)
+
+    def refused(self, path: Path, why: str) -> None:
+        """Count and log an entry that is intact but not signed with the build's key: planted
+        by someone who can write to the cache (or by a build without the key)."""
+        self.refused_entries += 1
+        if self.log is not None:
+            self.log.warning("cache.refused", file=str(path), reason=why)
 
     def stats(self) -> dict:
         """Counts and bytes per area."""
