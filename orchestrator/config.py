@@ -16,8 +16,17 @@ from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
+from .cache.signing import EntryKey
 from .errors import ConfigError
 from .projectfiles import FilePolicy
 from .typing import Section
@@ -36,6 +45,23 @@ class ExecutorConfig(BaseModel):
     shared_paths: bool = False
 
 
+class CacheConfig(BaseModel):
+    """`cache:` a folder (`cache: build/cache`), or the folder and the farm's key that signs
+    its entries (docs/cluster.md, "The cache key")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = "build/cache"
+    key_file: str | None = None  # a file holding the key (relative to the build file)
+    key_env: str | None = None  # or the environment variable holding it
+
+    @model_validator(mode="after")
+    def _one_key(self) -> CacheConfig:
+        if self.key_file is not None and self.key_env is not None:
+            raise ValueError("give the key in key_file or in key_env, not both")
+        return self
+
+
 class EngineConfig(BaseModel):
     """The keys the engine itself reads."""
 
@@ -43,8 +69,13 @@ class EngineConfig(BaseModel):
 
     project: str
     output: str = "build/out"
-    cache: str = "build/cache"
+    cache: CacheConfig = CacheConfig()
     executor: ExecutorConfig = ExecutorConfig()
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache_folder(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
 
 
 @lru_cache(maxsize=8)
@@ -79,7 +110,7 @@ class Build:
         self.dir = path.parent
         self.project_root = _resolve(self.dir, config.project)  # type: ignore[attr-defined]
         self.output_dir = _resolve(self.dir, config.output)  # type: ignore[attr-defined]
-        self.cache_dir = _resolve(self.dir, config.cache)  # type: ignore[attr-defined]
+        self.cache_dir = _resolve(self.dir, config.cache.path)  # type: ignore[attr-defined]
         self.set_by: dict[str, str] = {}  # `section.key` → the switch that set it for this run
 
     def section(self, name: str) -> Any:
@@ -100,6 +131,32 @@ class Build:
     def slice_for(self, keys: tuple[str, ...]) -> dict:
         """The part of the build file a stage reads, for its cache key (paths left out)."""
         return {key: self.section(key) for key in keys if key not in PATH_KEYS}
+
+    def cache_key(self) -> EntryKey | None:
+        """The farm's key that signs and checks cache entries, read now; None without one."""
+        settings: CacheConfig = self.config.cache  # type: ignore[attr-defined]
+        if settings.key_file is not None:
+            where = ("cache", "key_file")
+            path = _resolve(self.dir, settings.key_file)
+            try:
+                secret = path.read_bytes().strip()
+            except OSError as exc:
+                raise self.error(
+                    f"cannot read the cache key {path}: {exc.strerror}", where
+                ) from None
+            source = f"cache.key_file {path}"
+        elif settings.key_env is not None:
+            where = ("cache", "key_env")
+            secret = os.environ.get(settings.key_env, "").strip().encode("utf-8")
+            if not secret:
+                raise self.error(f"the environment variable {settings.key_env} is not set", where)
+            source = f"cache.key_env {settings.key_env}"
+        else:
+            return None
+        try:
+            return EntryKey(secret, source)
+        except ValueError as exc:
+            raise self.error(str(exc), where) from None
 
     def error(self, message: str, key: tuple[str, ...]) -> ConfigError:
         """A ConfigError about `key` (a path of keys and list indices) naming this file's line."""

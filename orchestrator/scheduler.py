@@ -98,7 +98,7 @@ class Scheduler:
         for stage in self.stages:  # their results may hold records of their packages' types
             allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
         # A dry run is this run with nothing kept: the state and the cache in scratch.
-        self.cache = Cache(build.cache_dir, log=log, scratch=options.dry_run)
+        self.cache = Cache(build.cache_dir, log=log, scratch=options.dry_run, key=build.cache_key())
         settings = build.config.executor  # type: ignore[attr-defined]
         self.files = ProjectFiles(self.root, build.file_policy)
         self.executors = ExecutorPool(

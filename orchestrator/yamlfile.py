@@ -1,77 +1,158 @@
-"""Reading a YAML file users wrote: the data and its node tree (for line numbers), or an error
-of the caller's kind naming the file and the line.
+"""Reading YAML: every YAML the product reads (build files, rule files, Unity assets and `.meta`
+files) is composed here, under one budget on what aliases expand to.
 
-Aliases are counted while the file is composed: each `*alias` adds the size of what it repeats,
-and past ALIAS_NODE_BUDGET nodes the file is refused, naming the alias's line. PyYAML shares the
-repeated nodes, so a 500-byte "billion laughs" file loads instantly, but whatever walks the data
-afterwards (the schema, a rule's digest) sees every copy: gigabytes of work. An alias inside its
-own anchor (data that contains itself) is refused too: nothing that walks it would end.
+PyYAML shares an anchor's node with each of its aliases, so a 600-byte "billion laughs" file
+composes instantly; whatever walks the data afterwards (the schema, a rule's digest, a rule's
+`**` path, `validate.json`) sees every copy: gigabytes of work. So while a file is composed each
+`*alias` adds the expanded size of what it repeats, before anything is built from it: a node
+counts 1 and a scalar also its characters (999 aliases of one 2 MB string are 2 GB of text, not
+999 nodes). Past EXPANSION_BUDGET the file is refused (`ExpansionRefused`, naming the alias's
+line and the budget). An alias inside its own anchor (data that contains itself) is refused too:
+nothing that walks it would end. What a file holds without aliases is bounded by its own size.
+
+The budget is kept by a Python composer (`_Budgeted`) over the loader's own parser: libyaml's
+for a libyaml loader, so both paths read the same events. Composing in Python costs ~1.4x
+libyaml's composer, so a text in which no alias can begin (`may_hold_alias`: no `*` after a
+blank, a flow indicator or at the start, almost every Unity file) goes to the loader's own
+composer unchanged: with no alias, the expanded size is the written size.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from .errors import OrchestrateError
 
-#: Nodes that aliases may add to a file, in all (far beyond what anchors are used for by hand).
-ALIAS_NODE_BUDGET = 100_000
+#: What aliases may add to one file, in all: each node 1, each scalar also its characters
+#: (about 1 MB of repeated text, far beyond what anchors are used for by hand).
+EXPANSION_BUDGET = 1_000_000
+
+# The characters after which a `*` can start an alias token (in YAML 1.1 as libyaml and PyYAML
+# scan it): blanks and line breaks (NEL, LS and PS included), the flow indicators that open or
+# separate entries, and the key and value indicators (`{"a":*b}`, `[? *b]`). Anywhere else a `*`
+# is inside a scalar, a tag, a comment, or an error the parser reports before any alias is seen.
+_BEFORE_ALIAS = " \t\r\n\f\v[{,:?\x85\u2028\u2029\ufeff"
+# The same set as the last byte of its UTF-8 encoding (over-approximating is harmless: a byte
+# that ends another character only sends its text to the budgeted composer).
+_BEFORE_ALIAS_BYTES = frozenset(b"".join(c.encode("utf-8")[-1:] for c in _BEFORE_ALIAS))
 
 
-class AliasRefused(yaml.YAMLError):
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(reason)
-        self.line = line
-        self.reason = reason
+class ExpansionRefused(yaml.MarkedYAMLError):
+    """A file whose aliases expand past the budget, or repeat their own anchor (at `problem_mark`)."""
 
 
-class _CountingLoader(yaml.SafeLoader):
-    """A safe loader that refuses aliases past the node budget."""
+def may_hold_alias(text: str | bytes) -> bool:
+    """Whether a `*` in the text could start an alias (False means it holds none, for sure)."""
+    if isinstance(text, bytes):
+        before: frozenset[int] | str = _BEFORE_ALIAS_BYTES
+        pos = text.find(b"*")
+        while pos >= 0:
+            if pos == 0 or text[pos - 1] in before:
+                return True
+            pos = text.find(b"*", pos + 1)
+        return False
+    pos = text.find("*")
+    while pos >= 0:
+        if pos == 0 or text[pos - 1] in _BEFORE_ALIAS:
+            return True
+        pos = text.find("*", pos + 1)
+    return False
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.alias_nodes = 0
-        self._sizes: dict[int, int] = {}  # id of a composed node → its expanded size (this file)
-        self._open: list[str] = []  # anchors of the collections being composed
+
+class _Budgeted(yaml.composer.Composer):
+    """A composer that counts the expanded size of every alias before it returns the shared node.
+
+    Mixed in ahead of a loader (a Python or a libyaml parser): its methods take over composing,
+    the loader's parser, resolver and constructor stay.
+    """
+
+    loader: ClassVar[Any]  # the loader mixed with (its parser, resolver and constructor)
+
+    def __init__(self, stream: Any) -> None:
+        type(self).loader.__init__(self, stream)
+        self.anchors: dict[str, Any] = {}  # a libyaml loader's __init__ has not set them
+        self.added = 0  # what aliases added to the file so far
+        self._sizes: dict[int, int] = {}  # id of a finished node → its expanded size
+
+    def compose_document(self) -> Any:
+        self._sizes = {}  # anchors do not cross documents (and ids of dropped nodes are reused)
+        return super().compose_document()
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            line = event.start_mark.line + 1
-            if event.anchor in self._open:
-                raise AliasRefused(line, f"the alias *{event.anchor} repeats its own anchor")
-            anchor = self.anchors.get(event.anchor)
-            if anchor is not None:
-                self.alias_nodes += self._expanded_size(anchor)
-                if self.alias_nodes > ALIAS_NODE_BUDGET:
-                    raise AliasRefused(
-                        line,
-                        f"aliases expand the file past {ALIAS_NODE_BUDGET:,} nodes (a YAML alias "
-                        "bomb?); write the repeated parts out, or use fewer aliases",
-                    )
-        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)) and event.anchor:
-            self._open.append(event.anchor)
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self._open.pop()
+        if isinstance(event, yaml.AliasEvent) and event.anchor in self.anchors:
+            size = self._sizes.get(id(self.anchors[event.anchor]))
+            if size is None:  # its collection is still being composed
+                raise ExpansionRefused(
+                    problem=f"the alias *{event.anchor} repeats its own anchor",
+                    problem_mark=event.start_mark,
+                )
+            self.added += size
+            if self.added > EXPANSION_BUDGET:
+                raise ExpansionRefused(
+                    problem=f"aliases expand the file past the YAML expansion budget of "
+                    f"{EXPANSION_BUDGET:,} (a node counts 1, a scalar also its characters; an "
+                    "alias bomb?): write the repeated parts out, or use fewer aliases",
+                    problem_mark=event.start_mark,
+                )
         return super().compose_node(parent, index)
 
-    def _expanded_size(self, node: Any) -> int:
-        known = self._sizes.get(id(node))
-        if known is not None:
-            return known
-        if isinstance(node, yaml.SequenceNode):
-            size = 1 + sum(self._expanded_size(child) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            size = 1 + sum(self._expanded_size(k) + self._expanded_size(v) for k, v in node.value)
-        else:
-            size = 1
-        self._sizes[id(node)] = size
-        return size
+    def compose_scalar_node(self, anchor: Any) -> Any:
+        node = super().compose_scalar_node(anchor)
+        self._sizes[id(node)] = 1 + len(node.value)
+        return node
+
+    def compose_sequence_node(self, anchor: Any) -> Any:
+        node = super().compose_sequence_node(anchor)
+        sizes = self._sizes
+        self._sizes[id(node)] = 1 + sum(sizes[id(item)] for item in node.value)
+        return node
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        node = super().compose_mapping_node(anchor)
+        sizes = self._sizes
+        self._sizes[id(node)] = 1 + sum(sizes[id(k)] + sizes[id(v)] for k, v in node.value)
+        return node
+
+
+@functools.cache
+def _budgeted(loader: type) -> type:
+    """The loader with the budgeted composer ahead of its own (PyYAML's or libyaml's)."""
+    return type(f"Budgeted{loader.__name__}", (_Budgeted, loader), {"loader": loader})
+
+
+def _loader_for(text: str | bytes, loader: type) -> Any:
+    return (_budgeted(loader) if may_hold_alias(text) else loader)(text)
+
+
+def compose_all(text: str | bytes, loader: type) -> list[Any]:
+    """The root node of every document, within the budget (else ExpansionRefused, a YAMLError)."""
+    return _documents(text, loader, composed=True)
+
+
+def load_all(text: str | bytes, loader: type) -> list[Any]:
+    """The data of every document, within the budget (else ExpansionRefused, a YAMLError)."""
+    return _documents(text, loader, composed=False)
+
+
+def _documents(text: str | bytes, loader: type, composed: bool) -> list[Any]:
+    reader = _loader_for(text, loader)
+    more, next_document = (
+        (reader.check_node, reader.get_node) if composed else (reader.check_data, reader.get_data)
+    )
+    try:
+        documents = []
+        while more():
+            documents.append(next_document())
+        return documents
+    except RecursionError:  # the Python composer nests a frame per level (libyaml stops at 1000)
+        raise yaml.YAMLError("nested too deeply to read") from None
+    finally:
+        reader.dispose()
 
 
 def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any, Any]:
@@ -84,16 +165,14 @@ def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any
         raise error(f"cannot read the {what}: {exc}", file=str(path)) from None
     loader = None
     try:
-        loader = _CountingLoader(text)  # its reader refuses some characters at once
+        loader = _loader_for(text, yaml.SafeLoader)  # its reader refuses some characters at once
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
-    except AliasRefused as exc:
-        raise error(exc.reason, file=str(path), line=exc.line) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise error(
-            f"not valid YAML: {problem}",
+            problem if isinstance(exc, ExpansionRefused) else f"not valid YAML: {problem}",
             file=str(path),
             line=mark.line + 1 if mark is not None else None,
         ) from None

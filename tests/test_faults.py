@@ -484,7 +484,11 @@ def _plant(cache: Path, where: str, payload: bytes) -> int:
             (stage, key, raw, reads, stamp + 10**12, digest_bytes(raw + reads)[:16].encode("ascii"))
             for stage, key, reads, stamp in rows
         ]
-        db.executemany("INSERT INTO actions VALUES (?, ?, ?, ?, ?, ?)", planted)
+        db.executemany(
+            "INSERT INTO actions (stage, key, result, reads, stamp, check_) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            planted,
+        )
     else:
         (state,) = cache.glob("state/*/*.sqlite")
         db = sqlite3.connect(state)

@@ -131,6 +131,48 @@ def test_compile_and_parse_errors():
     assert broken.value.line == 6
 
 
+def alias_bomb(levels: int = 9) -> str:
+    """A MonoBehaviour whose `data` expands to 10**(levels) leaves (10**9 in ~650 bytes)."""
+    lines = ["    l0: &l0 [" + ", ".join(["x"] * 10) + "]\n"]
+    lines += [
+        f"    l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 10) + "]\n" for n in range(1, levels)
+    ]
+    return (
+        HEADER + "--- !u!114 &11400000\nMonoBehaviour:\n  m_Name: Bomb\n  data:\n" + "".join(lines)
+    )
+
+
+def test_an_alias_bomb_in_an_asset_is_refused_before_it_is_walked():
+    """The budget of orchestrator/yamlfile.py holds for Unity files: refused at the alias's line,
+    naming the budget (before, the 10**9 leaves composed in a moment and `**.guid` walked them)."""
+    with pytest.raises(UnityParseError) as refused:
+        parse_unity_yaml(alias_bomb().encode(), "Assets/Data/Bomb.asset")
+    assert refused.value.line == 12  # lines 8-11 add 234,540; the fourth *l4 crosses 1,000,000
+    assert "YAML expansion budget of 1,000,000" in str(refused.value)
+    # Aliases within the budget are read, and what they repeat is found through them.
+    documents = parse_unity_yaml(alias_bomb(levels=3).encode(), "Assets/Data/Small.asset")
+    assert len(query_nodes("MonoBehaviour.data.l2", documents)) == 1000
+
+
+def query_nodes(expr: str, documents: list) -> list:
+    return evaluate(compile_unity_path(expr), documents)[0]
+
+
+def test_an_alias_bomb_is_a_failure_of_its_file_not_of_the_build(tmp_path: Path):
+    """The shipped library on a project holding the bomb: that file fails its rule, with its line
+    and the budget; the other files are checked as before."""
+    root = planted_project(tmp_path / "project")
+    write(root, "Assets/Data/Bomb.asset", alias_bomb(), guid(41))
+    index = collect_unity(str(root)).index
+    document = validate_project(str(root), [LIBRARY], index)
+    assert not document["rule_errors"]
+    bomb = [f for f in document["failures"] if f["source"] == "Assets/Data/Bomb.asset"]
+    assert [f["rule"] for f in bomb] == ["asset-guids-resolve"]
+    assert bomb[0]["message"].startswith("Assets/Data/Bomb.asset:12: ")
+    assert "YAML expansion budget of 1,000,000" in bomb[0]["message"]
+    assert len(document["failures"]) == 13  # the 12 planted defects, and the bomb
+
+
 def test_the_language_is_registered_and_found_without_package_metadata(monkeypatch):
     """Entry point or not (stale metadata), `.meta`/`.prefab` files use unity_yaml, XML the rest."""
     assert registry.path_languages()["unity_yaml"] is LANGUAGE

@@ -430,3 +430,25 @@ def test_a_bundle_name_with_a_control_character_is_a_fatal_problem(tmp_path: Pat
     assert problem.fatal and problem.file == "Assets/UI/a.png.meta"
     assert "assetBundleName 'ui\\x1b[2Jx'" in problem.message and "U+001B" in problem.message
     assert bundles_from_meta(result.index) == {"ui": ["Assets/UI/b.png"]}
+
+
+def test_an_alias_bomb_in_build_settings_is_a_problem_not_a_crash(tmp_path: Path):
+    """EditorBuildSettings is read by PyYAML: past the YAML expansion budget it is a problem of
+    that file with the alias's line (before, 10**9 scene entries were handed to the assembler)."""
+    bomb = "".join(
+        f"  l{n}: &l{n} ["
+        + ", ".join([f"*l{n - 1}" if n else "{path: a, enabled: 1}"] * 10)
+        + "]\n"
+        for n in range(9)
+    )
+    write(
+        tmp_path,
+        "ProjectSettings/EditorBuildSettings.asset",
+        HEADER + "--- !u!1045 &1\nEditorBuildSettings:\n" + bomb + "  m_Scenes: *l8\n",
+    )
+    write(tmp_path, "Assets/a.txt", "x", guid(1))
+    result = collect_unity(str(tmp_path))
+    assert result.roots["scenes"] == []
+    [problem] = result.problems
+    assert problem.kind == "broken_build_settings" and problem.line == 9
+    assert "YAML expansion budget of 1,000,000" in problem.message

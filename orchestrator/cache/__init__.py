@@ -3,7 +3,8 @@
 Layout under the cache folder:
   cas/<2 hex>/<digest>          large blobs, named by the BLAKE3 of their bytes (verified on read)
   cas/packs/*.pack, index.log   small blobs, appended per run, found through a checksummed index
-  actions.sqlite                the action cache: (stage, unit key) → files read → result
+  actions.sqlite                the action cache: (stage, unit key) → files read → result,
+                                signed when the build holds the farm's key (signing.py)
   state/<machine>/<scope>.sqlite   the incremental state of one checkout and output folder
                                 (cache/state.py): machine-local, never read by another machine
   lock                          held shared by builds, alone by `cache gc` and `cache clear`
@@ -35,6 +36,7 @@ from .atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksum, seal
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
 from .confined import ConfinedFolder
 from .housekeeping import ACTIONS, cache_stats, clear_cache, collect_garbage
+from .signing import EntryKey
 
 __all__ = [
     "ActionCache",
@@ -42,6 +44,7 @@ __all__ = [
     "Cache",
     "CacheCorrupt",
     "ConfinedFolder",
+    "EntryKey",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
@@ -58,13 +61,16 @@ class Cache:
     stores go to a temporary folder deleted at `close` (read from there first), and the action
     entries it records and the hits it notes are dropped."""
 
-    def __init__(self, root: Path, log=None, scratch: bool = False) -> None:
+    def __init__(
+        self, root: Path, log=None, scratch: bool = False, key: EntryKey | None = None
+    ) -> None:
         self.root = Path(root)
         self.log = log
         self.corrupt_dropped = 0
+        self.refused_entries = 0  # entries a build with the key found unsigned or forged
         self.folder = ConfinedFolder(self.root, "cache folder")  # every file is reached through it
         self.packs = BlobPacks(self.folder.path("cas/packs"), self)
-        self.actions = ActionCache(self.folder.path(ACTIONS), self, scratch)
+        self.actions = ActionCache(self.folder.path(ACTIONS), self, scratch, key)
         self.scratch: Cache | None = None
         if scratch:
             self.scratch = Cache(Path(tempfile.mkdtemp(prefix="orchestrate-dry-run-")), log)
@@ -153,6 +159,13 @@ class Cache:
         self.corrupt_dropped += 1
         if self.log is not None:
             self.log.warning("cache.dropped", file=str(path), reason=why)
+
+    def refused(self, path: Path, why: str) -> None:
+        """Count and log an entry that is intact but not signed with the build's key: planted
+        by someone who can write to the cache (or by a build without the key)."""
+        self.refused_entries += 1
+        if self.log is not None:
+            self.log.warning("cache.refused", file=str(path), reason=why)
 
     def stats(self) -> dict:
         """Counts and bytes per area."""

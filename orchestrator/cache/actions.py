@@ -4,7 +4,9 @@ It is what makes a second checkout, another output folder or an edit undone hit 
 before: an entry is valid when every file it records (including files looked for and not
 found) still has the digest recorded. A key keeps its few newest distinct results. One SQLite
 database per cache folder (WAL: concurrent runs share it); each row carries a digest of its
-content, so a damaged row is skipped like a missing one.
+content, so a damaged row is skipped like a missing one, and, when the build has the farm's key,
+a signature (signing.py): a reader with the key refuses a row that is unsigned or signed by
+anyone else, deletes it, and the unit runs again.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import msgpack
 from ..errors import CacheCorrupt
 from ..hashing import digest_bytes
 from .db import is_damage, open_db, raise_if_outside, set_aside
+from .signing import EntryKey
 
 ENTRIES_PER_KEY = 4
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: a signature beside the check
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
     stage TEXT NOT NULL, key BLOB NOT NULL, result BLOB NOT NULL, reads BLOB NOT NULL,
-    stamp INTEGER NOT NULL, check_ BLOB NOT NULL);
+    stamp INTEGER NOT NULL, check_ BLOB NOT NULL, signature BLOB);
 CREATE UNIQUE INDEX IF NOT EXISTS actions_by_key ON actions (stage, key, result);
 """  # a rowid table: `reads` can be large (see state.py)
 
@@ -38,10 +41,13 @@ class ActionEntry(NamedTuple):
 class ActionCache:
     """The cache folder's action database, opened on first use."""
 
-    def __init__(self, path: Path, owner: Any, scratch: bool = False) -> None:
+    def __init__(
+        self, path: Path, owner: Any, scratch: bool = False, key: EntryKey | None = None
+    ) -> None:
         self.path = path
         self._owner = owner  # counts and logs what is dropped
         self.scratch = scratch  # a dry run's: what it records is never written
+        self._key = key  # signs what is written; what is read must carry its signature
         self._db: sqlite3.Connection | None = None
         self._pending: list[tuple] = []
         self._used: list[tuple] = []  # entries that served a hit: their stamp moves (gc is LRU)
@@ -57,16 +63,30 @@ class ActionCache:
 
     def get(self, stage: str, key: str) -> list[ActionEntry]:
         """The newest entries of a key (distinct results), verified."""
+        raw_key = bytes.fromhex(key)
         rows = self._query(
-            "SELECT result, reads, check_ FROM actions WHERE stage = ? AND key = ?"
+            "SELECT result, reads, check_, signature FROM actions WHERE stage = ? AND key = ?"
             " ORDER BY stamp DESC LIMIT ?",
-            (stage, bytes.fromhex(key), ENTRIES_PER_KEY),
+            (stage, raw_key, ENTRIES_PER_KEY),
         )
         entries = []
-        for result, reads, check in rows:
-            if digest_bytes(bytes(result) + bytes(reads)).encode("ascii")[:16] != bytes(check):
+        for result, reads, check, signature in rows:
+            result, reads = bytes(result), bytes(reads)
+            if digest_bytes(result + reads).encode("ascii")[:16] != bytes(check):
                 self._owner.dropped(self.path, f"a damaged action entry of {stage} was skipped")
-                self._damaged.append((stage, bytes.fromhex(key), bytes(result)))
+                self._damaged.append((stage, raw_key, result))
+                continue
+            if self._key is not None and not self._key.verify(
+                None if signature is None else bytes(signature),
+                *_signed(stage, raw_key, result, reads),
+            ):
+                self._owner.refused(
+                    self.path,
+                    f"an action entry of {stage} (key {key[:12]}) is "
+                    + ("unsigned" if signature is None else "not signed with this build's key")
+                    + f" ({self._key.source}): refused and deleted; its unit runs again",
+                )
+                self._damaged.append((stage, raw_key, result))
                 continue
             try:
                 entries.append(ActionEntry(msgpack.unpackb(reads), bytes(result).hex()))
@@ -78,9 +98,12 @@ class ActionCache:
     def put(self, stage: str, key: str, reads: dict[str, str | None], result: str) -> None:
         """Record an entry (written with the next flush)."""
         packed = msgpack.packb(sorted([path, digest] for path, digest in reads.items()))
-        raw = bytes.fromhex(result)
+        raw, raw_key = bytes.fromhex(result), bytes.fromhex(key)
         check = digest_bytes(raw + packed).encode("ascii")[:16]
-        self._pending.append((stage, bytes.fromhex(key), raw, packed, time.time_ns(), check))
+        signature = (
+            None if self._key is None else self._key.sign(*_signed(stage, raw_key, raw, packed))
+        )
+        self._pending.append((stage, raw_key, raw, packed, time.time_ns(), check, signature))
 
     def drop_result(self, result: str) -> None:
         """Delete (with the next flush) every entry whose result is this blob."""
@@ -107,7 +130,7 @@ class ActionCache:
                 "DELETE FROM actions WHERE stage = ? AND key = ? AND result = ?", damaged
             )
             db.executemany("DELETE FROM actions WHERE result = ?", refused)
-            db.executemany("INSERT OR REPLACE INTO actions VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.executemany("INSERT OR REPLACE INTO actions VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             db.executemany(
                 "UPDATE actions SET stamp = ? WHERE stage = ? AND key = ? AND result = ?", used
             )
@@ -141,3 +164,9 @@ class ActionCache:
 
     def count(self) -> int:
         return self._query("SELECT COUNT(*) FROM actions", ())[0][0]
+
+
+def _signed(stage: str, key: bytes, result: bytes, reads: bytes) -> tuple[bytes, ...]:
+    """What a row's signature covers: the entry's key and everything it maps to (the stamp,
+    only the least-recently-used order of gc, is left out)."""
+    return stage.encode("utf-8"), key, result, reads

@@ -49,7 +49,7 @@ def parse_cocos_json(data: bytes) -> list[yaml.Node]:
         orjson.loads(body)  # strict JSON first: YAML would accept what Creator cannot read
     except orjson.JSONDecodeError as error:
         raise CocosParseError(f"not valid JSON: {error.msg}", error.lineno) from None
-    try:
+    try:  # strict JSON has no anchors or aliases: nothing for the YAML budget (yamlfile.py)
         node = yaml.compose(body, Loader=_LOADER)
     except yaml.YAMLError as error:  # JSON that YAML reads differently (a tab in indentation)
         mark = getattr(error, "problem_mark", None)

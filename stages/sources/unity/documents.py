@@ -5,7 +5,8 @@ followed by ` stripped`) where every cross-asset reference is a flow mapping
 `{fileID: N, guid: <32 hex>, type: T}` that may wrap onto the next line. The scanner finds those
 mappings with `bytes.find` and bounded look-arounds, never running a regex over a whole line: font
 atlases put megabytes on one line. PyYAML (`load_documents`) is kept for small structured files
-(EditorBuildSettings) and as the reference the scanner is tested and benchmarked against.
+(EditorBuildSettings) and as the reference the scanner is tested and benchmarked against; it reads
+through orchestrator/yamlfile.py, under the budget on what aliases expand to.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any, NamedTuple
 import yaml
 
 from orchestrator.codec import record
+from orchestrator.yamlfile import load_all
 
-YAMLError = yaml.YAMLError  # what `load_documents` raises on malformed input
+YAMLError = yaml.YAMLError  # what `load_documents` raises on malformed input or an alias bomb
 YAML_MAGIC = b"%YAML"
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _GUID_KEY = b"guid:"
@@ -293,7 +295,7 @@ def load_documents(
     """Every document, parsed by PyYAML (on libyaml unless `pure_python`), with its header."""
     headers = document_headers(data)
     text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", data)
-    docs = list(yaml.load_all(text, Loader=PureUnityLoader if pure_python else UnityLoader))
+    docs = load_all(text, PureUnityLoader if pure_python else UnityLoader)
     # A header-less leading document (plain YAML) gets None; Unity files have one header per doc.
     padding: list[DocumentHeader | None] = [None] * (len(docs) - len(headers))
     return list(zip(padding + list(headers), docs))

@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.yamlfile import ExpansionRefused, compose_all
+
 from .classes import NATIVE_EXTENSIONS
 from .documents import HEADER_FOR_YAML, UnityLoader, is_text_serialized
 
@@ -150,7 +152,11 @@ def _filter(text: str, pos: int) -> tuple[Filter, int]:
 
 
 def parse_unity_yaml(data: bytes, relpath: str = "") -> list[yaml.Node]:
-    """The root node of every document (PyYAML's composed nodes keep their line numbers)."""
+    """The root node of every document (PyYAML's composed nodes keep their line numbers).
+
+    Aliases past the YAML expansion budget (orchestrator/yamlfile.py) are a parse error of the
+    file, naming the alias's line: `**` and values would otherwise walk every copy.
+    """
     body = data.lstrip(b"\xef\xbb\xbf")
     if not relpath.lower().endswith(".meta") and body and not is_text_serialized(body):
         raise UnityParseError(
@@ -159,11 +165,12 @@ def parse_unity_yaml(data: bytes, relpath: str = "") -> list[yaml.Node]:
     # The same header rewrite as the loader's: Unity's `%TAG !u!` is scoped to the first document.
     text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", body)
     try:
-        return [node for node in yaml.compose_all(text, Loader=UnityLoader) if node is not None]
+        return [node for node in compose_all(text, UnityLoader) if node is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or error
         raise UnityParseError(
-            f"not valid YAML: {getattr(error, 'problem', None) or error}",
+            str(problem) if isinstance(error, ExpansionRefused) else f"not valid YAML: {problem}",
             mark.line + 1 if mark is not None else None,
         ) from None
 

@@ -88,6 +88,11 @@ case("rules-yaml-alias-bomb", {"rules.yaml": (
     "- id: bomb\n  rpath: 'resource'\n  xpath: '*,Name'\n"
     f"  condition: ['in', [{bomb_levels.rstrip(', ')}]]\n"
 )})
+# 110 aliases of one 10,000-character string: 110 nodes, 1.1 MB of text to whatever walks them
+case("rules-yaml-string-aliases", {"rules.yaml": (
+    "- id: long\n  rpath: 'resource'\n  xpath: '*,Name'\n"
+    f"  name: &long {'lol' * 3334}\n  condition: ['in', [{', '.join(['*long'] * 110)}]]\n"
+)})
 case("rules-yaml-recursive-alias", {"rules.yaml": (
     "- &loop\n  id: loop\n  rpath: 'resource'\n  xpath: '*,Name'\n  condition: ['in', *loop]\n"
 )})
