@@ -89,35 +89,24 @@ REGEX_NAMES = (
     "A",
     "UNICODE",
     "U",
+    "LOCALE",
+    "L",
+    "NOFLAG",
+    # not DEBUG (it prints the pattern's parse to the build's standard output) nor the
+    # deprecated TEMPLATE / T (gone in Python 3.13)
 )
 ALLOWED_NAMES = frozenset({"d", "re", *INDEX_MODULES, *BUILTIN_NAMES})
 
-# Attribute names refused wherever they appear (see the module docstring).
-DENIED_ATTRIBUTES = frozenset(
-    {
-        "format",
-        "format_map",
-        "mro",
-        "gi_frame",
-        "gi_code",
-        "gi_yieldfrom",
-        "gi_running",
-        "cr_frame",
-        "cr_code",
-        "cr_await",
-        "ag_frame",
-        "ag_code",
-        "ag_await",
-        "f_globals",
-        "f_locals",
-        "f_builtins",
-        "f_back",
-        "f_code",
-        "tb_frame",
-        "tb_next",
-        "co_code",
-    }
-)
+# Attribute names refused wherever they appear (see the module docstring), and the prefixes of
+# the frame and code attributes of generators, coroutines, async generators, frames and
+# tracebacks (spec/rules.md: gi_*, cr_*, ag_*, f_*, tb_*).
+DENIED_ATTRIBUTES = frozenset({"format", "format_map", "mro", "co_code"})
+DENIED_PREFIXES = ("_", "gi_", "cr_", "ag_", "f_", "tb_")
+
+
+def denied_attribute(name: str) -> bool:
+    return name.startswith(DENIED_PREFIXES) or name in DENIED_ATTRIBUTES
+
 
 _OPERATORS = (
     ast.Add,
@@ -247,7 +236,7 @@ def check_expression(tree: ast.Expression) -> frozenset[str]:
 
 def _check_attribute(node: ast.Attribute, bound: set[str]) -> None:
     name = node.attr
-    if name.startswith("_") or name in DENIED_ATTRIBUTES:
+    if denied_attribute(name):
         raise ExpressionError(f"the attribute {name!r} is not allowed in expressions")
     owner = node.value
     if isinstance(owner, ast.Name) and owner.id not in bound:
@@ -378,11 +367,7 @@ _READABLE_TYPES = frozenset((*_DATA_TYPES, *_VIEW_TYPES, re.Pattern, re.Match, S
 
 def guarded_attribute(owner: Any, name: str) -> Any:
     """`owner.name`, if it is an attribute of data an expression may read."""
-    if (
-        not name.startswith("_")
-        and name not in DENIED_ATTRIBUTES
-        and (type(owner) in _READABLE_TYPES or _readable(owner, name))
-    ):
+    if not denied_attribute(name) and (type(owner) in _READABLE_TYPES or _readable(owner, name)):
         return getattr(owner, name)
     raise ExpressionRefused(
         f"the attribute {name!r} of a {type(owner).__name__} is not available in expressions"
