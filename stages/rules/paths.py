@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from lxml import etree
 
+from .regex import Regex, compile_regex
+
 
 class PathSyntaxError(ValueError):
     """An expression that does not parse; the message says where and why."""
@@ -64,11 +66,11 @@ class Comparison:
     path: tuple[str, ...]  # child steps, or (attribute name,)
     negate: bool  # True for !=
     value: str | None  # literal text, or None when `pattern` is used
-    pattern: re.Pattern | None = None  # backtick regex (re.search)
+    pattern: Regex | None = None  # backtick regex (re.search semantics, bounded time)
 
     def holds_for(self, text: str) -> bool:
         if self.pattern is not None:
-            return self.pattern.search(text) is not None
+            return self.pattern.found_in(text)
         return text == self.value
 
 
@@ -246,7 +248,7 @@ def _parse_name(text: str, pos: int, attributes: bool, where: str) -> tuple[tupl
         pos += 1
 
 
-def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, re.Pattern | None, int]:
+def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, Regex | None, int]:
     if pos >= len(text):
         raise PathSyntaxError(f"{where}: missing value")
     char = text[pos]
@@ -255,7 +257,7 @@ def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, re.Patter
         if end < 0:
             raise PathSyntaxError(f"{where}: unterminated backtick")
         try:
-            return None, re.compile(text[pos + 1 : end]), end + 1
+            return None, compile_regex(text[pos + 1 : end]), end + 1
         except re.error as exc:
             raise PathSyntaxError(f"{where}: bad regex `{text[pos + 1 : end]}`: {exc}") from None
     if char == '"':
