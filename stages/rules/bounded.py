@@ -164,6 +164,7 @@ def _count_container(value: Any, budget: list[int], ancestors: set[int]) -> None
 _SCALARS = frozenset({str, bytes, int, float, complex, bool, type(None)})
 _HASHED_CONTAINERS: tuple[type, ...] = (dict, set, frozenset, type({}.keys()), type({}.items()))
 _FIXED_COST = frozenset({int, float, complex, bool, type(None)})  # compared in a bounded time
+_TEXTS = frozenset({str, bytes})
 
 
 def work(value: Any, limit: int = MAX_WORK, *, hashing: bool = False) -> int:
@@ -286,8 +287,13 @@ def _sort_work(items: list, key: Callable | None) -> Callable | None:
     """Refuse a sort (or min, max) whose comparisons would do too much work; the key function
     to use, its results counted as they come."""
     if key is None:
-        if not set(map(type, items)) <= _FIXED_COST:
-            levels = max(len(items), 2).bit_length()
+        kinds = set(map(type, items))
+        if kinds <= _FIXED_COST:
+            return None
+        levels = max(len(items), 2).bit_length()
+        if kinds <= _TEXTS:  # strings: each comparison reads at most the shorter
+            refuse_work("sorting", (sum(map(len, items)) + len(items)) * levels)
+        else:
             refuse_work("sorting", work(items, MAX_WORK // levels) * levels)
         return None
     levels = max(len(items), 2).bit_length()
