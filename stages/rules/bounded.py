@@ -53,6 +53,9 @@ MAX_VISITS = 1_000_000
 MAX_DIVISION_WORK = 1 << 34
 
 
+_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+
+
 class ExpressionRefused(Exception):
     """An expression reached, at run time, something expressions may not use."""
 
@@ -121,7 +124,7 @@ def _count(value: Any, as_repr: bool, budget: list[int], ancestors: set[int]) ->
         _spend(budget, 52)
     elif isinstance(value, (list, tuple, set, frozenset, dict, SimpleNamespace, etree._Attrib)):
         _count_container(value, budget, ancestors)
-    elif isinstance(value, (type({}.keys()), type({}.values()), type({}.items()))):
+    elif isinstance(value, _VIEWS):
         _spend(budget, 16)
         _count_container(value, budget, ancestors)
     elif isinstance(value, etree._Element):
@@ -197,9 +200,6 @@ def _walk(value: Any, hashing: bool, budget: list[int], ancestors: set[int]) -> 
             _walk(item, hashing, budget, ancestors)
     finally:
         ancestors.discard(identity)
-
-
-_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
 
 
 def refuse_work(what: str, units: int) -> None:

@@ -117,6 +117,8 @@ class _Engine:
         self.linear: Any = None
         self.anchor: Any = None
         self.final_newline_differs = self.needs_ascii = self.empty_differs = False
+        self.required: tuple[str, ...] = ()
+        self.required_folded: tuple[str, ...] = ()
         with warnings.catch_warnings():  # re.compile has warned already (nested sets)
             warnings.simplefilter("ignore", FutureWarning)
             parsed = sre_parse.parse(pattern, flags)
