@@ -74,6 +74,127 @@ REFUSED_AT_RUN = [
     ("[re for re in [len]][0].x", "'x' of a builtin_function_or_method"),
 ]
 
+# spec/rules.md "Decision (what expressions offer)", construct by construct: each is a rule error
+# naming the construct (the second item is what the message must hold).
+DECISION_REFUSED_AT_LOAD = [
+    pytest.param("isinstance(d, str)", "'isinstance'", id="name-not-listed"),
+    pytest.param("open('{sentinel}', 'w')", "'open'", id="name-not-listed-open"),
+    pytest.param("x", "'x'", id="name-not-bound"),
+    pytest.param("[y for x in d]", "'y'", id="name-not-bound-in-comprehension"),
+    pytest.param("__import__('os')", "'__import__'", id="dunder-name"),
+    pytest.param("[__x for __x in d]", "'__x'", id="dunder-name-bound"),
+    pytest.param("(lambda __a: __a)(d)", "'__a'", id="dunder-lambda-parameter"),
+    pytest.param("d._tail", "'_tail'", id="underscore-attribute"),
+    pytest.param("d.__class__", "'__class__'", id="dunder-attribute"),
+    pytest.param("'{0.__class__}'.format(d)", "'format'", id="format"),
+    pytest.param("'{x}'.format_map({'x': d})", "'format_map'", id="format_map"),
+    pytest.param("str.mro()", "'mro'", id="mro"),
+    pytest.param("(x for x in d).gi_frame", "'gi_frame'", id="gi_frame"),
+    pytest.param("(x for x in d).gi_code", "'gi_code'", id="gi_code"),
+    pytest.param("(x for x in d).gi_suspended", "'gi_suspended'", id="gi_suspended"),
+    pytest.param("(x for x in d).gi_yieldfrom", "'gi_yieldfrom'", id="gi_yieldfrom"),
+    pytest.param("d.cr_frame", "'cr_frame'", id="cr_frame"),
+    pytest.param("d.cr_origin", "'cr_origin'", id="cr_origin"),
+    pytest.param("d.ag_frame", "'ag_frame'", id="ag_frame"),
+    pytest.param("d.ag_running", "'ag_running'", id="ag_running"),
+    pytest.param("d.f_back", "'f_back'", id="f_back"),
+    pytest.param("d.f_globals", "'f_globals'", id="f_globals"),
+    pytest.param("d.f_lineno", "'f_lineno'", id="f_lineno"),
+    pytest.param("d.f_trace", "'f_trace'", id="f_trace"),
+    pytest.param("d.tb_frame", "'tb_frame'", id="tb_frame"),
+    pytest.param("d.tb_lineno", "'tb_lineno'", id="tb_lineno"),
+    pytest.param("d.co_code", "'co_code'", id="co_code"),
+    pytest.param("re.purge()", "re.purge", id="re-function-not-listed"),
+    pytest.param("re.template('a')", "re.template", id="re-template"),
+    pytest.param("re.Pattern", "re.Pattern", id="re-class"),
+    pytest.param("re.error", "re.error", id="re-exception"),
+    pytest.param("re.sre_compile", "re.sre_compile", id="re-module"),
+    pytest.param("re.DEBUG", "re.DEBUG", id="re-debug-flag-prints"),
+    pytest.param("res_store.os", "res_store.os", id="res_store-not-a-set"),
+    pytest.param("res_store.ALL_RES", "res_store.ALL_RES", id="res_store-1x-name"),
+    pytest.param("res_filter.sys", "res_filter.sys", id="res_filter-not-a-set"),
+    pytest.param("res_filter.res_in_disk", "res_filter.res_in_disk", id="res_filter-2.0-name"),
+    pytest.param("(y := d)", "NamedExpr", id="assignment-expression"),
+    pytest.param("[x for x in d if (y := x)]", "NamedExpr", id="assignment-in-comprehension"),
+    pytest.param("await d", "Await", id="await"),
+    pytest.param("(yield d)", "Yield", id="yield"),
+    pytest.param("(yield from d)", "YieldFrom", id="yield-from"),
+    pytest.param("[(yield) for x in d]", "Yield", id="yield-in-comprehension"),
+]
+
+# What the same paragraph allows: listed names, names the expression binds, re's functions and
+# flags, the predefined sets and functions.
+DECISION_ALLOWED = [
+    "len(d) + int('1') + float(1) + abs(-1) + sum([1]) > 0",
+    "str(d) and bool(d) and list(d) and tuple(d) and dict(a=d) and set(d)",
+    "any(d) or all(d) or min(d) or max(d) or sorted(d)",
+    "[x for x in d] and (lambda y: y)(d) and {k: v for k, v in [(d, d)]}",
+    "re.compile('a', re.IGNORECASE | re.I | re.MULTILINE | re.M | re.DOTALL | re.S)",
+    "re.search('a', d, re.VERBOSE | re.X | re.ASCII | re.A | re.UNICODE | re.U | re.NOFLAG)",
+    "[re.match, re.fullmatch, re.findall, re.finditer, re.sub, re.subn, re.split, re.escape]",
+    "[re.LOCALE, re.L]",
+    "[res_store.res_in_repo, res_store.res_in_disk, res_store.res_virt_info, res_store.ilevels]",
+    "[res_filter.ALL_RES, res_filter.ALL_RES_GUID, res_filter.ALL_USED_FILTER]",
+    "[res_filter.ALL_USED_ILEVEL, res_filter.guidToRealPath, res_filter.guidToResourcePath]",
+    "[res_filter.getResourcesInILevel, res_filter.validGUID]",
+    "d.strip().lower().f.x if False else d",  # f and x are not frame attributes
+]
+
+
+@pytest.mark.parametrize("source,construct", DECISION_REFUSED_AT_LOAD)
+def test_each_construct_the_decision_lists_is_a_rule_error_naming_it(tmp_path, source, construct):
+    """Loading a rule whose expression reaches outside what expressions offer gives a rule error
+    (not a failure of every value) whose message names the construct; nothing runs."""
+    from stages.rules.loader import load_rules
+
+    sentinel = tmp_path / "escaped"
+    rule = {
+        "id": "r",
+        "rpath": "x",
+        "xpath": "R,I",
+        "condition": ["满足表达式", source.replace("{sentinel}", str(sentinel))],
+    }
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump([rule], allow_unicode=True), encoding="utf-8")
+    ruleset = load_rules([path], root=tmp_path.as_posix(), allow_custom_code=False)
+    assert ruleset.rules == []
+    [error] = ruleset.rule_errors
+    assert error["rule"] == "r" and construct in error["message"], error["message"]
+    assert not sentinel.exists()
+
+
+@pytest.mark.parametrize("source", DECISION_ALLOWED)
+def test_what_the_decision_offers_compiles(source):
+    compile_expression(source)
+
+
+def test_at_run_time_what_the_decision_refuses_fails_that_value_only():
+    """Run-time part of the Decision: an attribute read that is not of plain data, and
+    arithmetic too large to compute, fail the value (with the reason), not the other values."""
+    from stages.rules.conditions import check, compile_condition
+
+    class Env:
+        timeout = 5.0
+
+        def expression_globals(self):
+            return expression_globals(NAMESPACES)
+
+    root = parse("<Root><Item/></Root>")
+    for source, value, reason in [
+        ("d == 'ok' or d.getroottree() is None", root[0], "'getroottree' of a _Element"),
+        ("d == 'ok' or len.x", 1, "'x' of a builtin_function_or_method"),
+        ("d == 'ok' or 10 ** 10 ** d > 0", 8, "too large"),
+        ("d == 'ok' or (1 << 10 ** d) > 0", 9, "too large"),
+        ("d == 'ok' or len('a' * 10 ** d) > 0", 9, "too large"),
+    ]:
+        condition = compile_condition(
+            ["expr", source], custom_names=frozenset(), index_available=True
+        )
+        verdict = check(condition, ["ok", value, "ok"], [1, 2, 3], Env())
+        assert verdict.errors == [value] and verdict.lines == [2], source
+        assert reason in verdict.message and source in verdict.message, verdict.message
+
+
 NAMESPACES = (
     SimpleNamespace(res_in_repo={"g1": ("r1",)}, res_in_disk={}, res_virt_info={}, ilevels=set()),
     SimpleNamespace(ALL_RES={"g1": [("Dev/a", 1)]}, ALL_RES_GUID={}, ALL_USED_FILTER=set()),

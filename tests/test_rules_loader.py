@@ -163,6 +163,27 @@ def test_bad_path_expressions(tmp_path):
     assert error_of(tmp_path, id="a", subxpath="a/**").startswith("subxpath:")
 
 
+@pytest.mark.parametrize(
+    "xpath,name",
+    [
+        ("Root/1Item,Name", "'1Item'"),
+        ("Root/Item#,Name", "'Item#'"),
+        ("Root/Item,1Name", "'1Name'"),
+        ("Root/Item.Ty pe==a,Name", "'Ty'"),
+        ("Root/Item[@1kind==a],Name", "'1kind'"),
+        ("Root/Item:da#ta", "'da#ta'"),
+        ("Root/-Item*,Name", "'-Item*'"),
+    ],
+)
+def test_a_name_that_is_not_an_xml_name_is_a_rule_error(tmp_path, xpath, name):
+    """spec/rules.md "The path language": a tag (and a child or attribute name) is an XML name;
+    anything else is an expression that does not parse, so the rule is a rule error naming it,
+    found before any project file is read (no plug-in path language takes these either)."""
+    for field in ("xpath", "subxpath"):
+        message = error_of(tmp_path, id="a", **{field: xpath})
+        assert message.startswith(f"{field}:") and name in message, message
+
+
 def test_unresolved_artfunc_names(tmp_path):
     """artfunc_ names that do not resolve are rule errors."""
     assert "does not resolve" in error_of(tmp_path, id="a", filter="artfunc_nothing")

@@ -171,12 +171,32 @@ def test_lines_follow_values():
         "*/Items/Item.*==a,GUID",
         '*/Items/Item.Type=="a`b",GUID',
         "*/Items/Item.Type==a,Annotation..Anno",
+        # not XML names (spec "The path language": a tag is an XML name)
+        "Root/1Item,Name",
+        "Root/Item#,Name",
+        "Root/{urn:x}Item",
+        "Root/It#*,Name",
+        "Root/*It#,Name",
+        "Root/Item.Ty#pe==a,Name",
+        "Root/Item.Type==a,Na#me",
+        "Root/Item[@k#==a]",
+        "Root/Item:k#",
     ],
 )
 def test_malformed_expressions_are_rejected(expr):
     """Expressions outside the grammar raise PathSyntaxError (which makes a rule error)."""
     with pytest.raises(PathSyntaxError):
         compile_xml_path(expr)
+
+
+def test_xml_names_of_every_script_are_tags():
+    """What XML allows in a name stays allowed: Chinese, accents, digits after the start, - and
+    _, and a prefix or suffix test's parts."""
+    root = parse("<根><模型 k-1='v'><名_称>a</名_称></模型><é9>b</é9></根>")
+    assert evaluate(compile_xml_path("根/模型,名_称"), root)[0] == ["a"]
+    assert evaluate(compile_xml_path("根/模型:k-1"), root)[0] == ["v"]
+    assert evaluate(compile_xml_path("根/é*"), root)[0] == ["b"]
+    assert evaluate(compile_xml_path("根/*9"), root)[0] == ["b"]
 
 
 def test_compiled_queries_pickle():

@@ -235,11 +235,7 @@ def check(condition: Condition, values: list, lines: list, env) -> Verdict:
     if not values:
         return PASS
     if method == "expr":
-        try:
-            with time_limit(env.timeout):
-                return _per_value(_expression_test(condition, env), values, lines)
-        except CustomCodeTimeout as exc:
-            return Verdict(True, [], [], str(exc))
+        return _expression_verdict(condition, values, lines, env)
     if method in ("in", "not_in"):
         verdict = _membership_verdict(condition, values, lines, env)
         if verdict is not None:
@@ -304,6 +300,20 @@ def _value_test(condition: Condition, env):
     if method == "in":
         return member
     return lambda d: not member(d)
+
+
+def _expression_verdict(condition: Condition, values: list, lines: list, env) -> Verdict:
+    """满足表达式 over a source's values, under `rules.timeout`; messages name the expression
+    (a rule may hold one among many, and the value alone does not say what refused it)."""
+    named = f"expression {condition.text!r}"
+    try:
+        with time_limit(env.timeout):
+            verdict = _per_value(_expression_test(condition, env), values, lines)
+    except CustomCodeTimeout as exc:
+        return Verdict(True, [], [], f"{named} timed out after {exc.seconds:g} s (rules.timeout)")
+    if verdict.message is None:
+        return verdict
+    return Verdict(True, verdict.errors, verdict.lines, f"{named}: {verdict.message}")
 
 
 def _expression_test(condition: Condition, env):

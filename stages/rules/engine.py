@@ -34,6 +34,7 @@ from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_fo
 from .kept import KEPT
 from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
+from .regex import RegexTimeout, regex_time_limit
 from .sandbox import CustomCodeTimeout, unit_time_limits
 from .xmleval import evaluate as xml_evaluate
 
@@ -85,34 +86,65 @@ class _Absent(Exception):
 
 
 def plan_files(ruleset: RuleSet, root: str, relpaths, index: Any) -> dict[str, list[int]]:
-    """Project-relative path → positions (into `ruleset.rules`) of the rules that check it."""
+    """Project-relative path → positions (into `ruleset.rules`) of the rules that check it.
+
+    A rule whose rpath or not_rpath runs past `rules.timeout` on a path (only a pattern RE2
+    cannot run can, stages/rules/regex.py) selects nothing and becomes a rule error; it keeps
+    its position, which the units of other files refer to."""
     relpaths = list(relpaths)
     known = set(relpaths)
     absolute = [f"{root}/{rel}" for rel in relpaths]
     selected: dict[str, list[int]] = {}
     by_pattern: dict[tuple, list[int]] = {}
-    for i, rule in enumerate(ruleset.rules):
-        if rule.rpath is not None:
-            key = (
-                rule.rpath.pattern,
-                rule.rpath.flags,
-                rule.not_rpath.pattern if rule.not_rpath is not None else None,
-            )
-            by_pattern.setdefault(key, []).append(i)
-        else:
+    with unit_time_limits(), regex_time_limit(ruleset.timeout):
+        for i, rule in enumerate(ruleset.rules):
+            if rule.rpath is not None:
+                key = (
+                    rule.rpath.pattern,
+                    rule.rpath.flags,
+                    rule.not_rpath.pattern if rule.not_rpath is not None else None,
+                )
+                by_pattern.setdefault(key, []).append(i)
+                continue
             view = index_view(index, ruleset.index_digest, root)
-            for path in sorted(view.container(rule.rpath_set)):  # type: ignore[arg-type]
-                path = to_posix(path)
-                rel = path[len(root) + 1 :] if path.startswith(root + "/") else None
-                if rel in known and not (rule.not_rpath and rule.not_rpath.search(path)):
-                    selected.setdefault(rel, []).append(i)  # type: ignore[arg-type]
-    for positions in by_pattern.values():
-        first = ruleset.rules[positions[0]]
-        search, exclude = first.rpath.search, first.not_rpath  # type: ignore[union-attr]
-        for rel, path in zip(relpaths, absolute):
-            if search(path) and not (exclude is not None and exclude.search(path)):
+            members = [to_posix(path) for path in sorted(view.container(rule.rpath_set))]  # type: ignore[arg-type]
+            pairs = [
+                (path[len(root) + 1 :], path) for path in members if path.startswith(root + "/")
+            ]
+            chosen = _selecting(ruleset, [i], [(rel, path) for rel, path in pairs if rel in known])
+            for rel in chosen:
+                selected.setdefault(rel, []).append(i)
+        for positions in by_pattern.values():
+            for rel in _selecting(ruleset, positions, zip(relpaths, absolute)):
                 selected.setdefault(rel, []).extend(positions)
     return {rel: sorted(selected[rel]) for rel in sorted(selected)}
+
+
+def _selecting(ruleset: RuleSet, positions: list[int], paths) -> list[str]:
+    """The relative paths of (relative, absolute) pairs that the rules at `positions` (one rpath
+    and not_rpath) select; none, and a rule error for each, when a search runs too long."""
+    first = ruleset.rules[positions[0]]
+    search = first.rpath.searcher() if first.rpath is not None else None
+    exclude = first.not_rpath.searcher() if first.not_rpath is not None else None
+    chosen = []
+    field = "rpath"
+    try:
+        for rel, path in paths:
+            field = "rpath"
+            if search is not None and not search(path):
+                continue
+            field = "not_rpath"
+            if exclude is not None and exclude(path):
+                continue
+            chosen.append(rel)
+    except RegexTimeout as exc:
+        for i in positions:
+            rule = ruleset.rules[i]
+            ruleset.rule_errors.append(
+                {"rule": rule.label, "message": f"{rule.file}: {field}: {exc} on {path!r}"}
+            )
+        return []
+    return chosen
 
 
 # -- one unit ------------------------------------------------------------------------------------
@@ -215,9 +247,7 @@ def _apply_filter(
     ref: FilterRef, values: list, lines: list, rule: CompiledRule, ctx: EvalContext, filepath: str
 ) -> tuple[list, list]:
     if ref.kind == "regex":
-        search = ref.pattern.search  # type: ignore[union-attr]
-        keep = [i for i, value in enumerate(values) if search(str(value))]
-        return [values[i] for i in keep], [lines[i] for i in keep]
+        return _keep(ref.pattern, True, values, lines, "filter")
     if ref.kind == "predefined":
         return PREDEFINED_FUNCTIONS[ref.name][0](values, lines, ctx)  # type: ignore[index]
     function = _custom_function(rule, ctx, ref.name, "filter")  # type: ignore[arg-type]
@@ -233,10 +263,19 @@ def _apply_filter(
     return result, lines_of(result, values, lines)
 
 
-def _drop(pattern, values: list, lines: list) -> tuple[list, list]:
-    if pattern is None:
-        return values, lines
-    keep = [i for i, value in enumerate(values) if not pattern.search(str(value))]
+def _keep(pattern, matching: bool, values: list, lines: list, field: str) -> tuple[list, list]:
+    """The values whose str() the regex finds (or, `matching` False, does not find); a search
+    past rules.timeout fails the source, naming the field, the pattern and the value."""
+    search = pattern.searcher()
+    keep = []
+    try:
+        for i, value in enumerate(values):
+            if bool(search(str(value))) is matching:
+                keep.append(i)
+    except RegexTimeout as exc:
+        shown = repr(str(value))  # the value being searched
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise _Stop(f"{field}: {exc} on the value {shown}") from None
     return [values[i] for i in keep], [lines[i] for i in keep]
 
 
@@ -303,8 +342,14 @@ def check_files(items, shared: Shared, reader: Any) -> tuple:
     # paused_gc: see orchestrator/memory.py, a large file's checking is such a burst;
     # reading_for: files that custom code reads through res_filter's functions are this unit's;
     # unit_time_limits: the per-call time limits share one SIGALRM handler (sandbox.py).
+    # regex_time_limit: searches Python's engine runs stop at rules.timeout (rules/regex.py).
     use_limits(shared.limits)
-    with paused_gc(), reading_for(reader), unit_time_limits():
+    with (
+        paused_gc(),
+        reading_for(reader),
+        unit_time_limits(),
+        regex_time_limit(shared.timeout),
+    ):
         view = index_view(shared.index, shared.index_digest, shared.root)
         ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
         documents = _Documents(ctx)
@@ -369,13 +414,18 @@ def _values_of(
     filepath: str,
 ) -> tuple[list, list]:
     query = path.xml
-    if language is registry.XML and query is not None:  # most (rule, file) pairs: no detour
-        values, lines = xml_evaluate(query, document.root, document.memo)
-    else:
-        values, lines = _extract(path, language, document, relpath)
+    try:
+        if language is registry.XML and query is not None:  # most (rule, file) pairs: no detour
+            values, lines = xml_evaluate(query, document.root, document.memo)
+        else:
+            values, lines = _extract(path, language, document, relpath)
+    except RegexTimeout as exc:  # a backtick value of the expression
+        raise _Stop(f"{relpath}: the path expression {path.text!r}: {exc}") from None
     if filter_ref is not None:
         values, lines = _apply_filter(filter_ref, values, lines, rule, ctx, filepath)
-    return _drop(not_filter, values, lines)
+    if not_filter is None:
+        return values, lines
+    return _keep(not_filter, False, values, lines, "not_filter")
 
 
 def _check(

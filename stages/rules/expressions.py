@@ -17,8 +17,10 @@ Evaluation then closes what names alone cannot: every attribute read goes throug
 `guarded_attribute`, which admits the attributes of plain data (strings, numbers, containers, the
 index's records), of compiled patterns and matches, and the read-only navigation of an extracted
 element — so `d.getroottree().write(...)` or a generator's frame are refused at run time, and the
-value fails with the reason. `**`, `<<` and sequence `*` refuse results that would take minutes or
-gigabytes to compute: those run inside one C call, where `rules.timeout` cannot stop them.
+value fails with the reason. Operators, f-string fields, unpacking, `str`, `sum` and the methods
+whose results can outgrow their operands go through stages/rules/bounded.py, which refuses a
+result too large before it is computed: those run inside one C call, where `rules.timeout`
+cannot stop them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,29 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from lxml import etree
+
+from .bounded import (
+    BOUNDED_METHODS,
+    BOUNDED_OPERATORS,
+    DICT,
+    REGEX_FUNCTIONS,
+    SET,
+    STR,
+    BoundedType,
+    ExpressionRefused,
+    bounded_binop,
+    bounded_chain,
+    bounded_compare,
+    bounded_format,
+    bounded_item,
+    bounded_max,
+    bounded_method,
+    bounded_min,
+    bounded_sorted,
+    bounded_sum,
+    check_hash,
+    sized,
+)
 
 BUILTIN_NAMES: dict[str, Any] = {
     "len": len,
@@ -89,35 +114,24 @@ REGEX_NAMES = (
     "A",
     "UNICODE",
     "U",
+    "LOCALE",
+    "L",
+    "NOFLAG",
+    # not DEBUG (it prints the pattern's parse to the build's standard output) nor the
+    # deprecated TEMPLATE / T (gone in Python 3.13)
 )
 ALLOWED_NAMES = frozenset({"d", "re", *INDEX_MODULES, *BUILTIN_NAMES})
 
-# Attribute names refused wherever they appear (see the module docstring).
-DENIED_ATTRIBUTES = frozenset(
-    {
-        "format",
-        "format_map",
-        "mro",
-        "gi_frame",
-        "gi_code",
-        "gi_yieldfrom",
-        "gi_running",
-        "cr_frame",
-        "cr_code",
-        "cr_await",
-        "ag_frame",
-        "ag_code",
-        "ag_await",
-        "f_globals",
-        "f_locals",
-        "f_builtins",
-        "f_back",
-        "f_code",
-        "tb_frame",
-        "tb_next",
-        "co_code",
-    }
-)
+# Attribute names refused wherever they appear (see the module docstring), and the prefixes of
+# the frame and code attributes of generators, coroutines, async generators, frames and
+# tracebacks (spec/rules.md: gi_*, cr_*, ag_*, f_*, tb_*).
+DENIED_ATTRIBUTES = frozenset({"format", "format_map", "mro", "co_code"})
+DENIED_PREFIXES = ("_", "gi_", "cr_", "ag_", "f_", "tb_")
+
+
+def denied_attribute(name: str) -> bool:
+    return name.startswith(DENIED_PREFIXES) or name in DENIED_ATTRIBUTES
+
 
 _OPERATORS = (
     ast.Add,
@@ -183,12 +197,25 @@ _NODES = (
     ast.Store,
     *_OPERATORS,
 )
+# What expressions call instead of the builtins that can make or visit too much (bounded.py).
+BOUNDED_BUILTINS: dict[str, Any] = {
+    "str": STR,
+    "set": SET,
+    "dict": DICT,
+    "sum": bounded_sum,
+    "sorted": bounded_sorted,
+    "min": bounded_min,
+    "max": bounded_max,
+}
+
 _GUARD = "__orchestrate_attribute__"
 _BINOP = "__orchestrate_binop__"
-
-#: Bounds on results computed inside one C call (see `bounded_binop`).
-MAX_RESULT_BITS = 1 << 20
-MAX_RESULT_ITEMS = 10_000_000
+_FORMAT = "__orchestrate_format__"
+_SIZED = "__orchestrate_sized__"
+_COMPARE = "__orchestrate_compare__"
+_CHAIN = "__orchestrate_chain__"
+_ITEM = "__orchestrate_item__"
+_HASH = "__orchestrate_hash__"
 
 
 class ExpressionError(ValueError):
@@ -247,7 +274,7 @@ def check_expression(tree: ast.Expression) -> frozenset[str]:
 
 def _check_attribute(node: ast.Attribute, bound: set[str]) -> None:
     name = node.attr
-    if name.startswith("_") or name in DENIED_ATTRIBUTES:
+    if denied_attribute(name):
         raise ExpressionError(f"the attribute {name!r} is not allowed in expressions")
     owner = node.value
     if isinstance(owner, ast.Name) and owner.id not in bound:
@@ -262,30 +289,117 @@ def _check_attribute(node: ast.Attribute, bound: set[str]) -> None:
             )
 
 
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Name(name, ast.Load()), list(args), keywords=[])
+
+
+def _literal(node: ast.expr) -> bool:
+    """A constant, or a display of constants: comparing with it, or hashing it, is bounded."""
+    if isinstance(node, ast.Constant):
+        return True
+    return isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(map(_literal, node.elts))
+
+
+def _needs_no_guard(operator: str, left: ast.expr, right: ast.expr) -> bool:
+    """Comparing with a literal visits at most the literal, and so does looking for a literal
+    or looking in a literal list; a literal set hashes the value (guarded); `is` visits
+    nothing."""
+    if operator in ("Is", "IsNot"):
+        return True
+    if operator in ("In", "NotIn"):
+        return _literal(left) or (_literal(right) and not isinstance(right, ast.Set))
+    return _literal(left) or _literal(right)
+
+
+def _hashed(node: ast.expr) -> ast.expr:
+    return node if _literal(node) else _call(_HASH, node)
+
+
+def _thunk(node: ast.expr) -> ast.Lambda:
+    arguments = ast.arguments(
+        posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+    )
+    return ast.Lambda(arguments, node)
+
+
 class _Guard(ast.NodeTransformer):
-    """Route attribute reads and the operators that can explode through the run-time guards."""
+    """Route attribute reads, what can make results too large in one C call (operators,
+    f-string fields, unpacking) and what can visit too much (comparisons, hashing) through the
+    run-time guards."""
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        operators = [type(op).__name__ for op in node.ops]
+        if len(operators) == 1:
+            if _needs_no_guard(operators[0], node.left, node.comparators[0]):
+                return node
+            call = _call(_COMPARE, ast.Constant(operators[0]), node.left, node.comparators[0])
+        else:  # each operand evaluated when Python would: thunks
+            operands = [_thunk(operand) for operand in (node.left, *node.comparators)]
+            names = ast.Tuple([ast.Constant(name) for name in operators], ast.Load())
+            call = _call(_CHAIN, names, *operands)
+        return ast.copy_location(call, node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load) or isinstance(node.slice, ast.Slice):
+            return node
+        if _literal(node.slice):
+            return node
+        return ast.copy_location(_call(_ITEM, node.value, node.slice), node)
+
+    def visit_Set(self, node: ast.Set) -> ast.AST:
+        self.generic_visit(node)
+        node.elts = [elt if isinstance(elt, ast.Starred) else _hashed(elt) for elt in node.elts]
+        return node
+
+    def visit_SetComp(self, node: ast.SetComp) -> ast.AST:
+        self.generic_visit(node)
+        node.elt = _hashed(node.elt)
+        return node
+
+    def visit_DictComp(self, node: ast.DictComp) -> ast.AST:
+        self.generic_visit(node)
+        node.key = _hashed(node.key)
+        return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
-        return ast.copy_location(
-            ast.Call(
-                ast.Name(_GUARD, ast.Load()), [node.value, ast.Constant(node.attr)], keywords=[]
-            ),
-            node,
-        )
+        return ast.copy_location(_call(_GUARD, node.value, ast.Constant(node.attr)), node)
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
-        if not isinstance(node.op, (ast.Pow, ast.LShift, ast.Mult)):
+        operator = type(node.op).__name__
+        if operator not in BOUNDED_OPERATORS:
             return node
-        return ast.copy_location(
-            ast.Call(
-                ast.Name(_BINOP, ast.Load()),
-                [ast.Constant(type(node.op).__name__), node.left, node.right],
-                keywords=[],
-            ),
-            node,
-        )
+        return ast.copy_location(_call(_BINOP, ast.Constant(operator), node.left, node.right), node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
+        self.generic_visit(node)
+        spec = node.format_spec if node.format_spec is not None else ast.Constant("")
+        field = _call(_FORMAT, node.value, ast.Constant(node.conversion), spec)
+        return ast.copy_location(ast.FormattedValue(field, -1, None), node)
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Store):  # a target: `for a, *rest in d`
+            return node
+        return ast.copy_location(ast.Starred(_call(_SIZED, node.value), node.ctx), node)
+
+    def visit_Dict(self, node: ast.Dict) -> ast.AST:
+        self.generic_visit(node)
+        node.values = [
+            _call(_SIZED, value) if key is None else value
+            for key, value in zip(node.keys, node.values)
+        ]
+        node.keys = [None if key is None else _hashed(key) for key in node.keys]
+        return node
+
+    def visit_keyword(self, node: ast.keyword) -> ast.AST:
+        self.generic_visit(node)
+        if node.arg is None:  # f(**value)
+            node.value = _call(_SIZED, node.value)
+        return node
 
 
 _COMPILED: dict[str, CompiledExpression] = {}
@@ -324,7 +438,7 @@ class RegexFunctions:
 
     def __getattr__(self, name: str) -> Any:
         if name in REGEX_NAMES:
-            return getattr(re, name)
+            return REGEX_FUNCTIONS.get(name) or getattr(re, name)
         raise AttributeError(f"re.{name} is not available in expressions")
 
     def __repr__(self) -> str:
@@ -365,10 +479,7 @@ _ELEMENT_READS = frozenset(
 )
 _ATTRIB_READS = frozenset({"get", "keys", "values", "items", "has_key"})
 _BUILTIN_TYPES = frozenset(value for value in BUILTIN_NAMES.values() if isinstance(value, type))
-
-
-class ExpressionRefused(Exception):
-    """An expression reached, at run time, something expressions may not use."""
+_BOUNDED_NAMES = frozenset(name for _, name in BOUNDED_METHODS)
 
 
 # Exact types whose every public attribute `_readable` allows: checked first, by one set
@@ -377,12 +488,15 @@ _READABLE_TYPES = frozenset((*_DATA_TYPES, *_VIEW_TYPES, re.Pattern, re.Match, S
 
 
 def guarded_attribute(owner: Any, name: str) -> Any:
-    """`owner.name`, if it is an attribute of data an expression may read."""
-    if (
-        not name.startswith("_")
-        and name not in DENIED_ATTRIBUTES
-        and (type(owner) in _READABLE_TYPES or _readable(owner, name))
-    ):
+    """`owner.name`, if it is an attribute of data an expression may read (bounded, when its
+    result can outgrow its operands: bounded.py)."""
+    if type(owner) is BoundedType:  # `str.join`, `dict.fromkeys`: the type's own
+        owner = owner.kind
+    if not denied_attribute(name) and (type(owner) in _READABLE_TYPES or _readable(owner, name)):
+        if name in _BOUNDED_NAMES:
+            bounded = bounded_method(owner, name)
+            if bounded is not None:
+                return bounded
         return getattr(owner, name)
     raise ExpressionRefused(
         f"the attribute {name!r} of a {type(owner).__name__} is not available in expressions"
@@ -401,50 +515,23 @@ def _readable(owner: Any, name: str) -> bool:
     return any(owner is kind for kind in _BUILTIN_TYPES)  # str.join, dict.fromkeys, …
 
 
-def bounded_binop(operator: str, left: Any, right: Any) -> Any:
-    """`left op right` for `**`, `<<` and `*`, refusing results too big to compute."""
-    if operator == "Pow":
-        if (
-            type(left) in (int, bool)
-            and type(right) in (int, bool)
-            and right > 0
-            and abs(left) > 1
-            and right * left.bit_length() > MAX_RESULT_BITS
-        ):
-            raise ExpressionRefused(f"{left} ** {right} is too large to compute")
-        return left**right
-    if operator == "LShift":
-        if (
-            type(left) in (int, bool)
-            and type(right) in (int, bool)
-            and left
-            and right > MAX_RESULT_BITS
-        ):
-            raise ExpressionRefused(f"{left} << {right} is too large to compute")
-        return left << right
-    for sequence, count in ((left, right), (right, left)):
-        if (
-            isinstance(sequence, (str, bytes, list, tuple))
-            and type(count) in (int, bool)
-            and len(sequence) * count > MAX_RESULT_ITEMS
-        ):
-            raise ExpressionRefused(
-                f"repeating a {type(sequence).__name__} of {len(sequence)} {count} times is too "
-                "large"
-            )
-    return left * right
-
-
 def expression_globals(namespaces: tuple[Any, Any]) -> dict:
     """Globals for an expression: `d` (set per value), the index modules, the allowed names."""
     res_store, res_filter = namespaces
     return {
         "__builtins__": {},
         **BUILTIN_NAMES,
+        **BOUNDED_BUILTINS,
         "re": REGEX,
         "res_store": res_store,
         "res_filter": res_filter,
         "d": None,
         _GUARD: guarded_attribute,
         _BINOP: bounded_binop,
+        _FORMAT: bounded_format,
+        _SIZED: sized,
+        _COMPARE: bounded_compare,
+        _CHAIN: bounded_chain,
+        _ITEM: bounded_item,
+        _HASH: check_hash,
     }

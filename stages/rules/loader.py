@@ -26,6 +26,7 @@ from .conditions import Condition, ConditionError, compile_condition
 from .custom.host import CustomCode, CustomCodeError, custom_code_host
 from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
 from .paths import PathSyntaxError, XmlQuery
+from .regex import Regex, compile_regex
 from .sandbox import CustomCodeTimeout, names_used
 
 # Bump when a change to the engine can change what a rule reports (it enters every rule digest).
@@ -66,7 +67,7 @@ class FilterRef:
 
     kind: str  # "regex" | "predefined" | "custom"
     text: str
-    pattern: re.Pattern | None = None
+    pattern: Regex | None = None
     name: str | None = None  # the function's name (without artfunc_)
 
 
@@ -86,12 +87,12 @@ class CompiledRule:
     label: str  # id, else name
     severity: str  # error | warning | info
     digest: str  # what the rule checks (display fields excluded): keys results
-    rpath: re.Pattern | None
+    rpath: Regex | None
     rpath_set: str | None  # a predefined set of file paths, e.g. "res_store.ilevels"
-    not_rpath: re.Pattern | None
+    not_rpath: Regex | None
     xpath: PathRef
     filter: FilterRef | None
-    not_filter: re.Pattern | None
+    not_filter: Regex | None
     subxpath: PathRef | None
     subfilter: FilterRef | None
     condition: Condition
@@ -110,6 +111,7 @@ class RuleSet:
     skipped: list[dict] = field(default_factory=list)  # {"rule", "reason"}
     warnings: list[dict] = field(default_factory=list)  # {"rule", "message"}
     index_digest: str = "none"
+    timeout: float | None = 30.0  # rules.timeout: what a regex search in Python's engine gets
     # What each func_str defines (code digest and index → function names): running the code
     # to find out costs a worker process and the index sent to it, so a run that loads rules
     # it loaded before is given the names (custom code is deterministic, as every rule is).
@@ -199,7 +201,9 @@ def load_rules(
         # Any index that can digest itself keys the rules that read it (a Unity index too).
         index_digest = index_digest_of(index)
     view = index_view(index, index_digest, root)
-    ruleset = RuleSet([], 0, index_digest=index_digest, defined=dict(defined or {}))
+    ruleset = RuleSet(
+        [], 0, index_digest=index_digest, defined=dict(defined or {}), timeout=timeout
+    )
     for path in rule_files:
         for key_id, raw, line in read_rule_file(path):
             ruleset.total += 1
@@ -416,16 +420,16 @@ def _run_custom_code(
     return frozenset(names), uses_index
 
 
-def _regex(key: str, text: str | None) -> re.Pattern | None:
+def _regex(key: str, text: str | None) -> Regex | None:
     if text is None:
         return None
     try:
-        return re.compile(text)
+        return compile_regex(text)
     except re.error as exc:
         raise _RuleProblem(f"{key}: {exc}") from None
 
 
-def _compile_rpath(text: str, index_available: bool) -> tuple[re.Pattern | None, str | None]:
+def _compile_rpath(text: str, index_available: bool) -> tuple[Regex | None, str | None]:
     if text.startswith("artfunc_"):
         name = text[len("artfunc_") :]
         if name not in PREDEFINED_SETS:

@@ -37,7 +37,7 @@ def _selected(rule, root: str, relpaths: list[str], index: Any, index_digest: st
         members = index_view(index, index_digest, root).container(rule.rpath_set)
         chosen = [rel for rel in relpaths if f"{root}/{rel}" in members]
     else:
-        chosen = [rel for rel in relpaths if rule.rpath.search(f"{root}/{rel}")]
+        chosen = [rel for rel in relpaths if rule.rpath.searcher()(f"{root}/{rel}")]
     if rule.not_rpath is not None:
-        chosen = [rel for rel in chosen if not rule.not_rpath.search(f"{root}/{rel}")]
+        chosen = [rel for rel in chosen if not rule.not_rpath.searcher()(f"{root}/{rel}")]
     return chosen

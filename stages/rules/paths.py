@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from lxml import etree
 
+from .regex import Regex, compile_regex
+
 
 class PathSyntaxError(ValueError):
     """An expression that does not parse; the message says where and why."""
@@ -64,11 +66,11 @@ class Comparison:
     path: tuple[str, ...]  # child steps, or (attribute name,)
     negate: bool  # True for !=
     value: str | None  # literal text, or None when `pattern` is used
-    pattern: re.Pattern | None = None  # backtick regex (re.search)
+    pattern: Regex | None = None  # backtick regex (re.search semantics, bounded time)
 
     def holds_for(self, text: str) -> bool:
         if self.pattern is not None:
-            return self.pattern.search(text) is not None
+            return self.pattern.found_in(text)
         return text == self.value
 
 
@@ -170,19 +172,35 @@ def _compile_node_path(text: str) -> tuple[TagTest, ...]:
         tag = raw.strip()
         if not tag:
             raise PathSyntaxError(f"empty tag in node path {text.strip()!r}")
-        if any(c in tag for c in '`"&|=!@ \t\r\n'):
-            raise PathSyntaxError(f"not a tag: {tag!r}")
         if tag == "*":
             steps.append(TagTest(ANY))
         elif "*" not in tag:
-            steps.append(TagTest(EXACT, tag))
+            steps.append(TagTest(EXACT, _xml_name(tag, "tag")))
         elif tag.count("*") == 1 and tag.endswith("*"):
-            steps.append(TagTest(PREFIX, tag[:-1]))
+            steps.append(TagTest(PREFIX, _xml_name(tag[:-1], "tag prefix", shown=tag)))
         elif tag.count("*") == 1 and tag.startswith("*"):
+            # a suffix may start with any character a name holds: checked behind a letter
+            _xml_name("x" + tag[1:], "tag suffix", shown=tag)
             steps.append(TagTest(SUFFIX, tag[1:]))
         else:
             raise PathSyntaxError(f"'*' must be a whole tag, a prefix or a suffix: {tag!r}")
     return tuple(steps)
+
+
+def _xml_name(name: str, what: str, *, shown: str | None = None) -> str:
+    """`name` if it is an XML name without a colon (what elements' and attributes' local names
+    are), else PathSyntaxError: a tag that no element can have is a mistake in the rule, not a
+    path that matches nothing. lxml's own check decides (the XML 1.0 Name production)."""
+    try:
+        if "{" in name:  # QName would read it as {namespace}local
+            raise ValueError(name)
+        etree.QName(name)
+    except ValueError:
+        raise PathSyntaxError(
+            f"{what} {shown or name!r} is not an XML name (a name starts with a letter or _ "
+            "and holds letters, digits, _ - . and ·)"
+        ) from None
+    return name
 
 
 def _compile_checks(text: str, *, attributes: bool) -> Checks:
@@ -223,14 +241,14 @@ def _parse_name(text: str, pos: int, attributes: bool, where: str) -> tuple[tupl
         step = match.group()
         if "*" in step:
             raise PathSyntaxError(f"{where}: '*' is only allowed in the node path ({step!r})")
-        steps.append(step)
+        steps.append(_xml_name(step, f"{where}: the name"))
         pos = match.end()
         if attributes or not text.startswith(".", pos):
             return tuple(steps), pos
         pos += 1
 
 
-def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, re.Pattern | None, int]:
+def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, Regex | None, int]:
     if pos >= len(text):
         raise PathSyntaxError(f"{where}: missing value")
     char = text[pos]
@@ -239,7 +257,7 @@ def _parse_value(text: str, pos: int, where: str) -> tuple[str | None, re.Patter
         if end < 0:
             raise PathSyntaxError(f"{where}: unterminated backtick")
         try:
-            return None, re.compile(text[pos + 1 : end]), end + 1
+            return None, compile_regex(text[pos + 1 : end]), end + 1
         except re.error as exc:
             raise PathSyntaxError(f"{where}: bad regex `{text[pos + 1 : end]}`: {exc}") from None
     if char == '"':
@@ -270,6 +288,7 @@ def _compile_extract(text: str) -> tuple[str, tuple, tuple]:
         for step in steps:
             if not step or not _NAME_STEP.fullmatch(step) or "*" in step:
                 raise PathSyntaxError(f"not a child name: {label!r}")
+            _xml_name(step, "the child name", shown=label)
         names.append(steps)
     return (TEXTS if len(names) == 1 else RECORDS), tuple(names), labels
 
@@ -284,7 +303,7 @@ def _compile_attr_extract(text: str) -> tuple[str, tuple, tuple]:
             raise PathSyntaxError("empty attribute name")
         if not _NAME_STEP.fullmatch(name) or "*" in name:
             raise PathSyntaxError(f"not an attribute name: {name!r}")
-        labels.append(name)
+        labels.append(_xml_name(name, "the attribute name"))
     names = tuple((name,) for name in labels)
     return (ATTRS if len(names) == 1 else ATTR_RECORDS), names, tuple(labels)
 

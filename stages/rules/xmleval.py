@@ -310,12 +310,9 @@ class NodeSet:
         if term.pattern is None:
             found = frozenset(by_text.get(term.value, ()))
         else:
-            search = term.pattern.search
+            search = term.pattern.searcher()  # may raise RegexTimeout: nothing is memoised then
             found = frozenset(
-                i
-                for text, positions in by_text.items()
-                if search(text) is not None
-                for i in positions
+                i for text, positions in by_text.items() if search(text) for i in positions
             )
         result = self.everyone() - found if term.negate else found
         self.selections[key] = result
