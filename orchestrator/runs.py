@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
@@ -21,6 +20,7 @@ import click
 from .config import Build, load_build
 from .errors import OrchestrateError
 from .graph import Stage
+from .typing import ReportFiles
 
 
 @dataclass
@@ -158,7 +158,7 @@ def run_command(
         reports = build.output_dir / "reports"
         for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
             click.echo(line)
-        for path in written:
+        for path in written.pages:  # the caches beside them are the renderers' business
             click.echo(f"report: {path}")
         if result.ray_startup is not None:
             click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
@@ -168,8 +168,8 @@ def run_command(
         reasons=verdict.reasons,
         seconds=round(time.time() - t0, 3),
     )
-    for reason in verdict.reasons:
-        click.echo(f"build failed: {reason}", err=True)
+    for reason in verdict.reasons:  # exit 1: the outputs are there, the gates said no
+        click.echo(f"built and published, but failed a gate: {reason}", err=True)
     return verdict.exit_code
 
 
@@ -181,7 +181,7 @@ def record_run(
     reasons: list[str],
     result: Any,
     log: Any,
-) -> list[Path]:
+) -> ReportFiles:
     """Write the run record (reports/run.json) and call the registered report renderers; the
     files they wrote. `result` is None when the run stopped on an error."""
     from .runrecord import make_record, previous_record, render_reports, write_record

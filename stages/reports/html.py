@@ -33,6 +33,7 @@ from markupsafe import Markup
 from orchestrator.cache import atomic_write
 from orchestrator.hashing import digest_bytes, digest_file
 from orchestrator.runrecord import PREVIOUS, read_record
+from orchestrator.typing import ReportFiles
 from stages.publishing.manifests import LINK_XML, MANIFEST, bundle_file_changes
 
 from .charts import human_bytes, timeline_svg, treemap_svg
@@ -339,9 +340,9 @@ def page_html(output_dir: Path, record: dict | None, part: ContentPart, changes:
     )
 
 
-def render(output_dir: Path, record: dict | None) -> list[Path]:
-    """Write `reports/index.html` for the output folder; the files it keeps there (the page,
-    its content cache and the build summaries it compares), so `clean` knows them."""
+def render(output_dir: Path, record: dict | None) -> ReportFiles:
+    """Write `reports/index.html` for the output folder: the page, and the files it keeps beside
+    it (its content cache and the build summaries it compares), so `clean` knows them."""
     output_dir = Path(output_dir)
     digests = file_digests(output_dir)
     key = content_key(digests)
@@ -364,7 +365,7 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
         output_dir / name
         for name in (CONTENT_CACHE, TOC_CACHE, STATE, PREVIOUS_STATE, MANIFEST_SNAPSHOT)
     ]
-    return [page, *(path for path in kept if path.exists())]
+    return ReportFiles(pages=(page,), kept=tuple(path for path in kept if path.exists()))
 
 
 def _patched(
