@@ -100,7 +100,9 @@ class Scheduler:
             allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
         self.cache = Cache(build.cache_dir, log=log)
         settings = build.config.executor  # type: ignore[attr-defined]
-        self.executors = ExecutorPool(options.executor, self.root, settings, options.workers, log)
+        self.executors = ExecutorPool(
+            options.executor, self.root, str(build.cache_dir), settings, options.workers, log
+        )
         code = code_digest(
             getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
         )

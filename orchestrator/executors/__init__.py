@@ -145,13 +145,15 @@ def run_item(
 def make_executor(
     kind: str,
     root: str,
+    cache_dir: str,
     *,
     workers: int | None = None,
     address: str | None = None,
     shared_paths: bool = False,
     log=None,
 ) -> Executor:
-    """An executor by name; Ray is imported only when a Ray executor is made."""
+    """An executor by name; Ray is imported only when a Ray executor is made (and keeps its
+    own log under `cache_dir`)."""
     if kind == "local":
         from .local import LocalExecutor
 
@@ -160,6 +162,11 @@ def make_executor(
         from .ray import RayExecutor
 
         return RayExecutor(
-            root, workers=workers, address=address, shared_paths=shared_paths, log=log
+            root,
+            cache_dir,
+            workers=workers,
+            address=address,
+            shared_paths=shared_paths,
+            log=log,
         )
     raise ValueError(f"unknown executor {kind!r}")

@@ -25,9 +25,12 @@ AUTO_LOCAL_RAY_MIN_CPUS = 4
 class ExecutorPool:
     """The executors of one run, by kind; Ray's startup time is kept for the summary."""
 
-    def __init__(self, kind: str, root: str, settings: Any, workers: int | None, log) -> None:
+    def __init__(
+        self, kind: str, root: str, cache_dir: str, settings: Any, workers: int | None, log
+    ) -> None:
         self.kind = kind
         self.root = root
+        self.cache_dir = cache_dir  # where an executor keeps its own logs
         self.settings = settings  # the build file's `executor` section
         self.workers = workers or settings.workers
         self.log = log
@@ -44,6 +47,7 @@ class ExecutorPool:
         executor = make_executor(
             kind,
             self.root,
+            self.cache_dir,
             workers=self.workers,
             address=self.settings.address,
             shared_paths=self.settings.shared_paths,
