@@ -23,8 +23,6 @@ import pytest
 from buildkit import cli_env, edit_build, make_project, published, run_cli
 from raystart import Cluster, Node, start_cluster
 
-from orchestrator.executors.raysession import CONNECT_TIMEOUT
-
 SLOW_COOK = {  # a cooker slow enough that a node can be lost while batches run
     "command": 'sh -c \'sleep 0.15; find "$0" -type f | sort | xargs cat > "$1"\' {input} {output}',
     "version": "1",
@@ -93,6 +91,8 @@ def silent_server():
 def test_an_address_that_answers_but_is_not_ray_fails_in_one_line(tmp_path, request, server):
     """A web server, or a port that accepts and says nothing, at the cluster's address: exit 4
     within the documented seconds, one line naming the address, none of Ray's."""
+    from orchestrator.executors.raysession import CONNECT_TIMEOUT  # imports Ray: not at collection
+
     address = request.getfixturevalue(server)
     build = make_project(tmp_path, 100, 3, executor={"kind": "ray", "address": address})
     proc, seconds = run_orchestrate("run", str(build), env=cli_env())

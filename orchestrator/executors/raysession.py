@@ -140,7 +140,7 @@ def join(address: str, code_roots: list[str], ray_log: RayLog) -> None:
                 log_to_driver=False,
                 configure_logging=False,
             )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
         ray_log.write(f"joining {address}: {type(exc).__name__}: {_causes(exc)}")
         if _wants_token(exc):
             raise StepFailed(
