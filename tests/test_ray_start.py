@@ -151,13 +151,9 @@ def test_a_local_ray_listens_on_loopback_only(tmp_path):
 def cluster(request) -> Cluster:
     # Ray's socket paths are limited to 107 bytes: a short folder of its own under /tmp.
     folder = Path(tempfile.mkdtemp(prefix="orch-ray-", dir="/tmp"))
-    started = start_cluster(folder / "c", cli_env(), nodes=1)
-
-    def stop() -> None:
-        started.stop()
-        shutil.rmtree(folder, ignore_errors=True)
-
-    request.addfinalizer(stop)
+    request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))
+    started = start_cluster(folder / "c", cli_env(), nodes=1)  # stops what it started if it fails
+    request.addfinalizer(started.stop)  # finalizers run last first: stopped, then removed
     return started
 
 
