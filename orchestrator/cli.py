@@ -17,6 +17,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
+from .arguments import build_file_argument
 from .errors import ConfigError, OrchestrateError
 from .runs import load
 from .switches import SwitchedCommand
@@ -129,7 +130,7 @@ def cli() -> None:
 
 # -- run -------------------------------------------------------------------------------------
 @cli.command(cls=SwitchedCommand)
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option(
     "--executor",
     type=click.Choice(["auto", "local", "ray"]),
@@ -199,7 +200,7 @@ def cache() -> None:
 
 
 @cache.command("stats")
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 def cache_stats(build_file) -> None:
     """Entries and bytes per area of the cache."""
     from .cache import Cache
@@ -212,7 +213,7 @@ def cache_stats(build_file) -> None:
 
 
 @cache.command("gc")
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--max-size", default="10G", help="Bound the cache to this size (e.g. 500M, 10G).")
 @click.option("--max-age", default=30.0, type=float, help="Drop entries unused for this many days.")
 @click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
@@ -245,7 +246,7 @@ def _parse_size(text: str) -> int:
 
 
 @cache.command("clear")
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
 def cache_clear(build_file, wait) -> None:
     """Delete the whole cache folder."""
@@ -259,7 +260,7 @@ def cache_clear(build_file, wait) -> None:
 
 
 @cli.command()
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 def clean(build_file) -> None:
     """Delete what builds published into the output folder (the cache is kept)."""
     from .lock import OutputLock

@@ -28,7 +28,7 @@ from typing import Any
 from .cache import atomic_write
 from .errors import OrchestrateError
 from .outcomes import StageReport, UnitOutcome
-from .typing import Problem
+from .typing import Problem, ReportFiles
 
 SCHEMA = 1
 RECORD = "reports/run.json"
@@ -256,14 +256,16 @@ def write_record(output_dir: Path, record: dict) -> Path:
     return folder.path(RECORD)
 
 
-def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> list[Path]:
+def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> ReportFiles:
     """Call every registered renderer; a renderer that fails is logged and does not change the
     build's exit code (the outputs are published; only a view of them is missing), unless the
-    disk or the quota is full: that fails the build as it would anywhere else (exit 4)."""
+    disk or the quota is full: that fails the build as it would anywhere else (exit 4). Returns
+    the pages and the kept files of all of them."""
     from .memory import relaxed_gc
     from .registry import registered_reports
 
-    written: list[Path] = []
+    pages: list[Path] = []
+    kept: list[Path] = []
     for name, entry in sorted(registered_reports().items()):
         began = time.perf_counter()
         try:
@@ -279,11 +281,14 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> li
                 raise  # a full disk or quota fails the build (exit 4), as for any other file
             log.error("report.failed", report=name, error=f"{type(exc).__name__}: {exc}")
             continue
-        written.extend(Path(f) for f in files or ())
-        _listed(output_dir, [Path(f) for f in files or ()])
+        if not isinstance(files, ReportFiles):
+            files = ReportFiles(pages=tuple(files or ()))
+        pages.extend(Path(f) for f in files.pages)
+        kept.extend(Path(f) for f in files.kept)
+        _listed(output_dir, [Path(f) for f in (*files.pages, *files.kept)])
         if log is not None:
             log.debug("report.done", report=name, seconds=round(time.perf_counter() - began, 3))
-    return written
+    return ReportFiles(tuple(pages), tuple(kept))
 
 
 def _listed(output_dir: Path, paths: list[Path]) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
@@ -22,7 +21,7 @@ import click
 from .config import Build, load_build
 from .errors import OrchestrateError
 from .graph import Stage
-from .typing import Problem
+from .typing import Problem, ReportFiles
 
 
 @dataclass
@@ -164,7 +163,7 @@ def run_command(
         lines = [*lines, *problem_lines(problems)]
         for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
             click.echo(line)
-        for path in written:
+        for path in written.pages:  # the caches beside them are the renderers' business
             click.echo(f"report: {path}")
         if result.ray_startup is not None:
             click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
@@ -174,8 +173,8 @@ def run_command(
         reasons=verdict.reasons,
         seconds=round(time.time() - t0, 3),
     )
-    for reason in verdict.reasons:
-        click.echo(f"build failed: {reason}", err=True)
+    for reason in verdict.reasons:  # exit 1: the outputs are there, the gates said no
+        click.echo(f"built and published, but failed a gate: {reason}", err=True)
     return verdict.exit_code
 
 
@@ -188,7 +187,7 @@ def record_run(
     result: Any,
     log: Any,
     problems: list[Problem] | None = None,
-) -> list[Path]:
+) -> ReportFiles:
     """Write the run record (reports/run.json) and call the registered report renderers; the
     files they wrote. `result` is None when the run stopped on an error (and `problems` then
     unknown)."""
@@ -209,7 +208,7 @@ def record_run(
     return render_reports(build.output_dir, record, log)
 
 
-def prune_stale(build: Build, published: set[str], reports: list[Path], log: Any) -> None:
+def prune_stale(build: Build, published: set[str], reports: ReportFiles, log: Any) -> None:
     """Remove from the output folder what earlier builds published and this complete run did
     not (its stages' files, found right or written; its record and reports), from the ledger:
     a bundle a lost or truncated manifest no longer names is found there too."""
@@ -218,7 +217,8 @@ def prune_stale(build: Build, published: set[str], reports: list[Path], log: Any
 
     folder = OutputFolder(build.output_dir)
     kept = set(published) | {RECORD, PREVIOUS}
-    kept.update(relpath for path in reports if (relpath := folder.relative(path)) is not None)
+    written = (*reports.pages, *reports.kept)
+    kept.update(relpath for path in written if (relpath := folder.relative(path)) is not None)
     removed = prune_output(folder, kept)
     if removed:
         log.info("outputs.pruned", removed=len(removed), files=removed[:20])

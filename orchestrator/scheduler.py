@@ -102,7 +102,13 @@ class Scheduler:
         settings = build.config.executor  # type: ignore[attr-defined]
         self.files = ProjectFiles(self.root, build.file_policy)
         self.executors = ExecutorPool(
-            options.executor, self.root, settings, options.workers, log, build.file_policy
+            options.executor,
+            self.root,
+            str(build.cache_dir),
+            settings,
+            options.workers,
+            log,
+            build.file_policy,
         )
         code = code_digest(
             getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages

@@ -180,7 +180,7 @@ def test_a_failing_renderer_is_logged_and_the_others_still_run(tmp_path, monkeyp
     entries = {"a-broken": FakeEntry(broken), "b-fine": FakeEntry(fine)}
     monkeypatch.setattr("orchestrator.registry.registered_reports", lambda: entries)
     log = FakeLog()
-    assert render_reports(tmp_path, {"run": 3}, log) == [tmp_path / "page.html"]
+    assert render_reports(tmp_path, {"run": 3}, log).pages == (tmp_path / "page.html",)
     assert log.lines == [("report.failed", {"report": "a-broken", "error": "ValueError: boom"})]
     with pytest.raises(ValueError):
         render_reports(tmp_path, {"run": 3})

@@ -28,10 +28,10 @@ def report(output, open_page) -> None:
         raise NotABuildOutput("not a folder", file=str(folder))
     with OutputLock(folder):
         written = render_reports(folder, record)
-    for path in written:
+    for path in written.pages:
         click.echo(f"report: {path}")
-    if open_page and written:
-        page = Path(written[0]).resolve()
+    if open_page and written.pages:
+        page = Path(written.pages[0]).resolve()
         if not webbrowser.open(page.as_uri()):
             click.echo(f"no browser could be started; open {page} by hand", err=True)
 
