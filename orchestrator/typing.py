@@ -216,7 +216,7 @@ class UnitResults(Protocol):
 
 
 class StageContext(Protocol):
-    """The driver-side services `plan`, `finish` and the hooks get (`orchestrator.context`)."""
+    """The driver-side services `plan`, `finish` and the hooks get (`orchestrator.core.context`)."""
 
     root: str
     output_dir: Path
@@ -234,7 +234,7 @@ class StageContext(Protocol):
 
 
 class BuildSettings(Protocol):
-    """The loaded build file as hooks see it (`orchestrator.config.Build`)."""
+    """The loaded build file as hooks see it (`orchestrator.core.config.Build`)."""
 
     path: Path
     dir: Path

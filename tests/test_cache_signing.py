@@ -19,7 +19,7 @@ import yaml
 from buildkit import cache_problems, cli_env, edit_build, make_project, published, run_cli
 
 from orchestrator.cache import Cache, EntryKey
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 

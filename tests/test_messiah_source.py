@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from messiah_projects import Item, guid, write, write_level, write_repository, write_world  # noqa: E402
 
 from orchestrator.errors import ConfigError, ProjectError  # noqa: E402
-from orchestrator.reads import Reader  # noqa: E402
+from orchestrator.files.reads import Reader  # noqa: E402
 from stages import collect  # noqa: E402
 from stages.sources import get_source  # noqa: E402
 from stages.sources.base import HARD, SOFT  # noqa: E402

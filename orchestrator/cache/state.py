@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 
 from ..codec import CodecError, dumps, loads
 from ..errors import CacheCorrupt
-from ..filetable import FileTable
+from ..files.confined import ConfinedFolder
+from ..files.filetable import FileTable
 from ..hashing import digest_bytes, digest_value
-from .confined import ConfinedFolder
 from .entries import WHOLE, ValueChanges, ValueEntries
 from .statedb import chunks, row_check
 

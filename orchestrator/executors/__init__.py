@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import MissingInput, OrchestrateError
-from ..projectfiles import FilePolicy
-from ..reads import Reader, SentFiles
+from ..files.projectfiles import FilePolicy
+from ..files.reads import Reader, SentFiles
 
 
 class LazyBlobs(Mapping):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..projectfiles import FilePolicy
+from ..files.projectfiles import FilePolicy
 from . import Executor, make_executor
 
 #: Below this many units left to run, `auto` stays in the driver: starting Ray costs seconds.

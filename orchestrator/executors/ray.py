@@ -31,8 +31,8 @@ from typing import Any
 import ray
 
 from ..errors import StepFailed
-from ..projectfiles import FilePolicy, ProjectFiles
-from ..reads import SentFiles, read_for_worker
+from ..files.projectfiles import FilePolicy, ProjectFiles
+from ..files.reads import SentFiles, read_for_worker
 from . import Finished, WorkItem, run_item, worker_label
 from .raysession import RayLog, cluster_nodes, join, start_local, unreachable
 
@@ -141,7 +141,7 @@ def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
 
 def _code_roots() -> list[str]:
     """Folders of the engine's and the registered stages' packages (shipped to a cluster)."""
-    from ..registry import code_roots, registered_stages
+    from ..core.registry import code_roots, registered_stages
 
     return code_roots(registered_stages())
 

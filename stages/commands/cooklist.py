@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from orchestrator.arguments import build_file_argument, split_build_file
-from orchestrator.runs import run_stages
-from orchestrator.switches import SwitchedCommand
+from orchestrator.shell.arguments import build_file_argument, split_build_file
+from orchestrator.shell.runs import run_stages
+from orchestrator.shell.switches import SwitchedCommand
 
 
 @click.command(cls=SwitchedCommand)

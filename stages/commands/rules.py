@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from orchestrator.arguments import build_file_argument
-from orchestrator.runs import run_stages
-from orchestrator.switches import SwitchedCommand
+from orchestrator.shell.arguments import build_file_argument
+from orchestrator.shell.runs import run_stages
+from orchestrator.shell.switches import SwitchedCommand
 
 # `collect` as `validate` runs it after a project file did not parse: going on without it.
 GO_ON_WITHOUT_BROKEN_FILES = {"collect": {"skip_broken": True}}

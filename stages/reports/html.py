@@ -32,9 +32,9 @@ from markupsafe import Markup
 
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
+from orchestrator.files.outputs import OutputFolder
 from orchestrator.hashing import digest_bytes, digest_file
-from orchestrator.outputs import OutputFolder
-from orchestrator.runrecord import PREVIOUS, read_record
+from orchestrator.shell.runrecord import PREVIOUS, read_record
 from orchestrator.typing import ReportFiles
 from stages.publishing.manifests import LINK_XML, MANIFEST, bundle_file_changes
 

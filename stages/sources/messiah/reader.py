@@ -22,9 +22,9 @@ import blake3
 from lxml import etree
 
 from orchestrator.codec import record
+from orchestrator.files.reads import Reader, to_posix
 from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.memory import paused_gc
-from orchestrator.reads import Reader, to_posix
 from stages.sources import raise_on_fatal
 from stages.sources.base import (
     HARD,

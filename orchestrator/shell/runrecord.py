@@ -25,10 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .cache import atomic_write
-from .errors import OrchestrateError
-from .outcomes import StageReport, UnitOutcome
-from .typing import Problem, ReportFiles
+from ..cache import atomic_write
+from ..core.outcomes import StageReport, UnitOutcome
+from ..errors import OrchestrateError
+from ..typing import Problem, ReportFiles
 
 SCHEMA = 1
 RECORD = "reports/run.json"
@@ -226,7 +226,7 @@ def read_record(path: Path) -> dict | None:
 
 def previous_record(output_dir: Path) -> dict | None:
     """The record the last run left in the output folder (the one this run replaces)."""
-    from .outputs import OutputFolder
+    from ..files.outputs import OutputFolder
 
     try:
         return _as_record(OutputFolder(output_dir).read(RECORD))  # no link followed
@@ -244,7 +244,7 @@ def _as_record(data: bytes | None) -> dict | None:
 
 def write_record(output_dir: Path, record: dict) -> Path:
     """Keep the last run's record as `run.previous.json`, then write this one (atomically)."""
-    from .outputs import OutputFolder
+    from ..files.outputs import OutputFolder
 
     folder = OutputFolder(output_dir)
     if folder.lstat(RECORD) is not None:
@@ -261,8 +261,8 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> Re
     build's exit code (the outputs are published; only a view of them is missing), unless the
     disk or the quota is full: that fails the build as it would anywhere else (exit 4). Returns
     the pages and the kept files of all of them."""
-    from .memory import relaxed_gc
-    from .registry import registered_reports
+    from ..core.registry import registered_reports
+    from ..memory import relaxed_gc
 
     pages: list[Path] = []
     kept: list[Path] = []
@@ -293,7 +293,7 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> Re
 
 def _listed(output_dir: Path, paths: list[Path]) -> None:
     """Note report files in the output folder's ledger, so `clean` removes them too."""
-    from .outputs import Ledger, OutputFolder
+    from ..files.outputs import Ledger, OutputFolder
 
     folder = OutputFolder(output_dir)
     ledger = Ledger(folder)

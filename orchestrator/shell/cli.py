@@ -16,9 +16,9 @@ from typing import NoReturn
 
 import click
 
-from . import __version__
+from .. import __version__
+from ..errors import ConfigError, OrchestrateError
 from .arguments import build_file_argument
-from .errors import ConfigError, OrchestrateError
 from .runs import load
 from .switches import SwitchedCommand
 
@@ -108,14 +108,14 @@ class PluginGroup(click.Group):
     imported only when it is invoked or help lists it."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from .registry import registered_commands
+        from ..core.registry import registered_commands
 
         return sorted(set(super().list_commands(ctx)) | set(registered_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         command = super().get_command(ctx, name)
         if command is None:
-            from .registry import registered_commands
+            from ..core.registry import registered_commands
 
             entry = registered_commands().get(name)
             command = entry.load() if entry is not None else None
@@ -203,7 +203,7 @@ def cache() -> None:
 @build_file_argument()
 def cache_stats(build_file) -> None:
     """Entries and bytes per area of the cache."""
-    from .cache import Cache
+    from ..cache import Cache
 
     build = load(build_file)
     stats = Cache(build.cache_dir).stats()
@@ -219,8 +219,8 @@ def cache_stats(build_file) -> None:
 @click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
 def cache_gc(build_file, max_size, max_age, wait) -> None:
     """Drop old entries, then least recently used ones until the cache fits."""
-    from .cache import Cache
-    from .lock import CacheLock
+    from ..cache import Cache
+    from ..files.lock import CacheLock
 
     build = load(build_file)
     limit = _parse_size(max_size)
@@ -250,8 +250,8 @@ def _parse_size(text: str) -> int:
 @click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
 def cache_clear(build_file, wait) -> None:
     """Delete the whole cache folder."""
-    from .cache import Cache
-    from .lock import CacheLock
+    from ..cache import Cache
+    from ..files.lock import CacheLock
 
     build = load(build_file)
     with CacheLock(build.cache_dir, exclusive=True, wait=wait):
@@ -263,8 +263,8 @@ def cache_clear(build_file, wait) -> None:
 @build_file_argument()
 def clean(build_file) -> None:
     """Delete what builds published into the output folder (the cache is kept)."""
-    from .lock import OutputLock
-    from .outputs import LEDGER, clean_output
+    from ..files.lock import OutputLock
+    from ..files.outputs import LEDGER, clean_output
 
     build = load(build_file)
     if not build.output_dir.exists():
@@ -289,8 +289,8 @@ def clean(build_file) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def list_stages(fmt) -> None:
     """The registered stages in graph order: version, inputs, outputs, build-file keys."""
-    from .graph import order
-    from .registry import registered_stages
+    from ..core.graph import order
+    from ..core.registry import registered_stages
 
     stages = order(list(registered_stages()))
     if fmt == "json":

@@ -19,26 +19,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cache import Cache
-from .cache.state import ScopeState
-from .codec import allow_package
+from ..cache import Cache
+from ..cache.state import ScopeState
+from ..codec import allow_package
+from ..errors import CacheCorrupt, OrchestrateError
+from ..executors.pool import ExecutorPool
+from ..files.filetable import FileTable
+from ..files.projectfiles import ProjectFiles
+from ..files.scanning import FileChanges, learn_unread_digests, scan
+from ..hashing import digest_bytes
+from ..typing import PROJECT
 from .config import Build
 from .context import Context
-from .errors import CacheCorrupt, OrchestrateError
-from .executors.pool import ExecutorPool
-from .filetable import FileTable
 from .graph import Stage, select
-from .hashing import digest_bytes
 from .identity import code_digest
 from .observe import Progress, ResourceSampler
 from .outcomes import StageReport, UnitOutcome
-from .projectfiles import ProjectFiles
 from .rebuild import DryRunNamed, InternalError, Rebuilder
 from .replanning import Replanner
-from .scanning import FileChanges, learn_unread_digests, scan
 from .staleness import ADDED, MODIFIED, REMOVED, assess, fingerprint, must_run
 from .storing import PreviousValues, StageRecord, store_stage
-from .typing import PROJECT
 from .values import RunValues, StageInputs
 
 
@@ -329,9 +329,9 @@ def run_build(
     """Run a build; a damaged cache entry found mid-run is set aside and the run started
     again. `conclude(result)` (kept as `result.concluded`) reads what the run left while it
     still holds the cache: a stored value it finds damaged starts the run again too."""
-    from .cache.housekeeping import temporary_files_in
-    from .lock import CacheLock
-    from .memory import relaxed_gc
+    from ..cache.housekeeping import temporary_files_in
+    from ..files.lock import CacheLock
+    from ..memory import relaxed_gc
 
     for attempt in range(3):
         # Again after damage: the state may name results that are gone (`cache gc`, another

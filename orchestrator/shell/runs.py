@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 
 import click
 
-from .config import Build, load_build
-from .errors import OrchestrateError
-from .graph import Stage
-from .typing import Problem, ReportFiles
+from ..core.config import Build, load_build
+from ..core.graph import Stage
+from ..errors import OrchestrateError
+from ..typing import Problem, ReportFiles
 
 
 @dataclass
@@ -53,7 +53,7 @@ def log_switches(build: Build, log: Any) -> None:
 
 
 def logger(log_format: str = "console", verbose: bool = False) -> Any:
-    from .observe import setup_logging
+    from ..core.observe import setup_logging
 
     return setup_logging(log_format, verbose)
 
@@ -115,9 +115,9 @@ def run_command(
 ) -> int:
     """Run a build, record it, render its reports and print its summary; returns the exit code
     (0 or 1; errors are raised, after the record of the run is written)."""
-    from .lock import OutputLock
-    from .observe import interactive, problem_lines, summary_table, write_profile
-    from .scheduler import RunOptions, run_build
+    from ..core.observe import interactive, problem_lines, summary_table, write_profile
+    from ..core.scheduler import RunOptions, run_build
+    from ..files.lock import OutputLock
 
     log = logger(log_format, verbose)
     build = load(build_file, executor)
@@ -212,7 +212,7 @@ def prune_stale(build: Build, published: set[str], reports: ReportFiles, log: An
     """Remove from the output folder what earlier builds published and this complete run did
     not (its stages' files, found right or written; its record and reports), from the ledger:
     a bundle a lost or truncated manifest no longer names is found there too."""
-    from .outputs import OutputFolder, prune_output
+    from ..files.outputs import OutputFolder, prune_output
     from .runrecord import PREVIOUS, RECORD
 
     folder = OutputFolder(build.output_dir)
@@ -252,8 +252,8 @@ def run_stages(
 
     `overrides` (section → keys) are merged over the build file, as the command's own settings.
     """
-    from .lock import OutputLock
-    from .scheduler import RunOptions, run_build
+    from ..core.scheduler import RunOptions, run_build
+    from ..files.lock import OutputLock
 
     log = logger(log_format)
     build = load(build_file, executor, overrides)
