@@ -4,9 +4,9 @@ libxml2 keeps a node's line in 16 bits. An element whose start tag ends past lin
 65,535 stored, and lxml's `sourceline` (libxml2's `xmlGetLineNo`) then answers with a
 neighbour's line: its first child's, else its next or previous sibling's, and, past an entity
 reference, an ancestor's (a line before the limit). A pretty-printed `<Item>` on line 80,011
-reports 80,012, the line where the whitespace after its start tag ends.
-Every `resource.repository` of a large project is past that limit (100,000 assets: ~800,000
-lines), and rule results, custom code and the Messiah reader's problems name these lines.
+reports 80,012, the line where the whitespace after its start tag ends. Every
+`resource.repository` of a large project is past that limit (100,000 assets: ~800,000 lines),
+and rule results, custom code and the Messiah reader's problems name these lines.
 
 `DocumentLines` gives the true lines of one parsed document. A document of fewer lines than
 libxml2 stores keeps lxml's, at no cost. A larger one is scanned once, when one of its lines is
@@ -21,10 +21,16 @@ right (most: `<GUID>…</GUID>` ends on the line it starts) need no entry, which
 to about a quarter of a repository's elements.
 
 The scan is trusted only where it agrees with libxml2: as many start tags as elements, and the
-same line for every element the scan puts before the limit, where lxml's lines are exact. Anything else (an
-entity expanded into elements, an encoding whose bytes are not ASCII's and not UTF-16 or UTF-32)
-leaves the document with lxml's lines. tests/test_rules_lines.py holds the law that makes the
-scan trustworthy: on random documents below the limit, its lines are lxml's.
+same line for every element the scan puts before the limit, where lxml's lines are exact.
+Anything else (a parser that expands entities into elements, an encoding whose bytes are not
+ASCII's and not UTF-16 or UTF-32) leaves the document with lxml's lines.
+tests/test_rules_lines.py holds the law that makes the scan trustworthy: on random documents
+below the limit, its lines are lxml's; moved past it, they are those lines moved.
+
+Cost, measured on an 800,000-line repository (23 MB, 803,002 elements) on a shared 2-core
+machine: building the table takes 1.1 to 1.4 s, under three times the file's parse (0.5 s) and
+a quarter of checking it against messiah-common's 16 repository rules (about 5 s); it keeps
+35 MiB (201,128 entries: the Items, Annotations, Annos and empty Deps), 58 MiB at the peak.
 
 `line_of` and `lines_of` read the lines of elements of any document a live `DocumentLines`
 covers: the rule engine's documents (registry.XmlDocument) and the Messiah reader's repositories
@@ -181,10 +187,8 @@ def lines_of(elements: Any) -> list[int | None]:
     lines = list(map(_SOURCELINE, elements))
     if not _LIVE:
         return lines
-    tables = [table for table in (document.table() for document in list(_LIVE)) if table]
-    if len(tables) == 1:  # the common case: one large document
-        get = tables[0].get
-        return list(map(get, map(id, elements), lines))
-    for table in tables:  # a proxy's id is in one table at most (the tables keep theirs alive)
-        lines = list(map(table.get, map(id, elements), lines))
+    for document in list(_LIVE):
+        table = document.table()
+        if table:  # an id is in one table at most: each keeps the proxies of its keys alive
+            lines = list(map(table.get, map(id, elements), lines))
     return lines
