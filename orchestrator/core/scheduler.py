@@ -34,6 +34,7 @@ from .context import Context
 from .graph import Stage, select
 from .identity import code_digest
 from .observe import Progress, ResourceSampler
+from .options import RunOptions
 from .outcomes import StageReport, UnitOutcome
 from .rebuild import DryRunNamed, InternalError, Rebuilder
 from .replanning import Replanner
@@ -58,19 +59,6 @@ class RunResult:
     scan_seconds: float = 0.0
     file_changes: FileChanges | None = None
     concluded: Any = None  # what run_build's `conclude` made of the run
-
-
-@dataclass
-class RunOptions:
-    executor: str = "auto"
-    workers: int | None = None
-    stages: list[str] | None = None
-    explain: bool = False
-    no_cache: bool = False
-    dry_run: bool = False
-    keep_going: bool = False
-    progress: bool = True
-    callbacks: dict[str, list[Callable]] = field(default_factory=dict)
 
 
 class Scheduler:
