@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 from buildkit import cache_problems, cli_env, edit_build, make_project, published, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.cache import Cache, EntryKey
 from orchestrator.config import load_build
@@ -371,6 +373,24 @@ def test_a_state_row_forged_without_the_key_is_refused_with_it(tmp_path, table):
     assert KEY.decode() not in repr(log.events)
 
 
+STATE_VALUES = st.lists(
+    st.one_of(st.binary(max_size=8), st.text(max_size=8), st.integers(), st.none()), max_size=4
+)
+
+
+@given(STATE_VALUES, STATE_VALUES)
+def test_two_state_rows_sign_alike_only_when_they_hold_the_same_values(first, second):
+    """A row's signature covers each value, its boundaries and its type (SQLite compares a
+    number and the same digits as text differently): rows that differ sign differently."""
+    from orchestrator.cache.statedb import RowChecks
+
+    checks = RowChecks(EntryKey(KEY, "test"), "state/m/s.sqlite")
+    same = [(type(v), v) for v in first] == [(type(v), v) for v in second]
+    assert (checks.check("units", *first) == checks.check("units", *second)) == same
+    assert checks.verify("units", checks.check("units", *first), *first)
+    assert not checks.verify("records", checks.check("units", *first), *first)
+
+
 def test_a_signed_state_row_moved_elsewhere_is_refused(tmp_path):
     """A row's signature binds it to its place: a genuine unit row given another unit's id, or
     copied into another checkout's state, proves nothing there."""
@@ -404,8 +424,8 @@ def test_a_state_written_without_the_key_is_refused_whole_once(tmp_path):
     key = EntryKey(KEY, "cache.key_file farm.key")
     state = _state(tmp_path, key, log)
     assert [fields["reason"] for fields in log.named("cache.refused")] == [
-        "the build state (written by a build without the key or with another one, or changed "
-        "by someone without it) is not signed with this build's key (cache.key_file farm.key): "
+        "the build state is not signed with this build's key (cache.key_file farm.key): written "
+        "by a build without the key or with another one, or changed by someone without it; "
         "refused whole: every stage plans afresh and the project's files are hashed again"
     ]
     assert state.file_table() is None and state.records() == {} and state.unit_keys("cook") == {}

@@ -27,16 +27,6 @@ class ValueChanges(NamedTuple):
     removed: list[str]
 
 
-class EntryRow(NamedTuple):
-    """A row of the `entries` table, verified."""
-
-    key: str
-    gen: int  # the generation at which it last changed
-    live: bool  # False: a tombstone
-    digest: bytes  # of the entry's data (empty for a tombstone)
-    data: Any  # inline data or a reference into the blob store (when asked for)
-
-
 class ValueEntries(StateDatabase):
     """The `entries` table (values large enough go to `blobs`, the content-addressed store)."""
 
@@ -51,6 +41,7 @@ class ValueEntries(StateDatabase):
         return digest, data
 
     def decode(self, digest: bytes, data: Any) -> Any:
+        """The value of a live entry, its data checked against its digest."""
         stored = None
         if not isinstance(data, bytes):
             raise CacheCorrupt("a stored value is no bytes")
@@ -68,45 +59,46 @@ class ValueEntries(StateDatabase):
 
     def _rows(
         self, value: str, where: str, args: Iterable = (), data: bool = False
-    ) -> list[EntryRow]:
-        """The value's rows that match `where` (SQL after the value's condition), each verified
-        against its check; CacheCorrupt if one fails (the run starts again, every stage planned
-        afresh: a stage would trust the entry, or miss that it changed)."""
+    ) -> list[tuple[str, int, Any, Any]]:
+        """(key, gen, digest or None for a tombstone, data if asked for) of the value's rows
+        that match `where` (SQL after the value's condition), each verified against its check:
+        CacheCorrupt if one fails (the run starts again, every stage planned afresh: a stage
+        would trust the entry, or miss that it changed). Tuples, not records: a keyed value
+        can have a hundred thousand entries, read at each run."""
+        checked = self.checks.checked("entries")
         rows = self.execute(
-            "SELECT key, gen, digest, data IS NOT NULL, check_"
-            + (", data" if data else "")
+            "SELECT key, gen, digest, "
+            + ("data" if data else "NULL")
+            + (", data IS NOT NULL, check_" if checked else "")
             + f" FROM entries WHERE value = ? {where}",
             (value, *args),
         )
-        found = []
-        for key, gen, digest, live, check, *stored in rows:
-            if not self.checks.verify("entries", check, value, key, gen, digest, live) or (
-                live and not isinstance(digest, bytes)
-            ):
-                then = "the run starts again with every stage planned afresh"
-                raise CacheCorrupt(self.untrusted("entries", f"an entry of {value}", then))
-            row = EntryRow(
-                key, gen, bool(live), digest if live else b"", stored[0] if stored else None
-            )
-            found.append(row)
-        return found
+        if checked:
+            for key, gen, digest, _, live, check in rows:
+                if not self.checks.verify("entries", check, value, key, gen, digest, live):
+                    then = "the run starts again with every stage planned afresh"
+                    raise CacheCorrupt(self.untrusted("entries", f"an entry of {value}", then))
+        return [row[:4] for row in rows]
 
     def entry(self, value: str, key: str = WHOLE) -> Any:
         """One entry of a value (KeyError when absent)."""
         rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,), data=True)
         if not rows:
             raise KeyError(key)
-        return self.decode(rows[0].digest, rows[0].data)
+        _, _, digest, data = rows[0]
+        return self.decode(digest, data)
 
     def entry_digest(self, value: str, key: str = WHOLE) -> str | None:
         rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,))
-        return rows[0].digest.hex() if rows else None
+        return rows[0][2].hex() if rows else None
 
     def keys(self, value: str) -> list[str]:
-        return [row.key for row in self._rows(value, "AND data IS NOT NULL ORDER BY key")]
+        return [key for key, *_ in self._rows(value, "AND data IS NOT NULL ORDER BY key")]
 
     def digests(self, value: str) -> dict[str, str]:
-        return {row.key: row.digest.hex() for row in self._rows(value, "AND data IS NOT NULL")}
+        return {
+            key: digest.hex() for key, _, digest, _ in self._rows(value, "AND data IS NOT NULL")
+        }
 
     def digests_of(self, value: str, keys: list[str]) -> dict[str, str]:
         """The stored digests of some keys (a patch of a few entries need not read them all)."""
@@ -114,8 +106,10 @@ class ValueEntries(StateDatabase):
         for start in range(0, len(keys), FEW_KEYS):
             chunk = keys[start : start + FEW_KEYS]
             marks = ", ".join("?" * len(chunk))
-            for row in self._rows(value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk):
-                found[row.key] = row.digest.hex()
+            for key, _, digest, _ in self._rows(
+                value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk
+            ):
+                found[key] = digest.hex()
         return found
 
     def fingerprint(self, value: str) -> str:
@@ -123,13 +117,16 @@ class ValueEntries(StateDatabase):
         rows = self._rows(value, "AND data IS NOT NULL ORDER BY key")
         return digest_bytes(
             b"\n".join(
-                row.key.encode("utf-8", "surrogateescape") + b"\0" + row.digest for row in rows
+                key.encode("utf-8", "surrogateescape") + b"\0" + digest
+                for key, _, digest, _ in rows
             )
         )
 
     def items(self, value: str) -> Iterator[tuple[str, Any]]:
-        for row in self._rows(value, "AND data IS NOT NULL ORDER BY key", data=True):
-            yield row.key, self.decode(row.digest, row.data)
+        for key, _, digest, data in self._rows(
+            value, "AND data IS NOT NULL ORDER BY key", data=True
+        ):
+            yield key, self.decode(digest, data)
 
     def has_value(self, value: str) -> bool:
         return bool(self._rows(value, "LIMIT 1"))
@@ -137,13 +134,13 @@ class ValueEntries(StateDatabase):
     def value_generation(self, value: str) -> int:
         """The generation at which any entry of the value last changed (0: never stored)."""
         rows = self._rows(value, "ORDER BY gen DESC LIMIT 1")
-        return rows[0].gen if rows else 0
+        return rows[0][1] if rows else 0
 
     def changes(self, value: str, since: int) -> ValueChanges:
         changed: list[str] = []
         removed: list[str] = []
-        for row in self._rows(value, "AND gen > ? ORDER BY key", (since,)):
-            (changed if row.live else removed).append(row.key)
+        for key, _, digest, _ in self._rows(value, "AND gen > ? ORDER BY key", (since,)):
+            (changed if digest is not None else removed).append(key)
         return ValueChanges(changed, removed)
 
     def put_entries(

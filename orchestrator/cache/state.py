@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS file_changes_by_gen ON file_changes (gen);
 CREATE TABLE IF NOT EXISTS records (stage TEXT PRIMARY KEY, data BLOB NOT NULL,
     check_ BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS units (stage TEXT NOT NULL, id TEXT NOT NULL, key BLOB NOT NULL,
-    result BLOB NOT NULL, digest BLOB NOT NULL, data BLOB NOT NULL, check_ BLOB NOT NULL);
+    result BLOB NOT NULL, digest BLOB NOT NULL, data BLOB NOT NULL, check_ BLOB);
 CREATE UNIQUE INDEX IF NOT EXISTS units_by_id ON units (stage, id);
 CREATE TABLE IF NOT EXISTS reads (path TEXT NOT NULL, stage TEXT NOT NULL, unit TEXT NOT NULL,
     PRIMARY KEY (path, stage, unit)) WITHOUT ROWID;

@@ -33,12 +33,18 @@ class RowChecks:
     With the farm's key, every row that says what a run reuses carries the HMAC of its fields
     (signing.py), bound to its table and to this state's file: a row changed, made up, or moved
     from another table or another machine's or checkout's state by anyone without the key does
-    not verify. Without a key, the rows that carried a check before keys (PLAIN: large rows,
-    where bit rot inside a row would go unseen) carry the plain digest of their fields, and the
-    others none: a local cache without a key works as it did.
+    not verify. Large bytes are not in the fields: a unit's data, a value's and a part of the
+    file table are checked against a digest their row holds (and the check covers).
+
+    Without a key, a stage record carries the plain digest of its fields (bit rot inside it
+    would go unseen: its bytes have no digest of their own), and so does the generation row
+    (a state signed with a key then fails, and is started afresh whole); the other rows carry
+    none, as before keys: what a check would add is found anyway (a rotten digest names no
+    blob, a rotten key reruns a unit), and a local cache without a key pays for no check it did
+    not.
     """
 
-    PLAIN = frozenset({"records", "units"})
+    PLAIN = frozenset({"records", "meta"})
 
     def __init__(self, key: EntryKey | None, scope: str) -> None:
         self._key = key
@@ -53,6 +59,10 @@ class RowChecks:
         """Where the key came from, for messages (never the key)."""
         return "" if self._key is None else self._key.source
 
+    def checked(self, table: str) -> bool:
+        """Whether rows of `table` carry a check (those that do not are taken as they are)."""
+        return self._key is not None or table in self.PLAIN
+
     def check(self, table: str, *values: Any) -> bytes | None:
         """What a row of `table` holding these values stores in its check column."""
         fields = typed_fields(values)
@@ -63,8 +73,8 @@ class RowChecks:
     def verify(self, table: str, check: Any, *values: Any) -> bool:
         """Whether a row holding these values carries exactly the check this build would
         write for it."""
-        if self._key is None and table not in self.PLAIN:
-            return check is None
+        if not self.checked(table):
+            return True
         return isinstance(check, bytes) and check == self.check(table, *values)
 
 
@@ -223,9 +233,9 @@ class StateDatabase:
         if self.checks.keyed:
             self.untrusted(
                 "meta",
-                "the build state (written by a build without the key or with another one, or "
-                "changed by someone without it)",
-                f"refused whole: {then}",
+                "the build state",
+                "written by a build without the key or with another one, or changed by someone "
+                f"without it; refused whole: {then}",
             )
         else:
             self.dropped(
@@ -256,8 +266,8 @@ def typed_fields(values: Iterable[Any]) -> list[bytes]:
             fields.append(b"i%d" % value)
         elif value is None:
             fields.append(b"n")
-        else:
-            raise TypeError(f"a state row holds no {type(value).__name__}")
+        else:  # never written (a float planted in a column): it fails its check
+            fields.append(b"o" + repr(value).encode("utf-8", "backslashreplace"))
     return fields
 
 
