@@ -98,19 +98,20 @@ def content_reports(output_dir: Path) -> dict[str, bytes]:
     }
 
 
-def cache_problems(cache_dir: Path, torn_ok: bool = False) -> list[str]:
+def cache_problems(cache_dir: Path, torn_ok: bool = False, key=None) -> list[str]:
     """Entries of a cache that fail verification (leftover temporary files are not entries).
 
     Loose blobs must match their names; every intact pack-index line must name a blob the cache
     returns verified; every action row must pass its check and name a stored blob;
     the databases must pass SQLite's integrity check, every stored value its digest and every
-    unit, record and file-table row its check. A damaged
+    row of a build state its check (signed with `key`, the build's EntryKey, if given). A damaged
     index line (a torn append of a killed run) is a problem unless `torn_ok`: the index skips
     such lines by design.
     """
     import sqlite3
 
     from orchestrator.cache import Cache, line_checksum
+    from orchestrator.cache.statedb import RowChecks
     from orchestrator.errors import CacheCorrupt
 
     problems = []
@@ -145,7 +146,8 @@ def cache_problems(cache_dir: Path, torn_ok: bool = False) -> list[str]:
                 elif path.name == "actions.sqlite":
                     problems += _action_problems(cache, db)
                 else:
-                    problems += _state_problems(cache, db, path)
+                    checks = RowChecks(key, path.relative_to(cache_dir).as_posix())
+                    problems += _state_problems(cache, db, path, checks)
             except sqlite3.DatabaseError as exc:
                 problems.append(f"{path.name}: {exc}")
             finally:
@@ -170,38 +172,51 @@ def _action_problems(cache, db) -> list[str]:
     return problems
 
 
-def _state_problems(cache, db, path: Path) -> list[str]:
+def _state_problems(cache, db, path: Path, checks) -> list[str]:
     from orchestrator.cache.entries import STORED_PREFIX
-    from orchestrator.cache.statedb import row_check
     from orchestrator.codec import allow_package, loads
 
     allow_package("stages")  # units hold records of the stages' types, as a build would decode
 
     problems = []
-    for value, key, digest, data in db.execute(
-        "SELECT value, key, digest, data FROM entries WHERE data IS NOT NULL"
-    ):
+    for value, key, gen, digest, data, check in db.execute("SELECT * FROM entries"):
+        if not checks.verify("entries", check, value, key, gen, digest, int(data is not None)):
+            problems.append(f"{path.name}: entry {value}[{key}] fails its check")
+        if data is None:
+            continue
         data = bytes(data)
         if data.startswith(STORED_PREFIX):
             data = cache.get_blob(data[len(STORED_PREFIX) :].decode("ascii"))
         if digest_bytes(data) != bytes(digest).hex():
             problems.append(f"{path.name}: entry {value}[{key}] does not match its digest")
-    for stage, unit_id, key, result, data, check in db.execute(
-        "SELECT stage, id, key, result, data, check_ FROM units"
-    ):
-        if row_check(bytes(key), bytes(result), bytes(data)) != bytes(check):
+    for stage, unit_id, key, result, digest, data, check in db.execute("SELECT * FROM units"):
+        if not checks.verify("units", check, stage, unit_id, key, result, digest):
             problems.append(f"{path.name}: unit {stage}/{unit_id} fails its check")
+            continue
+        if digest_bytes(data) != digest.hex():
+            problems.append(f"{path.name}: unit {stage}/{unit_id} does not match its digest")
             continue
         try:
             loads(bytes(data))
         except Exception as exc:
             problems.append(f"{path.name}: unit {stage}/{unit_id} does not decode: {exc}")
     for name, data, check in db.execute("SELECT * FROM records"):
-        if row_check(bytes(data)) != bytes(check):
+        if not checks.verify("records", check, name, data):
             problems.append(f"{path.name}: records row {name} fails its check")
-    for name, data, digest in db.execute("SELECT * FROM filetable"):
-        if digest_bytes(bytes(data)) != digest:
-            problems.append(f"{path.name}: filetable row {name} fails its digest")
+    for name, data, digest, check in db.execute("SELECT * FROM filetable"):
+        if digest_bytes(bytes(data)) != digest or not checks.verify(
+            "filetable", check, name, digest
+        ):
+            problems.append(f"{path.name}: filetable row {name} fails its digest or check")
+    for gen, changed, kind, check in db.execute("SELECT * FROM file_changes"):
+        if not checks.verify("file_changes", check, gen, changed, kind):
+            problems.append(f"{path.name}: file change {changed} fails its check")
+    for published_path, *row, check in db.execute("SELECT * FROM outputs"):
+        if not checks.verify("outputs", check, published_path, *row):
+            problems.append(f"{path.name}: published file {published_path} fails its check")
+    for name, value, check in db.execute("SELECT * FROM meta"):
+        if not checks.verify("meta", check, name, value):
+            problems.append(f"{path.name}: meta row {name} fails its check")
     return problems
 
 

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 from buildkit import cache_problems, cli_env, edit_build, make_project, published, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.cache import Cache, EntryKey
 from orchestrator.core.config import load_build
-from orchestrator.errors import ConfigError
+from orchestrator.errors import CacheCorrupt, ConfigError
 from orchestrator.hashing import digest_bytes
 
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -220,8 +222,317 @@ def test_a_forged_entry_is_refused_by_a_checkout_with_the_key(tmp_path, project,
     assert refusals == 1, again.stderr[-3000:]
     assert "not signed with this build's key" in again.stderr and KEY.decode() not in again.stderr
     assert shipped == outputs, f"{forged}: the forged bytes were published"
-    assert cache_problems(tmp_path / "cache") == []
+    assert cache_problems(tmp_path / "cache", key=EntryKey(KEY, "test")) == []
 
     third, refusals = _run(_checkout(build, tmp_path / "third", cache))
     assert refusals == 0 and third.returncode == built.returncode
     assert published(tmp_path / "third" / "build" / "out") == outputs
+
+
+# -- the build state ---------------------------------------------------------------------------------
+# A machine's incremental state (state/<machine>/<scope>.sqlite) sits in the same shared folder:
+# with the key, every row that says what its next run reuses is signed like an action row.
+UNIT_KEY, GENUINE, FORGED = "ab" * 32, "cd" * 32, "ef" * 32
+
+
+class Recorded:
+    """A log that keeps what was logged: (level, event, fields)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict]] = []
+
+    def info(self, event: str, **fields) -> None:
+        self.events.append(("info", event, fields))
+
+    def warning(self, event: str, **fields) -> None:
+        self.events.append(("warning", event, fields))
+
+    def named(self, event: str) -> list[dict]:
+        return [fields for _, name, fields in self.events if name == event]
+
+
+def _state(folder: Path, key: EntryKey | None, log=None, output: str = "out"):
+    from orchestrator.cache.state import ScopeState
+
+    (folder / "project").mkdir(exist_ok=True)
+    cache = folder / "cache"
+    return ScopeState(
+        cache, str(folder / "project"), str(folder / output), Cache(cache), log, key=key
+    )
+
+
+def _filled(folder: Path, key: EntryKey | None):
+    """A state holding a row of every kind, closed; returns the published file."""
+    from orchestrator.files.scanning import scan
+
+    (folder / "project").mkdir(exist_ok=True)
+    (folder / "project" / "a.xml").write_text("a", encoding="utf-8")
+    published_file = folder / "f.bin"
+    published_file.write_bytes(b"genuine")
+    state = _state(folder, key)
+    state.save_file_table(scan(str(folder / "project"), set(), None).table)
+    state.log_file_changes([("a.xml", "modified")])
+    state.put_record("cook", {"gen": 1})
+    state.put_units("cook", [("u", UNIT_KEY, GENUINE, {"payload": 1})])
+    state.put_entries("cooked", [("a", "genuine")])
+    state.put_output("f.bin", published_file.stat(), GENUINE)
+    state.close()
+    return published_file
+
+
+def _forge_row(state_path: Path, table: str) -> None:
+    """What someone who can write to the cache folder but has no key does to one row of a
+    state: change it, and give it the check a build without the key would (RowChecks(None))."""
+    from orchestrator.cache.statedb import RowChecks
+    from orchestrator.codec import dumps
+    from orchestrator.files.filetable import DIGEST_SIZE
+
+    plain = RowChecks(None, state_path.relative_to(state_path.parents[2]).as_posix())
+    db = sqlite3.connect(state_path)
+    if table == "units":  # the unit's result points at a blob the attacker planted
+        (key, digest) = db.execute("SELECT key, digest FROM units").fetchone()
+        check = plain.check("units", "cook", "u", key, bytes.fromhex(FORGED), digest)
+        db.execute("UPDATE units SET result = ?, check_ = ?", (bytes.fromhex(FORGED), check))
+    elif table == "records":  # a stage told it last ran in the future: it misses changes
+        data = dumps({"gen": 99})
+        db.execute(
+            "UPDATE records SET data = ?, check_ = ?", (data, plain.check(table, "cook", data))
+        )
+    elif table == "entries":  # a value's entry rewritten, its digest matching
+        data = dumps("forged")
+        digest = bytes.fromhex(digest_bytes(data))
+        db.execute("UPDATE entries SET data = ?, digest = ?, check_ = NULL", (data, digest))
+    elif table == "file_changes":  # a file that is there said to be gone
+        db.execute("INSERT INTO file_changes VALUES (2, 'a.xml', 'removed', NULL)")
+    elif table == "outputs":  # a stale published file said to hold what the build wants
+        db.execute("UPDATE outputs SET digest = ?, check_ = NULL", (FORGED,))
+    else:  # the file table: a file's digest rewritten
+        data = b"\x01" * DIGEST_SIZE
+        db.execute(
+            "UPDATE filetable SET data = ?, digest = ?, check_ = NULL WHERE name = 'digests'",
+            (data, digest_bytes(data)),
+        )
+    db.commit()
+    db.close()
+
+
+def _read_row(state, table: str, published_file: Path):
+    """What a run reads of the forged row."""
+    if table == "units":
+        return state.unit_keys("cook")["u"][1]
+    if table == "records":
+        return state.record("cook")
+    if table == "entries":
+        return state.entry("cooked", "a")
+    if table == "file_changes":
+        return state.file_changes(0)
+    if table == "outputs":
+        return state.output_digest("f.bin", published_file.stat())
+    table_read = state.file_table()
+    return None if table_read is None else bytes(table_read.digests)
+
+
+STATE_FORGERIES = {  # table → (what a build without a key reads, what one with the key reads)
+    "units": (FORGED, CacheCorrupt),
+    "records": ({"gen": 99}, None),
+    "entries": ("forged", CacheCorrupt),
+    "file_changes": ([("a.xml", "modified"), ("a.xml", "removed")], CacheCorrupt),
+    "outputs": (FORGED, None),
+    "filetable": (b"\x01" * 32, None),
+}
+
+
+@pytest.mark.parametrize("table", sorted(STATE_FORGERIES))
+def test_a_state_row_forged_without_the_key_is_refused_with_it(tmp_path, table):
+    """Each kind of state row, changed consistently by someone without the key: a build
+    without a key reads the forgery (what the key is for); a build with it refuses the row
+    (CacheCorrupt: the run starts again with every stage planned afresh; or the row is none),
+    reported once as `cache.refused`, naming where the key comes from and never the key."""
+    without, with_key = STATE_FORGERIES[table]
+    key = EntryKey(KEY, "cache.key_env X")
+    for keyed in (False, True):
+        folder = tmp_path / ("keyed" if keyed else "plain")
+        folder.mkdir()
+        published_file = _filled(folder, key if keyed else None)
+        (state_path,) = (folder / "cache").glob("state/*/*.sqlite")
+        _forge_row(state_path, table)
+        log = Recorded()
+        state = _state(folder, key if keyed else None, log)
+        if not keyed:
+            assert _read_row(state, table, published_file) == without
+            assert log.named("cache.refused") == log.named("cache.dropped") == []
+        elif with_key is CacheCorrupt:
+            with pytest.raises(CacheCorrupt, match="not signed with this build's key"):
+                _read_row(state, table, published_file)
+        else:
+            assert _read_row(state, table, published_file) is None
+            assert _read_row(state, table, published_file) is None  # still reported once
+        state.close()
+    (refused,) = log.named("cache.refused")
+    assert "not signed with this build's key (cache.key_env X)" in refused["reason"]
+    assert KEY.decode() not in repr(log.events)
+
+
+STATE_VALUES = st.lists(
+    st.one_of(st.binary(max_size=8), st.text(max_size=8), st.integers(), st.none()), max_size=4
+)
+
+
+@given(STATE_VALUES, STATE_VALUES)
+def test_two_state_rows_sign_alike_only_when_they_hold_the_same_values(first, second):
+    """A row's signature covers each value, its boundaries and its type (SQLite compares a
+    number and the same digits as text differently): rows that differ sign differently."""
+    from orchestrator.cache.statedb import RowChecks
+
+    checks = RowChecks(EntryKey(KEY, "test"), "state/m/s.sqlite")
+    same = [(type(v), v) for v in first] == [(type(v), v) for v in second]
+    assert (checks.check("units", *first) == checks.check("units", *second)) == same
+    assert checks.verify("units", checks.check("units", *first), *first)
+    assert not checks.verify("records", checks.check("units", *first), *first)
+
+
+def test_a_signed_state_row_moved_elsewhere_is_refused(tmp_path):
+    """A row's signature binds it to its place: a genuine unit row given another unit's id, or
+    copied into another checkout's state, proves nothing there."""
+    key = EntryKey(KEY, "test")
+    state = _state(tmp_path, key)
+    state.put_units("cook", [("u", UNIT_KEY, GENUINE, {})])
+    state.close()
+    db = sqlite3.connect(state.path)
+    row = db.execute("SELECT * FROM units").fetchone()
+    db.execute("UPDATE units SET id = 'v'")
+    db.commit()
+    db.close()
+    state = _state(tmp_path, key)
+    with pytest.raises(CacheCorrupt, match=r"cook \(v\) is not signed"):
+        state.unit_keys("cook")
+    other = _state(tmp_path, key, output="elsewhere")
+    other.execute("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    with pytest.raises(CacheCorrupt, match=r"cook \(u\) is not signed"):
+        other.unit_keys("cook")
+    state.close()
+    other.close()
+
+
+def test_a_state_written_without_the_key_is_refused_whole_once(tmp_path):
+    """Every row of a state written without the key is unsigned: a build with the key refuses
+    the state once, with one message (not one per row), and starts it afresh; the next run
+    with the key trusts what that one signed. A signed state read without a key is started
+    afresh too (its checks are not the plain ones), with one message."""
+    published_file = _filled(tmp_path, None)
+    log = Recorded()
+    key = EntryKey(KEY, "cache.key_file farm.key")
+    state = _state(tmp_path, key, log)
+    assert [fields["reason"] for fields in log.named("cache.refused")] == [
+        "the build state is not signed with this build's key (cache.key_file farm.key): written "
+        "by a build without the key or with another one, or changed by someone without it; "
+        "refused whole: every stage plans afresh and the project's files are hashed again"
+    ]
+    assert state.file_table() is None and state.records() == {} and state.unit_keys("cook") == {}
+    assert state.keys("cooked") == [] and state.file_changes(0) == []
+    assert state.output_digest("f.bin", published_file.stat()) is None
+    assert len(log.events) == 1
+    state.put_record("cook", {"gen": state.generation})
+    state.close()
+
+    log = Recorded()
+    again = _state(tmp_path, key, log)
+    assert again.record("cook") == {"gen": 1} and again.generation == 2 and log.events == []
+    again.close()
+
+    log = Recorded()
+    plain = _state(tmp_path, None, log)
+    assert plain.records() == {} and [event for _, event, _ in log.events] == ["cache.dropped"]
+    assert "signed with a cache key and this build has none" in log.events[0][2]["reason"]
+    plain.close()
+
+
+def forge_state_units(cache_dir: Path) -> str:
+    """What someone who can write to the cache folder does to one machine's state, without the
+    key: point every cook unit's result but one at a planted result whose every cooked asset is
+    EVIL, with the row's plain check recomputed. Returns an asset of the unit left alone:
+    removing it makes the cook stage plan every unit, and reuse those whose key did not move."""
+    from orchestrator.cache.statedb import RowChecks
+    from orchestrator.codec import allow_package, dumps, loads
+    from orchestrator.typing import StoredParts
+
+    allow_package("stages")
+    (state_path,) = cache_dir.glob("state/*/*.sqlite")
+    plain = RowChecks(None, state_path.relative_to(cache_dir).as_posix())
+    cache = Cache(cache_dir)
+    db = sqlite3.connect(state_path)
+    units = {
+        unit_id: (key, digest, loads(cache.get_blob(bytes(result).hex())).digests)
+        for unit_id, key, result, digest in db.execute(
+            "SELECT id, key, result, digest FROM units WHERE stage = 'cook' ORDER BY id"
+        )
+    }
+    spared = min(units, key=lambda unit_id: len(units[unit_id][2]))
+    for unit_id, (key, digest, parts) in units.items():
+        if unit_id == spared:
+            continue
+        cooked = loads(cache.get_blob(next(iter(parts.values()))))
+        evil = cooked._replace(content=digest_bytes(EVIL), size=len(EVIL), data=EVIL)
+        planted = cache.put_blob(dumps(evil))
+        result = bytes.fromhex(cache.put_blob(dumps(StoredParts(dict.fromkeys(parts, planted)))))
+        check = plain.check("units", "cook", unit_id, key, result, digest)
+        db.execute(
+            "UPDATE units SET result = ?, check_ = ? WHERE stage = 'cook' AND id = ?",
+            (result, check, unit_id),
+        )
+    db.commit()
+    db.close()
+    cache.close()
+    return next(iter(units[spared][2]))
+
+
+def _remove_asset(build: Path, asset_id: str) -> None:
+    (folder,) = [p for p in (build.parent / "project").rglob(asset_id) if p.is_dir()]
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["with-the-key", "without-a-key"])
+def test_a_forged_state_row_is_refused_by_the_next_run_with_the_key(tmp_path, project, keyed):
+    """A checkout builds; the attacker rewrites its state's cook units to planted results and
+    the checkout's next incremental run (an asset removed) reuses them. With the key, it
+    refuses the state's forged row (one warning), recomputes and publishes what a clean build
+    of the same project does, and the key is in no file and no log; a third run finds nothing
+    to refuse. Without a key (today's behaviour) the forged bytes are published."""
+    cache = {"path": str(tmp_path / "cache")} | ({"key_env": KEY_ENV} if keyed else {})
+    first = _checkout(project, tmp_path / "first", cache)
+    built, refusals = _run(first)
+    assert refusals == 0 and "Traceback" not in built.stderr
+    spared = forge_state_units(tmp_path / "cache")
+    _remove_asset(first, spared)
+    clean = _checkout(project, tmp_path / "clean", {"path": str(tmp_path / "clean-cache")})
+    _remove_asset(clean, spared)
+    reference, _ = _run(clean)
+    expected = published(clean.parent / "build" / "out")
+    assert not any(EVIL in data for data in expected.values())
+
+    again, refusals = _run(first)
+    shipped = published(first.parent / "build" / "out")
+    assert again.returncode == reference.returncode
+    if not keyed:
+        assert refusals == 0
+        assert any(EVIL in data for data in shipped.values()), "the forgery is not effective"
+        return
+    assert refusals == 1, again.stderr[-3000:]
+    assert (
+        "a stored unit of cook" in again.stderr
+        and "not signed with this build's key" in again.stderr
+    )
+    assert shipped == expected, "the forged bytes were published"
+    assert cache_problems(tmp_path / "cache", key=EntryKey(KEY, "test")) == []
+
+    third, refusals = _run(first)
+    assert refusals == 0 and third.returncode == reference.returncode
+    assert published(first.parent / "build" / "out") == expected
+    written = [tmp_path / "cache", first.parent / "build"]
+    holding_key = [
+        path
+        for folder in written
+        for path in folder.rglob("*")
+        if path.is_file() and KEY in path.read_bytes()
+    ]
+    assert holding_key == [] and KEY.decode() not in again.stderr + third.stderr

@@ -40,7 +40,7 @@ from buildkit import (
     run_inprocess,
 )
 
-from orchestrator.cache.statedb import row_check
+from orchestrator.cache.statedb import RowChecks
 from orchestrator.core.graph import select
 from orchestrator.core.registry import registered_stages
 from orchestrator.hashing import digest_bytes
@@ -492,24 +492,37 @@ def _plant(cache: Path, where: str, payload: bytes) -> int:
     else:
         (state,) = cache.glob("state/*/*.sqlite")
         db = sqlite3.connect(state)
+        # What a build without a key writes (the state of a cache used without one)
+        checks = RowChecks(None, state.relative_to(cache).as_posix())
+        raw = bytes.fromhex(digest)
         if where in ("entries", "entry-blobs"):  # every stored value, its digest matching
             data = b"blob:" + digest.encode("ascii") if where == "entry-blobs" else payload
             sql = "UPDATE entries SET digest = ?, data = ? WHERE data IS NOT NULL"
-            planted = db.execute(sql, (bytes.fromhex(digest), data))
+            planted = db.execute(sql, (raw, data))
         elif where == "units":  # every unit's stored data and result, their checks matching
-            raw = bytes.fromhex(digest)
             rows = db.execute("SELECT stage, id, key FROM units").fetchall()
             planted = [
-                (raw, payload, row_check(bytes(key), raw, payload), stage, unit_id)
+                (
+                    raw,
+                    raw,
+                    payload,
+                    checks.check("units", stage, unit_id, key, raw, raw),
+                    stage,
+                    unit_id,
+                )
                 for stage, unit_id, key in rows
             ]
             db.executemany(
-                "UPDATE units SET result = ?, data = ?, check_ = ? WHERE stage = ? AND id = ?",
+                "UPDATE units SET result = ?, digest = ?, data = ?, check_ = ? "
+                "WHERE stage = ? AND id = ?",
                 planted,
             )
         else:  # every stage's record, its check matching
-            sql = f"UPDATE {where} SET data = ?, check_ = ?"
-            planted = db.execute(sql, (payload, row_check(payload)))
+            rows = db.execute("SELECT stage FROM records").fetchall()
+            planted = [
+                (payload, checks.check("records", stage, payload), stage) for (stage,) in rows
+            ]
+            db.executemany("UPDATE records SET data = ?, check_ = ? WHERE stage = ?", planted)
     count = len(planted) if isinstance(planted, list) else planted.rowcount
     db.commit()
     db.close()
@@ -1032,7 +1045,7 @@ def test_a_killed_runs_temp_files_never_block_a_later_run_with_its_pid(tmp_path)
     """Leftover temp files named after this host and pid (pid reuse) never make a write fail."""
     import socket
 
-    from orchestrator.cache import atomic as cache_module
+    from orchestrator.files import atomic as cache_module
 
     folder = tmp_path / "cas" / "ab"
     folder.mkdir(parents=True)

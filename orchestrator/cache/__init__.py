@@ -6,7 +6,8 @@ Layout under the cache folder:
   actions.sqlite                the action cache: (stage, unit key) → files read → result,
                                 signed when the build holds the farm's key (signing.py)
   state/<machine>/<scope>.sqlite   the incremental state of one checkout and output folder
-                                (cache/state.py): machine-local, never read by another machine
+                                (cache/state.py): machine-local, never read by another machine;
+                                its rows signed as the action rows are
   lock                          held shared by builds, alone by `cache gc` and `cache clear`
 
 Blobs are written through a temporary file and a rename or appended in verified ranges, and
@@ -68,6 +69,7 @@ class Cache:
         self.log = log
         self.corrupt_dropped = 0
         self.refused_entries = 0  # entries a build with the key found unsigned or forged
+        self.key = key  # the farm's key: signs the action rows and the build states written
         self.folder = ConfinedFolder(self.root, "cache folder")  # every file is reached through it
         self.packs = BlobPacks(self.folder.path("cas/packs"), self)
         self.actions = ActionCache(self.folder.path(ACTIONS), self, scratch, key)

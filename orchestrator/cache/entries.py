@@ -1,6 +1,8 @@
 """Stage values in the build state, entry by entry: a keyed value is one row per key, a plain
 value one row; each row carries its digest and the generation at which it last changed, and a
-removed key stays as a tombstone until every stage has seen it go."""
+removed key stays as a tombstone until every stage has seen it go. Every row read is verified
+against its check (keyed with the farm's key; none without one): the check covers the entry's
+digest, and its data, inline or in the blob store, is checked against that digest."""
 
 from __future__ import annotations
 
@@ -38,8 +40,11 @@ class ValueEntries(StateDatabase):
             return digest, STORED_PREFIX + self.blobs.put_blob(data).encode("ascii")
         return digest, data
 
-    def decode(self, digest: bytes, data: bytes) -> Any:
+    def decode(self, digest: bytes, data: Any) -> Any:
+        """The value of a live entry, its data checked against its digest."""
         stored = None
+        if not isinstance(data, bytes):
+            raise CacheCorrupt("a stored value is no bytes")
         if data.startswith(STORED_PREFIX):
             stored = data[len(STORED_PREFIX) :].decode("ascii")
             data = self.blobs.get_blob(stored)
@@ -52,38 +57,47 @@ class ValueEntries(StateDatabase):
                 self.blobs.refuse(stored, str(exc))
             raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
 
+    def _rows(
+        self, value: str, where: str, args: Iterable = (), data: bool = False
+    ) -> list[tuple[str, int, Any, Any]]:
+        """(key, gen, digest or None for a tombstone, data if asked for) of the value's rows
+        that match `where` (SQL after the value's condition), each verified against its check:
+        CacheCorrupt if one fails (the run starts again, every stage planned afresh: a stage
+        would trust the entry, or miss that it changed). Tuples, not records: a keyed value
+        can have a hundred thousand entries, read at each run."""
+        checked = self.checks.checked("entries")
+        rows = self.execute(
+            "SELECT key, gen, digest, "
+            + ("data" if data else "NULL")
+            + (", data IS NOT NULL, check_" if checked else "")
+            + f" FROM entries WHERE value = ? {where}",
+            (value, *args),
+        )
+        if checked:
+            for key, gen, digest, _, live, check in rows:
+                if not self.checks.verify("entries", check, value, key, gen, digest, live):
+                    then = "the run starts again with every stage planned afresh"
+                    raise CacheCorrupt(self.untrusted("entries", f"an entry of {value}", then))
+        return [row[:4] for row in rows]
+
     def entry(self, value: str, key: str = WHOLE) -> Any:
         """One entry of a value (KeyError when absent)."""
-        row = self.execute(
-            "SELECT digest, data FROM entries WHERE value = ? AND key = ? AND data IS NOT NULL",
-            (value, key),
-        ).fetchone()
-        if row is None:
+        rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,), data=True)
+        if not rows:
             raise KeyError(key)
-        return self.decode(bytes(row[0]), bytes(row[1]))
+        _, _, digest, data = rows[0]
+        return self.decode(digest, data)
 
     def entry_digest(self, value: str, key: str = WHOLE) -> str | None:
-        row = self.execute(
-            "SELECT digest FROM entries WHERE value = ? AND key = ? AND data IS NOT NULL",
-            (value, key),
-        ).fetchone()
-        return bytes(row[0]).hex() if row else None
+        rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,))
+        return rows[0][2].hex() if rows else None
 
     def keys(self, value: str) -> list[str]:
-        return [
-            key
-            for (key,) in self.execute(
-                "SELECT key FROM entries WHERE value = ? AND data IS NOT NULL ORDER BY key",
-                (value,),
-            )
-        ]
+        return [key for key, *_ in self._rows(value, "AND data IS NOT NULL ORDER BY key")]
 
     def digests(self, value: str) -> dict[str, str]:
         return {
-            key: bytes(digest).hex()
-            for key, digest in self.execute(
-                "SELECT key, digest FROM entries WHERE value = ? AND data IS NOT NULL", (value,)
-            )
+            key: digest.hex() for key, _, digest, _ in self._rows(value, "AND data IS NOT NULL")
         }
 
     def digests_of(self, value: str, keys: list[str]) -> dict[str, str]:
@@ -92,55 +106,41 @@ class ValueEntries(StateDatabase):
         for start in range(0, len(keys), FEW_KEYS):
             chunk = keys[start : start + FEW_KEYS]
             marks = ", ".join("?" * len(chunk))
-            for key, digest in self.execute(
-                f"SELECT key, digest FROM entries WHERE value = ? AND key IN ({marks}) "
-                "AND data IS NOT NULL",
-                (value, *chunk),
+            for key, _, digest, _ in self._rows(
+                value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk
             ):
-                found[key] = bytes(digest).hex()
+                found[key] = digest.hex()
         return found
 
     def fingerprint(self, value: str) -> str:
         """A digest of every live entry's key and digest, in key order."""
-        rows = self.execute(
-            "SELECT key, digest FROM entries WHERE value = ? AND data IS NOT NULL ORDER BY key",
-            (value,),
-        )
+        rows = self._rows(value, "AND data IS NOT NULL ORDER BY key")
         return digest_bytes(
             b"\n".join(
-                key.encode("utf-8", "surrogateescape") + b"\0" + bytes(digest)
-                for key, digest in rows
+                key.encode("utf-8", "surrogateescape") + b"\0" + digest
+                for key, _, digest, _ in rows
             )
         )
 
     def items(self, value: str) -> Iterator[tuple[str, Any]]:
-        rows = self.execute(
-            "SELECT key, digest, data FROM entries WHERE value = ? AND data IS NOT "
-            "NULL ORDER BY key",
-            (value,),
-        ).fetchall()
-        for key, digest, data in rows:
-            yield key, self.decode(bytes(digest), bytes(data))
+        for key, _, digest, data in self._rows(
+            value, "AND data IS NOT NULL ORDER BY key", data=True
+        ):
+            yield key, self.decode(digest, data)
 
     def has_value(self, value: str) -> bool:
-        return (
-            self.execute("SELECT 1 FROM entries WHERE value = ? LIMIT 1", (value,)).fetchone()
-            is not None
-        )
+        return bool(self._rows(value, "LIMIT 1"))
 
     def value_generation(self, value: str) -> int:
         """The generation at which any entry of the value last changed (0: never stored)."""
-        row = self.execute("SELECT MAX(gen) FROM entries WHERE value = ?", (value,)).fetchone()
-        return int(row[0] or 0)
+        rows = self._rows(value, "ORDER BY gen DESC LIMIT 1")
+        return rows[0][1] if rows else 0
 
     def changes(self, value: str, since: int) -> ValueChanges:
         changed: list[str] = []
         removed: list[str] = []
-        for key, live in self.execute(
-            "SELECT key, data IS NOT NULL FROM entries WHERE value = ? AND gen > ? ORDER BY key",
-            (value, since),
-        ):
-            (changed if live else removed).append(key)
+        for key, _, digest, _ in self._rows(value, "AND gen > ? ORDER BY key", (since,)):
+            (changed if digest is not None else removed).append(key)
         return ValueChanges(changed, removed)
 
     def put_entries(
@@ -159,21 +159,27 @@ class ValueEntries(StateDatabase):
             digest, data = self.encode(entry)
             if known.get(key) == digest.hex():
                 continue
-            rows.append((value, key, self.generation, digest, data))
+            gen = self.generation
+            check = self.checks.check("entries", value, key, gen, digest, 1)
+            rows.append((value, key, gen, digest, data, check))
             changed.append(key)
         rows.sort()
-        self.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
+        self.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
         return changed
 
     def remove_entries(self, value: str, keys: Iterable[str]) -> list[str]:
         """Tombstone entries (the removal is a change consumers see); returns the keys removed."""
-        rows = sorted((self.generation, value, key) for key in keys)
+        gen = self.generation
+        rows = sorted(
+            (gen, self.checks.check("entries", value, key, gen, None, 0), value, key)
+            for key in keys
+        )
         self.execute_many(
-            "UPDATE entries SET gen = ?, digest = NULL, data = NULL WHERE value = ? AND "
-            "key = ? AND data IS NOT NULL",
+            "UPDATE entries SET gen = ?, digest = NULL, data = NULL, check_ = ? WHERE value = ? "
+            "AND key = ? AND data IS NOT NULL",
             rows,
         )
-        return [key for _, _, key in rows]
+        return [key for _, _, _, key in rows]
 
     def replace_entries(self, value: str, entries: dict[str, Any]) -> list[str]:
         """Make the value exactly `entries`; returns the keys that changed or went away."""

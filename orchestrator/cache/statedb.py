@@ -1,5 +1,6 @@
 """The plumbing of a build-state database: one connection, transactions, damage handling,
-the run's generation and a few named settings."""
+the checks its rows carry (keyed when the build holds the farm's key) and the run's
+generation."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..errors import CacheCorrupt
 from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
 from .db import is_damage, open_db, raise_if_outside, set_aside
+from .signing import STATE_ROW, EntryKey
 
 
 class Rows(list):
@@ -22,6 +24,58 @@ class Rows(list):
 
     def fetchall(self) -> list:
         return self
+
+
+class RowChecks:
+    """The check each row of one build state carries, so that a run trusts only what it can
+    verify.
+
+    With the farm's key, every row that says what a run reuses carries the HMAC of its fields
+    (signing.py), bound to its table and to this state's file: a row changed, made up, or moved
+    from another table or another machine's or checkout's state by anyone without the key does
+    not verify. Large bytes are not in the fields: a unit's data, a value's and a part of the
+    file table are checked against a digest their row holds (and the check covers).
+
+    Without a key, a stage record carries the plain digest of its fields (bit rot inside it
+    would go unseen: its bytes have no digest of their own), and so does the generation row
+    (a state signed with a key then fails, and is started afresh whole); the other rows carry
+    none, as before keys: what a check would add is found anyway (a rotten digest names no
+    blob, a rotten key reruns a unit), and a local cache without a key pays for no check it did
+    not.
+    """
+
+    PLAIN = frozenset({"records", "meta"})
+
+    def __init__(self, key: EntryKey | None, scope: str) -> None:
+        self._key = key
+        self._scope = scope.encode("utf-8")  # the state's file, relative to the cache folder
+
+    @property
+    def keyed(self) -> bool:
+        return self._key is not None
+
+    @property
+    def source(self) -> str:
+        """Where the key came from, for messages (never the key)."""
+        return "" if self._key is None else self._key.source
+
+    def checked(self, table: str) -> bool:
+        """Whether rows of `table` carry a check (those that do not are taken as they are)."""
+        return self._key is not None or table in self.PLAIN
+
+    def check(self, table: str, *values: Any) -> bytes | None:
+        """What a row of `table` holding these values stores in its check column."""
+        fields = typed_fields(values)
+        if self._key is not None:
+            return self._key.sign(self._scope, table.encode("ascii"), *fields, domain=STATE_ROW)
+        return row_check(*fields) if table in self.PLAIN else None
+
+    def verify(self, table: str, check: Any, *values: Any) -> bool:
+        """Whether a row holding these values carries exactly the check this build would
+        write for it."""
+        if not self.checked(table):
+            return True
+        return isinstance(check, bytes) and check == self.check(table, *values)
 
 
 class StateDatabase:
@@ -40,6 +94,7 @@ class StateDatabase:
         log=None,
         scratch: bool = False,
         folder: ConfinedFolder | None = None,
+        key: EntryKey | None = None,
     ) -> None:
         self.path = path
         self.log = log
@@ -48,6 +103,9 @@ class StateDatabase:
         self.scratch = scratch
         self._step = False  # a scratch database: inside one of the run's transactions
         self.folder = folder  # the cache folder holding it: no link below it is followed
+        scope = path.name if folder is None else Path(path).relative_to(folder.base).as_posix()
+        self.checks = RowChecks(key, scope)
+        self._refused: set[str] = set()  # tables whose refused rows were reported this run
         self._db: sqlite3.Connection | None = open_db(path, schema, version, log, folder)
         if scratch:
             self.execute("BEGIN IMMEDIATE")
@@ -87,6 +145,23 @@ class StateDatabase:
         """Log a damaged row that was skipped (what it held is recomputed)."""
         if self.log is not None:
             self.log.warning("cache.dropped", file=str(self.path), reason=why)
+
+    def untrusted(self, table: str, what: str, then: str) -> str:
+        """Log a row of `table` that failed its check, and return why (for an error message).
+
+        Without a key the row is damaged (logged as dropped). With the key it is not signed
+        with it: planted or changed by someone without the key (or damaged); logged as the
+        action cache logs such rows (`cache.refused`), once per table and run whatever the
+        number of rows. `then` says what happens to what it held."""
+        if not self.checks.keyed:
+            why = f"{what} is damaged"
+            self.dropped(f"{why}: {then}")
+            return why
+        why = f"{what} is not signed with this build's key ({self.checks.source})"
+        if table not in self._refused and self.log is not None:
+            self.log.warning("cache.refused", file=str(self.path), reason=f"{why}: {then}")
+        self._refused.add(table)
+        return why
 
     def begin(self) -> None:
         if self.scratch:
@@ -132,17 +207,68 @@ class StateDatabase:
         self._db = None
 
     def _next_generation(self) -> int:
-        row = self.execute("SELECT value FROM meta WHERE name = 'generation'").fetchone()
-        generation = (int(row[0]) if row else 0) + 1
-        self.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (generation,))
+        """This run's generation. The signed generation row vouches for the state as a whole:
+        without one, or with one that fails its check (the state was written without this
+        build's key, with another key, or with one when this build has none), nothing in it is
+        trusted. It is emptied once, with one message, not refused row by row."""
+        row = self.execute("SELECT value, check_ FROM meta WHERE name = 'generation'").fetchone()
+        last = 0
+        if (
+            row is not None
+            and isinstance(row[0], int)
+            and self.checks.verify("meta", row[1], "generation", row[0])
+        ):
+            last = row[0]
+        else:
+            if row is not None:
+                self._refuse_whole()
+            self._empty()
+        generation = last + 1
+        check = self.checks.check("meta", "generation", generation)
+        self.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?, ?)", (generation, check))
         return generation
 
-    def meta(self, name: str) -> Any:
-        row = self.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else None
+    def _refuse_whole(self) -> None:
+        then = "every stage plans afresh and the project's files are hashed again"
+        if self.checks.keyed:
+            self.untrusted(
+                "meta",
+                "the build state",
+                "written by a build without the key or with another one, or changed by someone "
+                f"without it; refused whole: {then}",
+            )
+        else:
+            self.dropped(
+                f"the build state was signed with a cache key and this build has none: {then}"
+            )
 
-    def set_meta(self, name: str, value: Any) -> None:
-        self.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+    def _empty(self) -> None:
+        """Delete every row but the generation's (a fresh state has none to delete)."""
+        tables = self.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'meta'"
+        )
+        self.begin()
+        for (table,) in tables:
+            self.execute(f"DELETE FROM {table}")
+        self.commit()
+
+
+def typed_fields(values: Iterable[Any]) -> list[bytes]:
+    """The bytes a check covers for each value, tagged with its type: a number stored where
+    text was (SQLite compares them differently) no longer verifies."""
+    fields = []
+    for value in values:
+        if isinstance(value, bytes):
+            fields.append(b"b" + value)
+        elif isinstance(value, str):
+            fields.append(b"s" + value.encode("utf-8", "surrogateescape"))
+        elif isinstance(value, int):
+            fields.append(b"i%d" % value)
+        elif value is None:
+            fields.append(b"n")
+        else:  # never written (a float planted in a column): it fails its check
+            fields.append(b"o" + repr(value).encode("utf-8", "backslashreplace"))
+    return fields
 
 
 def row_check(*fields: bytes) -> bytes:

@@ -125,6 +125,7 @@ class Scheduler:
             self.cache,
             self.log,
             scratch=self.options.dry_run,
+            key=self.cache.key,
         )
         if self.forget_state:
             state.forget_stages()
