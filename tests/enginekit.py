@@ -6,8 +6,9 @@ from pathlib import Path
 
 from orchestrator.core.config import load_build
 from orchestrator.core.observe import setup_logging
+from orchestrator.core.options import RunOptions
 from orchestrator.core.registry import load_stage
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.scheduler import run_build
 
 TOY_STAGES = ("toy_stages.lines", "toy_stages.total")
 

@@ -8,7 +8,8 @@ from buildkit import make_project
 
 from orchestrator.core.config import load_build
 from orchestrator.core.observe import setup_logging
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.options import RunOptions
+from orchestrator.core.scheduler import run_build
 
 
 def build(build_file: Path, stages=("dependency",)):

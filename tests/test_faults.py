@@ -209,7 +209,8 @@ class Rerun(NamedTuple):
 
 def _run_logged(build: Path) -> Rerun:
     """Run a build in this process, keeping what it logged."""
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
     from orchestrator.shell.runs import conclude, load
 
     log = structlog.get_logger("orchestrate")

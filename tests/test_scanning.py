@@ -395,7 +395,8 @@ def _run(build: Path):
 
     from orchestrator.core.config import load_build
     from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
 
     options = RunOptions(executor="local", progress=False)
     result = run_build(load_build(build), options, setup_logging())

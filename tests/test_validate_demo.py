@@ -74,7 +74,8 @@ def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
     build_index_or_skip()
     from orchestrator.core.config import load_build
     from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
 
     log = setup_logging("console")
 
@@ -118,7 +119,8 @@ def test_demo_on_ray_matches_local(demo, expected, ray_local):
     build_index_or_skip()
     from orchestrator.core.config import load_build
     from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
 
     result = run_build(
         load_build(demo / "build.yaml"),

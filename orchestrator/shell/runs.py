@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import click
 
 from ..core.config import Build, load_build
 from ..core.graph import Stage
+from ..core.options import RunOptions
 from ..errors import OrchestrateError
 from ..typing import Problem, ReportFiles
 
@@ -98,40 +99,22 @@ def conclude(build: Build, result: Any) -> Conclusion:
     )
 
 
-def run_command(
-    build_file: str,
-    *,
-    executor: str | None = None,
-    workers: int | None = None,
-    stages: list[str] | None = None,
-    explain: bool = False,
-    profile: str | None = None,
-    log_format: str = "console",
-    no_cache: bool = False,
-    dry_run: bool = False,
-    keep_going: bool = False,
-    verbose: bool = False,
-    quiet: bool = False,
-) -> int:
+def run_command(build_file: str, options: RunOptions) -> int:
     """Run a build, record it, render its reports and print its summary; returns the exit code
     (0 or 1; errors are raised, after the record of the run is written)."""
     from ..core.observe import interactive, problem_lines, summary_table, write_profile
-    from ..core.scheduler import RunOptions, run_build
+    from ..core.scheduler import run_build
     from ..files.lock import OutputLock
 
-    log = logger(log_format, verbose)
-    build = load(build_file, executor)
+    log = logger(options.log_format, options.verbose)
+    build = load(build_file, options.executor)
     log_switches(build, log)
-    options = RunOptions(
+    options = replace(
+        options,
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
-        workers=workers,
-        stages=stages,
-        explain=explain,
-        no_cache=no_cache,
-        dry_run=dry_run,
-        keep_going=keep_going,
-        progress=not quiet and log_format == "console",
+        progress=options.progress and not options.quiet and options.log_format == "console",
     )
+    dry_run = options.dry_run
     t0 = time.time()
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
         try:
@@ -143,8 +126,8 @@ def run_command(
                 with contextlib.suppress(OSError):  # never hide the error that stopped the run
                     record_run(build, options, t0, error.exit_code, [error.describe()], None, log)
             raise
-        if profile:
-            write_profile(profile, result.reports, t0)
+        if options.profile:
+            write_profile(options.profile, result.reports, t0)
         if dry_run:
             for outcome in result.explained:
                 click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
@@ -155,9 +138,9 @@ def run_command(
         written = record_run(
             build, options, t0, verdict.exit_code, verdict.reasons, result, log, problems
         )
-        if not stages:  # the whole build ran: what earlier builds published and it did not goes
+        if not options.stages:  # the whole build ran: what earlier builds published and it did not
             prune_stale(build, result.context.published, written, log)
-    if not quiet:
+    if not options.quiet:
         print_summary(summary_table(result.reports), interactive())
         reports = build.output_dir / "reports"
         lines = [*lines, *problem_lines(problems)]
@@ -180,7 +163,7 @@ def run_command(
 
 def record_run(
     build: Build,
-    options: Any,
+    options: RunOptions,
     started: float,
     exit_code: int,
     reasons: list[str],
@@ -242,25 +225,22 @@ def print_summary(table: str, rich_output: bool) -> None:
 
 
 def run_stages(
-    build_file: str,
-    stages: list[str],
-    executor: str | None = None,
-    log_format: str = "console",
-    overrides: dict | None = None,
+    build_file: str, options: RunOptions, overrides: dict | None = None
 ) -> tuple[Build, Any]:
-    """Run just the named stages (and what they need) without the summary: (build, run).
+    """Run the stages `options.stages` names (and what they need) without the summary or the
+    progress bars: (build, run).
 
     `overrides` (section → keys) are merged over the build file, as the command's own settings.
     """
-    from ..core.scheduler import RunOptions, run_build
+    from ..core.scheduler import run_build
     from ..files.lock import OutputLock
 
-    log = logger(log_format)
-    build = load(build_file, executor, overrides)
+    log = logger(options.log_format, options.verbose)
+    build = load(build_file, options.executor, overrides)
     log_switches(build, log)
-    options = RunOptions(
+    options = replace(
+        options,
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
-        stages=stages,
         progress=False,
     )
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
