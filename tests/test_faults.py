@@ -571,7 +571,8 @@ def test_a_planted_cache_entry_is_refused_and_recomputed(tmp_path, clean_build, 
 
 def test_the_planted_payloads_would_run_if_trusted(tmp_path):
     """The planted bytes are live: unpickling runs their code; the codec refuses both kinds."""
-    from orchestrator.codec import CodecError, loads
+    from orchestrator.codec import loads
+    from orchestrator.errors import CodecError
 
     marker = tmp_path / "ran"
     pickle.loads(_payload("pickle", marker))  # what any pickle-based cache would do
