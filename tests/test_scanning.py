@@ -394,9 +394,9 @@ def _run(build: Path):
     from buildkit import published
 
     from orchestrator.core.config import load_build
-    from orchestrator.core.observe import setup_logging
     from orchestrator.core.options import RunOptions
     from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
 
     options = RunOptions(executor="local", progress=False)
     result = run_build(load_build(build), options, setup_logging())

@@ -53,12 +53,6 @@ def log_switches(build: Build, log: Any) -> None:
         log.info("build.switch", key=key, set_by=by)
 
 
-def logger(log_format: str = "console", verbose: bool = False) -> Any:
-    from ..core.observe import setup_logging
-
-    return setup_logging(log_format, verbose)
-
-
 def hook_results(hook: str, build: Build, stages: list[Stage], outputs: Any) -> list:
     """What the stages that ran return from a hook (`verdict`, `summary`, `problems`), in
     graph order; a stage without the hook has nothing to say."""
@@ -102,11 +96,12 @@ def conclude(build: Build, result: Any) -> Conclusion:
 def run_command(build_file: str, options: RunOptions) -> int:
     """Run a build, record it, render its reports and print its summary; returns the exit code
     (0 or 1; errors are raised, after the record of the run is written)."""
-    from ..core.observe import interactive, problem_lines, summary_table, write_profile
+    from ..core.observe import interactive
     from ..core.scheduler import run_build
     from ..files.lock import OutputLock
+    from .present import print_summary, problem_lines, setup_logging, summary_rows, write_profile
 
-    log = logger(options.log_format, options.verbose)
+    log = setup_logging(options.log_format, options.verbose)
     build = load(build_file, options.executor)
     log_switches(build, log)
     options = replace(
@@ -141,7 +136,7 @@ def run_command(build_file: str, options: RunOptions) -> int:
         if not options.stages:  # the whole build ran: what earlier builds published and it did not
             prune_stale(build, result.context.published, written, log)
     if not options.quiet:
-        print_summary(summary_table(result.reports), interactive())
+        print_summary(summary_rows(result.reports), interactive())
         reports = build.output_dir / "reports"
         lines = [*lines, *problem_lines(problems)]
         for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
@@ -207,23 +202,6 @@ def prune_stale(build: Build, published: set[str], reports: ReportFiles, log: An
         log.info("outputs.pruned", removed=len(removed), files=removed[:20])
 
 
-def print_summary(table: str, rich_output: bool) -> None:
-    """The summary table: drawn by rich on a terminal, as plain text elsewhere."""
-    if rich_output:
-        from rich.console import Console
-        from rich.table import Table
-
-        lines = table.splitlines()
-        header = lines[0].split()
-        header = [header[0], header[1], header[2], header[3], header[4], " ".join(header[5:])]
-        grid = Table(*header)
-        for line in lines[2:]:
-            grid.add_row(*line.split())
-        Console(stderr=False).print(grid)
-    else:
-        click.echo(table)
-
-
 def run_stages(
     build_file: str, options: RunOptions, overrides: dict | None = None
 ) -> tuple[Build, Any]:
@@ -234,8 +212,9 @@ def run_stages(
     """
     from ..core.scheduler import run_build
     from ..files.lock import OutputLock
+    from .present import setup_logging
 
-    log = logger(options.log_format, options.verbose)
+    log = setup_logging(options.log_format, options.verbose)
     build = load(build_file, options.executor, overrides)
     log_switches(build, log)
     options = replace(
