@@ -70,7 +70,8 @@ import json, logging, os, sys, time
 sys.path.insert(0, {root!r})
 import structlog
 from orchestrator.core.config import load_build
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.options import RunOptions
+from orchestrator.core.scheduler import run_build
 build = load_build({build!r})
 quiet = structlog.wrap_logger(structlog.PrintLogger(open(os.devnull, "w")),
                               wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
+from .errors import CodecError
 from .hashing import digest_bytes
 from .memory import paused_gc
 
@@ -37,10 +38,6 @@ _records: dict[str, type] = {}
 #: record class → (stored name, the function giving its field values in order)
 _fields: dict[type, tuple[str, Callable[[Any], Iterable[Any]]]] = {}
 _packages: set[str] = {"orchestrator"}
-
-
-class CodecError(ValueError):
-    """Bytes that do not decode to a value of known types (damaged, or foreign)."""
 
 
 def record(cls: type[T]) -> type[T]:

@@ -1,6 +1,14 @@
-"""The exception family: each error carries where it happened and the exit code it maps to."""
+"""Every exception the engine raises, in one place.
+
+The expected errors are `OrchestrateError`s: each carries where it happened (file, line, key) and
+the exit code the command line maps it to. Beside them, the exceptions that are not a user's
+error but a signal between two parts of the engine (`MissingInput`), or kept to the base class
+their callers already catch (`CodecError` is a ValueError, `ExpansionRefused` a YAMLError).
+"""
 
 from __future__ import annotations
+
+import yaml
 
 
 class OrchestrateError(Exception):
@@ -68,6 +76,12 @@ class OutputLocked(StepFailed):
     """Another run holds the output folder."""
 
 
+class GraphError(OrchestrateError):
+    """The stage declarations do not form a valid graph (a bug in a stage, not user input)."""
+
+    exit_code = 3
+
+
 class InternalError(OrchestrateError):
     """A bug: the product's own code failed (a stage raised something unexpected, a worker's
     code failed). Never stored as a result."""
@@ -93,3 +107,12 @@ class MissingInput(Exception):
 
     def __reduce__(self):
         return (MissingInput, (self.relpath,))
+
+
+class CodecError(ValueError):
+    """Bytes that do not decode to a value of known types (damaged, or foreign)."""
+
+
+class ExpansionRefused(yaml.MarkedYAMLError):
+    """A YAML file whose aliases expand past the budget, or repeat their own anchor (at
+    `problem_mark`); yamlfile.py keeps the budget."""

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from .errors import OrchestrateError
+from .errors import ExpansionRefused, OrchestrateError
 
 #: What aliases may add to one file, in all: each node 1, each scalar also its characters
 #: (about 1 MB of repeated text, far beyond what anchors are used for by hand).
@@ -39,10 +39,6 @@ _BEFORE_ALIAS = " \t\r\n\f\v[{,:?\x85\u2028\u2029\ufeff"
 # The same set as the last byte of its UTF-8 encoding (over-approximating is harmless: a byte
 # that ends another character only sends its text to the budgeted composer).
 _BEFORE_ALIAS_BYTES = frozenset(b"".join(c.encode("utf-8")[-1:] for c in _BEFORE_ALIAS))
-
-
-class ExpansionRefused(yaml.MarkedYAMLError):
-    """A file whose aliases expand past the budget, or repeat their own anchor (at `problem_mark`)."""
 
 
 def may_hold_alias(text: str | bytes) -> bool:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.core.config import load_build
-from orchestrator.core.observe import setup_logging
+from orchestrator.core.options import RunOptions
 from orchestrator.core.registry import load_stage
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.scheduler import run_build
+from orchestrator.shell.present import setup_logging
 
 TOY_STAGES = ("toy_stages.lines", "toy_stages.total")
 

@@ -22,10 +22,11 @@ from unittest import mock
 import msgpack
 from buildkit import content_reports, published
 
-from orchestrator.core.observe import setup_logging
+from orchestrator.core.options import RunOptions
 from orchestrator.core.rebuild import Rebuilder
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.scheduler import run_build
 from orchestrator.errors import OrchestrateError
+from orchestrator.shell.present import setup_logging
 from orchestrator.shell.runs import judge, load
 
 Reads = tuple[tuple[str, str | None], ...]

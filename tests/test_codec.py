@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator import codec
-from orchestrator.codec import RECORD, CodecError, digest, dumps, loads, record
+from orchestrator.codec import RECORD, digest, dumps, loads, record
+from orchestrator.errors import CodecError
 
 
 @record

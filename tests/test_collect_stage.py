@@ -7,8 +7,9 @@ from pathlib import Path
 from buildkit import make_project
 
 from orchestrator.core.config import load_build
-from orchestrator.core.observe import setup_logging
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.options import RunOptions
+from orchestrator.core.scheduler import run_build
+from orchestrator.shell.present import setup_logging
 
 
 def build(build_file: Path, stages=("dependency",)):

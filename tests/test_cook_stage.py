@@ -13,9 +13,10 @@ import lawkit
 from buildkit import make_project
 
 from orchestrator.core.config import load_build
-from orchestrator.core.observe import setup_logging
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.options import RunOptions
+from orchestrator.core.scheduler import run_build
 from orchestrator.keyed import NOTHING, Changes
+from orchestrator.shell.present import setup_logging
 from orchestrator.typing import Plan, StageChanges, StoredParts
 from stages import cook
 from stages.cooking.shards import SHARD_ASSETS, ShardMap

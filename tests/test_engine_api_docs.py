@@ -75,9 +75,10 @@ def test_the_incremental_example_runs_one_unit_per_changed_file(tmp_path, monkey
     from enginekit import write_toy
 
     from orchestrator.core.config import load_build
-    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.options import RunOptions
     from orchestrator.core.registry import load_stage
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
 
     (stage,) = blocks("Incremental stages", "python")
     (tmp_path / "word_count_incremental.py").write_text(stage, encoding="utf-8")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from enginekit import build_toy, write_toy
 
+from orchestrator.core.config import ExecutorConfig
 from orchestrator.executors import WorkItem
+from orchestrator.executors.pool import ExecutorPool
 from orchestrator.executors.ray import plan_batches
 
 
@@ -16,6 +18,18 @@ def test_batches_cover_every_item_once():
     assert [i.unit_id for b in batches for i in b] == [str(i) for i in range(1000)]
     assert all(16 <= len(b) <= 512 for b in batches[:-1])
     assert len(batches) >= 8
+
+
+@pytest.mark.parametrize("asked, runs", [(None, "local"), ("auto", "auto"), ("ray", "ray")])
+def test_a_run_uses_the_build_files_executor_unless_it_asks_for_one(tmp_path, asked, runs):
+    """RunOptions(executor=None), as a run given no --executor has, means `executor.kind`."""
+    settings = ExecutorConfig(kind="local", workers=2)
+    pool = ExecutorPool(asked, str(tmp_path), str(tmp_path / "cache"), settings, None, None)
+    assert (pool.kind, pool.workers) == (runs, 2)
+    if asked is None:
+        executor, startup = pool.for_units(10_000)
+        assert type(executor).__name__ == "LocalExecutor" and startup == 0.0
+        executor.close()
 
 
 @pytest.mark.ray

@@ -209,7 +209,8 @@ class Rerun(NamedTuple):
 
 def _run_logged(build: Path) -> Rerun:
     """Run a build in this process, keeping what it logged."""
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
     from orchestrator.shell.runs import conclude, load
 
     log = structlog.get_logger("orchestrate")
@@ -583,7 +584,8 @@ def test_a_planted_cache_entry_is_refused_and_recomputed(tmp_path, clean_build, 
 
 def test_the_planted_payloads_would_run_if_trusted(tmp_path):
     """The planted bytes are live: unpickling runs their code; the codec refuses both kinds."""
-    from orchestrator.codec import CodecError, loads
+    from orchestrator.codec import loads
+    from orchestrator.errors import CodecError
 
     marker = tmp_path / "ran"
     pickle.loads(_payload("pickle", marker))  # what any pickle-based cache would do

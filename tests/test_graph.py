@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.core.graph import GraphError, Stage, order, select
+from orchestrator.core.graph import Stage, order, select
+from orchestrator.errors import GraphError
 from orchestrator.typing import StageSpec
 
 

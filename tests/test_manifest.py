@@ -11,8 +11,9 @@ from messiah_projects import Item, guid, write, write_level, write_repository, w
 
 import orchestrator
 from orchestrator.core.config import load_build
-from orchestrator.core.observe import setup_logging
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.options import RunOptions
+from orchestrator.core.scheduler import run_build
+from orchestrator.shell.present import setup_logging
 from stages.bundlefile.inspect import extract_entry, inspect_bundle
 from stages.link_xml import qualified_type, render_link_xml
 from stages.manifest import staging_document

@@ -10,9 +10,10 @@ from enginekit import write_toy
 
 from orchestrator import codec
 from orchestrator.core.config import load_build
-from orchestrator.core.observe import setup_logging
+from orchestrator.core.options import RunOptions
 from orchestrator.core.registry import load_stage
-from orchestrator.core.scheduler import RunOptions, run_build
+from orchestrator.core.scheduler import run_build
+from orchestrator.shell.present import setup_logging
 
 PARTS_STAGES = ("toy_stages.sizes", "toy_stages.echo")
 

@@ -13,8 +13,8 @@ from enginekit import build_toy, write_toy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.files import statpass
 from orchestrator.errors import ProjectError
+from orchestrator.files import statpass
 from orchestrator.files.filetable import FileTable
 from orchestrator.files.scanning import scan
 
@@ -394,8 +394,9 @@ def _run(build: Path):
     from buildkit import published
 
     from orchestrator.core.config import load_build
-    from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
 
     options = RunOptions(executor="local", progress=False)
     result = run_build(load_build(build), options, setup_logging())

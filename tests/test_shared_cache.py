@@ -68,8 +68,9 @@ def test_two_checkouts_built_at_once_into_one_cache(tmp_path, source):
             shutil.rmtree(b.parent / "build" / "out")
 
     from orchestrator.core.config import load_build
-    from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
 
     result = run_build(
         load_build(checkouts[2]),

@@ -73,8 +73,9 @@ def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
     second run is fully cached, and editing one texture re-runs only its unit."""
     build_index_or_skip()
     from orchestrator.core.config import load_build
-    from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
 
     log = setup_logging("console")
 
@@ -117,8 +118,9 @@ def test_demo_on_ray_matches_local(demo, expected, ray_local):
     the same as in-process."""
     build_index_or_skip()
     from orchestrator.core.config import load_build
-    from orchestrator.core.observe import setup_logging
-    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
 
     result = run_build(
         load_build(demo / "build.yaml"),

@@ -13,10 +13,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, ExpansionRefused
 from orchestrator.yamlfile import (
     EXPANSION_BUDGET,
-    ExpansionRefused,
     compose_all,
     load_all,
     may_hold_alias,

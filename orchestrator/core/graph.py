@@ -5,14 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, OrchestrateError
+from ..errors import ConfigError, GraphError
 from ..typing import PROJECT, StageSpec
-
-
-class GraphError(OrchestrateError):
-    """The stage declarations do not form a valid graph (a bug in a stage, not user input)."""
-
-    exit_code = 3
 
 
 @dataclass(frozen=True)

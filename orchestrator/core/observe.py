@@ -1,43 +1,19 @@
-"""What a user sees: structured logs, progress, resource sampling, the profile and the summary."""
+"""What the engine reports while it runs: progress per stage, the resources it uses (sampled in
+a thread), the line --explain logs for a unit. What a user reads after the run (the log's
+format, the summary table, the profile) is the command line's: shell/present.py."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import os
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import psutil
-import structlog
 
-from ..typing import Problem
-from .outcomes import StageReport, UnitOutcome
-
-
-def setup_logging(log_format: str = "console", verbose: bool = False) -> structlog.BoundLogger:
-    """structlog to stderr: a console renderer for people, JSON lines for machines."""
-    level = logging.DEBUG if verbose else logging.INFO
-    renderer = (
-        structlog.processors.JSONRenderer(sort_keys=True)
-        if log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty() and not is_ci())
-    )
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
-    )
-    return structlog.get_logger("orchestrate")
+from .outcomes import UnitOutcome
 
 
 def is_ci() -> bool:
@@ -151,101 +127,5 @@ class ResourceSampler:
         return peak, (sum(cpu) / len(cpu) if cpu else 0.0)
 
 
-def write_profile(path: str | Path, reports: list[StageReport], t0: float) -> None:
-    """Chrome trace-event JSON: one slice per unit, one track per worker, one per stage."""
-    events = []
-    tracks: dict[str, int] = {}
-    for report in reports:
-        for outcome in report.outcomes:
-            if outcome.cached:
-                continue
-            tid = tracks.setdefault(outcome.worker, len(tracks) + 1)
-            events.append(
-                {
-                    "name": outcome.unit,
-                    "cat": outcome.stage,
-                    "ph": "X",
-                    "ts": round((outcome.start - t0) * 1e6),
-                    "dur": round(outcome.seconds * 1e6),
-                    "pid": 1,
-                    "tid": tid,
-                    "args": {"reason": outcome.reason},
-                }
-            )
-    stage_track = len(tracks) + 1
-    for report in reports:
-        events.append(
-            {
-                "name": report.name,
-                "cat": "stage",
-                "ph": "X",
-                "ts": round((report.start - t0) * 1e6),
-                "dur": round(report.seconds * 1e6),
-                "pid": 1,
-                "tid": stage_track,
-                "args": {
-                    "units": report.units,
-                    "cached": report.cached,
-                    "built": report.built,
-                    "peak_rss_mb": report.peak_rss >> 20,
-                },
-            }
-        )
-    tracks["stages"] = stage_track
-    for worker, tid in tracks.items():
-        events.append(
-            {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": worker}}
-        )
-    Path(path).write_text(
-        json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}), encoding="utf-8"
-    )
-
-
-def summary_table(reports: list[StageReport]) -> str:
-    """The end-of-run table as plain text (rich renders it on a terminal)."""
-    header = ("stage", "units", "cached", "built", "seconds", "peak RSS MB")
-    rows = [
-        (
-            r.name,
-            str(r.units),
-            str(r.cached),
-            str(r.built),
-            f"{r.seconds:.2f}",
-            f"{r.peak_rss / 2**20:.0f}",
-        )
-        for r in reports
-    ]
-    widths = [
-        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-        for i, h in enumerate(header)
-    ]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-        for row in rows
-    ]
-    return "\n".join(out)
-
-
 def outcome_line(outcome: UnitOutcome) -> str:
     return f"{outcome.stage}: {outcome.unit}: {outcome.reason}"
-
-
-def problem_lines(problems: list[Problem], first: int = 3) -> list[str]:
-    """The end of a run's word on the problems found in the project: counts by kind, and the
-    first few of each (the run record and the report list them all)."""
-    if not problems:
-        return []
-    by_kind: dict[str, list[Problem]] = {}
-    for problem in problems:
-        by_kind.setdefault(problem.kind, []).append(problem)
-    counts = ", ".join(f"{len(found)} {kind}" for kind, found in by_kind.items())
-    lines = [f"problems in the project: {counts} (listed in the report and reports/run.json)"]
-    for kind, found in by_kind.items():
-        for problem in found[:first]:
-            where = f"{problem.file}:{problem.line}" if problem.line else problem.file
-            lines.append(f"  {kind}: {where + ': ' if where else ''}{problem.message}")
-        if len(found) > first:
-            lines.append(f"  {kind}: … and {len(found) - first} more")
-    return lines

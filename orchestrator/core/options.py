@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 class RunOptions:
     """What a run is asked to do, besides what the build file says."""
 
-    executor: str = "auto"  # auto | local | ray (the build file's `executor.kind` unless given)
+    executor: str | None = None  # auto | local | ray; None: the build file's `executor.kind`
     workers: int | None = None
     stages: list[str] | None = None  # just these stages and what they need
     explain: bool = False  # say why each unit runs

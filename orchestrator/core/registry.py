@@ -19,9 +19,9 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, GraphError
 from ..typing import Section
-from .graph import GraphError, Stage
+from .graph import Stage
 
 STAGES_GROUP = "orchestrate.stages"
 SECTIONS_GROUP = "orchestrate.sections"

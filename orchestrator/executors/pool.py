@@ -28,7 +28,7 @@ class ExecutorPool:
 
     def __init__(
         self,
-        kind: str,
+        kind: str | None,
         root: str,
         cache_dir: str,
         settings: Any,
@@ -36,7 +36,7 @@ class ExecutorPool:
         log,
         policy: FilePolicy | None = None,
     ) -> None:
-        self.kind = kind
+        self.kind = kind or settings.kind  # the build file's `executor.kind` unless asked
         self.root = root
         self.cache_dir = cache_dir  # where an executor keeps its own logs
         self.policy = policy  # what of the project units read (projectfiles.py)

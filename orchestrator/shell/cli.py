@@ -175,22 +175,22 @@ def run(
     verbose,
 ) -> None:
     """Build everything the build file describes."""
+    from ..core.options import RunOptions
     from .runs import run_command
 
-    code = run_command(
-        build_file,
+    options = RunOptions(
         executor=executor,
         workers=workers,
         stages=stages.split(",") if stages else None,
         explain=explain,
-        profile=profile,
-        log_format=log_format,
         no_cache=no_cache,
         dry_run=dry_run,
         keep_going=keep_going,
+        profile=profile,
+        log_format=log_format,
         verbose=verbose,
     )
-    sys.exit(code)
+    sys.exit(run_command(build_file, options))
 
 
 # -- cache -----------------------------------------------------------------------------------

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import click
 
 from ..core.config import Build, load_build
 from ..core.graph import Stage
+from ..core.options import RunOptions
 from ..errors import OrchestrateError
 from ..typing import Problem, ReportFiles
 
@@ -50,12 +51,6 @@ def log_switches(build: Build, log: Any) -> None:
     """Say which build-file keys a switch set for this run (the report shows only the value)."""
     for key, by in sorted(build.set_by.items()):
         log.info("build.switch", key=key, set_by=by)
-
-
-def logger(log_format: str = "console", verbose: bool = False) -> Any:
-    from ..core.observe import setup_logging
-
-    return setup_logging(log_format, verbose)
 
 
 def hook_results(hook: str, build: Build, stages: list[Stage], outputs: Any) -> list:
@@ -98,40 +93,23 @@ def conclude(build: Build, result: Any) -> Conclusion:
     )
 
 
-def run_command(
-    build_file: str,
-    *,
-    executor: str | None = None,
-    workers: int | None = None,
-    stages: list[str] | None = None,
-    explain: bool = False,
-    profile: str | None = None,
-    log_format: str = "console",
-    no_cache: bool = False,
-    dry_run: bool = False,
-    keep_going: bool = False,
-    verbose: bool = False,
-    quiet: bool = False,
-) -> int:
+def run_command(build_file: str, options: RunOptions) -> int:
     """Run a build, record it, render its reports and print its summary; returns the exit code
     (0 or 1; errors are raised, after the record of the run is written)."""
-    from ..core.observe import interactive, problem_lines, summary_table, write_profile
-    from ..core.scheduler import RunOptions, run_build
+    from ..core.observe import interactive
+    from ..core.scheduler import run_build
     from ..files.lock import OutputLock
+    from .present import print_summary, problem_lines, setup_logging, summary_rows, write_profile
 
-    log = logger(log_format, verbose)
-    build = load(build_file, executor)
+    log = setup_logging(options.log_format, options.verbose)
+    build = load(build_file, options.executor)
     log_switches(build, log)
-    options = RunOptions(
+    options = replace(
+        options,
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
-        workers=workers,
-        stages=stages,
-        explain=explain,
-        no_cache=no_cache,
-        dry_run=dry_run,
-        keep_going=keep_going,
-        progress=not quiet and log_format == "console",
+        progress=options.progress and not options.quiet and options.log_format == "console",
     )
+    dry_run = options.dry_run
     t0 = time.time()
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):
         try:
@@ -143,8 +121,8 @@ def run_command(
                 with contextlib.suppress(OSError):  # never hide the error that stopped the run
                     record_run(build, options, t0, error.exit_code, [error.describe()], None, log)
             raise
-        if profile:
-            write_profile(profile, result.reports, t0)
+        if options.profile:
+            write_profile(options.profile, result.reports, t0)
         if dry_run:
             for outcome in result.explained:
                 click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
@@ -155,10 +133,10 @@ def run_command(
         written = record_run(
             build, options, t0, verdict.exit_code, verdict.reasons, result, log, problems
         )
-        if not stages:  # the whole build ran: what earlier builds published and it did not goes
+        if not options.stages:  # the whole build ran: what earlier builds published and it did not
             prune_stale(build, result.context.published, written, log)
-    if not quiet:
-        print_summary(summary_table(result.reports), interactive())
+    if not options.quiet:
+        print_summary(summary_rows(result.reports), interactive())
         reports = build.output_dir / "reports"
         lines = [*lines, *problem_lines(problems)]
         for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
@@ -180,7 +158,7 @@ def run_command(
 
 def record_run(
     build: Build,
-    options: Any,
+    options: RunOptions,
     started: float,
     exit_code: int,
     reasons: list[str],
@@ -224,43 +202,24 @@ def prune_stale(build: Build, published: set[str], reports: ReportFiles, log: An
         log.info("outputs.pruned", removed=len(removed), files=removed[:20])
 
 
-def print_summary(table: str, rich_output: bool) -> None:
-    """The summary table: drawn by rich on a terminal, as plain text elsewhere."""
-    if rich_output:
-        from rich.console import Console
-        from rich.table import Table
-
-        lines = table.splitlines()
-        header = lines[0].split()
-        header = [header[0], header[1], header[2], header[3], header[4], " ".join(header[5:])]
-        grid = Table(*header)
-        for line in lines[2:]:
-            grid.add_row(*line.split())
-        Console(stderr=False).print(grid)
-    else:
-        click.echo(table)
-
-
 def run_stages(
-    build_file: str,
-    stages: list[str],
-    executor: str | None = None,
-    log_format: str = "console",
-    overrides: dict | None = None,
+    build_file: str, options: RunOptions, overrides: dict | None = None
 ) -> tuple[Build, Any]:
-    """Run just the named stages (and what they need) without the summary: (build, run).
+    """Run the stages `options.stages` names (and what they need) without the summary or the
+    progress bars: (build, run).
 
     `overrides` (section → keys) are merged over the build file, as the command's own settings.
     """
-    from ..core.scheduler import RunOptions, run_build
+    from ..core.scheduler import run_build
     from ..files.lock import OutputLock
+    from .present import setup_logging
 
-    log = logger(log_format)
-    build = load(build_file, executor, overrides)
+    log = setup_logging(options.log_format, options.verbose)
+    build = load(build_file, options.executor, overrides)
     log_switches(build, log)
-    options = RunOptions(
+    options = replace(
+        options,
         executor=build.config.executor.kind,  # type: ignore[attr-defined]
-        stages=stages,
         progress=False,
     )
     with OutputLock(build.output_dir, keep=(build.cache_dir,)):

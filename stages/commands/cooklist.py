@@ -7,9 +7,13 @@ import sys
 
 import click
 
+from orchestrator.core.options import RunOptions
 from orchestrator.shell.arguments import build_file_argument, split_build_file
 from orchestrator.shell.runs import run_stages
 from orchestrator.shell.switches import SwitchedCommand
+
+#: The run these commands read: the cook list and the asset graph it is found from.
+COOK_LIST_RUN = RunOptions(stages=["dependency"])
 
 
 @click.command(cls=SwitchedCommand)
@@ -19,7 +23,7 @@ def cooklist(build_file, fmt) -> None:
     """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
     from stages.cooklist.explain import cooklist_text
 
-    build, result = run_stages(build_file, ["dependency"])
+    build, result = run_stages(build_file, COOK_LIST_RUN)
     cooked = result.outputs["cooklist"]
     if fmt == "json":
         click.echo(json.dumps(cooked.to_json(), indent=2, ensure_ascii=False))
@@ -38,7 +42,7 @@ def why(words) -> None:
     from stages.cooklist.explain import why as why_answers
 
     build_file, asset = split_build_file(words, "ASSET")
-    build, result = run_stages(build_file, ["dependency"])
+    build, result = run_stages(build_file, COOK_LIST_RUN)
     canonical = getattr(result.outputs["index"], "canonical", None)  # a Cocos compressed uuid
     asset = canonical(asset) if canonical is not None else asset
     assets = result.outputs["assets"].as_dict()
@@ -57,7 +61,7 @@ def graph(build_file, fmt, cooked_only) -> None:
     """Export the asset reference graph (Graphviz DOT or JSON)."""
     from stages.cooklist.explain import graph_dot, graph_json
 
-    build, result = run_stages(build_file, ["dependency"])
+    build, result = run_stages(build_file, COOK_LIST_RUN)
     assets, cooked = result.outputs["assets"].as_dict(), result.outputs["cooklist"]
     if fmt == "json":
         click.echo(

@@ -77,6 +77,7 @@ def generate(dest, assets, seed, engine, force) -> None:
 @click.option("--force", is_flag=True, help=FORCE_HELP)
 def demo(dest, assets, executor, force) -> None:
     """Generate a small project and build it end to end (rule failures shown, exit 0)."""
+    from orchestrator.core.options import RunOptions
     from orchestrator.shell.runs import run_command
     from stages.sources.messiah.generator import generate_project
 
@@ -88,4 +89,4 @@ def demo(dest, assets, executor, force) -> None:
     demo_file = build_file.with_name(DEMO_BUILD_FILE)
     demo_file.write_text(text.replace("fail_on: error", "fail_on: never"), encoding="utf-8")
     click.echo(f"generated {assets} resources under {dest}; building {demo_file}")
-    sys.exit(run_command(str(demo_file), executor=executor))
+    sys.exit(run_command(str(demo_file), RunOptions(executor=executor)))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.core.options import RunOptions
 from orchestrator.shell.arguments import build_file_argument
 from orchestrator.shell.runs import run_stages
 from orchestrator.shell.switches import SwitchedCommand
@@ -53,7 +54,8 @@ def run_validation(build_file: str, executor: str | None):
     project shares every cached unit with `orchestrate run`."""
     from stages.sources import BrokenProjectFile
 
+    options = RunOptions(executor=executor, stages=["validate"])
     try:
-        return run_stages(build_file, ["validate"], executor)
+        return run_stages(build_file, options)
     except BrokenProjectFile:
-        return run_stages(build_file, ["validate"], executor, overrides=GO_ON_WITHOUT_BROKEN_FILES)
+        return run_stages(build_file, options, overrides=GO_ON_WITHOUT_BROKEN_FILES)
