@@ -69,8 +69,8 @@ _ENGINE_RUN = """
 import json, logging, os, sys, time
 sys.path.insert(0, {root!r})
 import structlog
-from orchestrator.config import load_build
-from orchestrator.scheduler import RunOptions, run_build
+from orchestrator.core.config import load_build
+from orchestrator.core.scheduler import RunOptions, run_build
 build = load_build({build!r})
 quiet = structlog.wrap_logger(structlog.PrintLogger(open(os.devnull, "w")),
                               wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))

@@ -21,7 +21,7 @@ CONTENT_CACHE = Path("reports") / "report-content.cache"
 RENDER_SNIPPET = """
 import json, sys, time
 from pathlib import Path
-from orchestrator.runrecord import read_record
+from orchestrator.shell.runrecord import read_record
 from stages.reports import html
 out = Path(sys.argv[1])
 record = read_record(out / "reports" / "run.json")

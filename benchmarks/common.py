@@ -204,7 +204,7 @@ def orchestrate_command() -> list[str]:
     return [
         PY,
         "-c",
-        "import sys; from orchestrator.cli import entry; sys.argv[0] = 'orchestrate'; entry()",
+        "import sys; from orchestrator.shell.cli import entry; sys.argv[0] = 'orchestrate'; entry()",
     ]
 
 

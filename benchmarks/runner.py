@@ -3,7 +3,7 @@
     python benchmarks/runner.py OUT.json [--stage-frames] -- run build.yaml [--executor ray ...]
     python benchmarks/runner.py OUT.json -- validate build.yaml --format json --output v.json
 
-The command runs exactly as the console script would (`orchestrator.cli.main`, then `leave`); `run_build` is
+The command runs exactly as the console script would (`orchestrator.shell.cli.main`, then `leave`); `run_build` is
 wrapped to keep its `RunResult`, so the per-stage seconds, Ray's startup, the sampled peak RSS,
 the files the scan re-hashed and whether Ray was imported are written to OUT.json. The benchmark
 harness times the whole process from outside (what a user waits for) and reads the rest from here.
@@ -68,7 +68,7 @@ def main() -> None:
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
     code = code_digest(root)
-    import orchestrator.scheduler as scheduler
+    import orchestrator.core.scheduler as scheduler
 
     if "--stage-frames" in flags:
         name_stage_frames(scheduler.Scheduler)
@@ -84,7 +84,7 @@ def main() -> None:
         return result
 
     scheduler.run_build = run_build
-    from orchestrator.cli import main as cli_main
+    from orchestrator.shell.cli import main as cli_main
 
     exit_code = 0
     try:
@@ -130,7 +130,7 @@ def main() -> None:
     with open(out_path, "w", encoding="utf-8") as handle:
         json.dump(record, handle)
     # Leave the way the console script leaves (exit handlers run: Ray, if started, shuts down).
-    from orchestrator.cli import leave
+    from orchestrator.shell.cli import leave
 
     leave(exit_code)
 

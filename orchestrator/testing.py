@@ -26,12 +26,12 @@ import yaml
 from .cache import Cache
 from .cache.state import ScopeState
 from .codec import dumps
-from .config import Build, load_build
-from .context import Context
+from .core.config import Build, load_build
+from .core.context import Context
 from .executors import WorkItem, run_item
+from .files.projectfiles import ProjectFiles
+from .files.scanning import scan
 from .hashing import digest_bytes
-from .projectfiles import ProjectFiles
-from .scanning import scan
 from .typing import Digest, Parts, Plan, StoredParts
 
 __all__ = ["RecordingContext", "StageRun", "StoredResults", "run_stage", "write_project"]

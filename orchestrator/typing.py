@@ -139,6 +139,16 @@ class FileEntry(NamedTuple):
     inode: int
 
 
+class ReportFiles(NamedTuple):
+    """What a report renderer (`orchestrate.reports`) wrote: the pages a person opens, and the
+    files it keeps beside them (caches, what it compares with next time). Both go in the output
+    folder's ledger, so `clean` removes them; a run names only the pages. A renderer may return
+    a plain list of paths instead: each is then a page."""
+
+    pages: tuple[Path, ...] = ()
+    kept: tuple[Path, ...] = ()
+
+
 @dataclass(frozen=True)
 class Switch:
     """A command-line flag, and an environment variable, that set one key of a section for a run
@@ -206,7 +216,7 @@ class UnitResults(Protocol):
 
 
 class StageContext(Protocol):
-    """The driver-side services `plan`, `finish` and the hooks get (`orchestrator.context`)."""
+    """The driver-side services `plan`, `finish` and the hooks get (`orchestrator.core.context`)."""
 
     root: str
     output_dir: Path
@@ -224,7 +234,7 @@ class StageContext(Protocol):
 
 
 class BuildSettings(Protocol):
-    """The loaded build file as hooks see it (`orchestrator.config.Build`)."""
+    """The loaded build file as hooks see it (`orchestrator.core.config.Build`)."""
 
     path: Path
     dir: Path

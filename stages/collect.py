@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.projectfiles import DEFAULT_MAX_FILE_SIZE, LINK_OUTSIDE, SPECIAL_FILE, TOO_LARGE
+from orchestrator.core.values import UNCHANGED
+from orchestrator.files.projectfiles import (
+    DEFAULT_MAX_FILE_SIZE,
+    LINK_OUTSIDE,
+    SPECIAL_FILE,
+    TOO_LARGE,
+)
 from orchestrator.typing import PROJECT, Plan, Problem, StageChanges, StageSpec, Unit
-from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, log_problems, raise_on_fatal
 

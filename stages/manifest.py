@@ -73,7 +73,7 @@ def published_row(bundle_file) -> list:
 
 
 def stage_versions() -> dict[str, int]:
-    from orchestrator.registry import registered_stages
+    from orchestrator.core.registry import registered_stages
 
     return {stage.name: stage.spec.version for stage in registered_stages()}
 

@@ -17,9 +17,9 @@ that ran, and the reports are rendered again only when it changed.
 
 from __future__ import annotations
 
+from orchestrator.core.values import UNCHANGED
 from orchestrator.hashing import digest_value
 from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
-from orchestrator.values import UNCHANGED
 from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers, use_limits
 from stages.rules.engine import Shared, check_files, plan_files

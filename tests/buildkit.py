@@ -53,7 +53,7 @@ def run_cli(
     *args: str, prelude: str = "", timeout: float = 300, **popen
 ) -> subprocess.CompletedProcess:
     """Run `orchestrate ARGS` in a fresh interpreter; `prelude` is Python run before it."""
-    script = textwrap.dedent(prelude) + "\nfrom orchestrator.cli import main\nmain()\n"
+    script = textwrap.dedent(prelude) + "\nfrom orchestrator.shell.cli import main\nmain()\n"
     return subprocess.run(
         [sys.executable, "-c", script, *args],
         capture_output=True,
@@ -66,7 +66,7 @@ def run_cli(
 
 def run_inprocess(*args: str) -> int:
     """Run `orchestrate ARGS` in this process; returns the exit code."""
-    from orchestrator.cli import main
+    from orchestrator.shell.cli import main
 
     try:
         main(list(args))

@@ -30,20 +30,16 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def ray_local():
-    """A local Ray with two workers for the whole session (started once: it costs seconds)."""
+def ray_local(tmp_path_factory):
+    """A local Ray with two workers for the whole session (started once: it costs seconds), as
+    a build starts one: on the loopback address only, its output in a log of its own."""
     import os
 
     import ray
 
+    from orchestrator.executors.raysession import RayLog, start_local
+
     if not ray.is_initialized():
         path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            runtime_env={"env_vars": {"PYTHONPATH": path}},
-        )
+        start_local(2, path, RayLog(tmp_path_factory.mktemp("ray-local")))
     yield ray

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.config import load_build
-from orchestrator.observe import setup_logging
-from orchestrator.registry import load_stage
-from orchestrator.scheduler import RunOptions, run_build
+from orchestrator.core.config import load_build
+from orchestrator.core.observe import setup_logging
+from orchestrator.core.registry import load_stage
+from orchestrator.core.scheduler import RunOptions, run_build
 
 TOY_STAGES = ("toy_stages.lines", "toy_stages.total")
 

@@ -62,21 +62,21 @@ def install(point: str | None, nth: int) -> None:
         raise ValueError(f"unknown write path {point!r}")
     _Plan.point, _Plan.nth = point, nth
     import orchestrator.cache
-    import orchestrator.context
-    import orchestrator.runrecord
-    import orchestrator.scheduler
+    import orchestrator.core.context
+    import orchestrator.core.scheduler
+    import orchestrator.shell.runrecord
     import stages.reports.html
     from orchestrator.cache import blobs
     from orchestrator.cache.state import ScopeState
-    from orchestrator.outputs import Ledger
+    from orchestrator.files.outputs import Ledger
 
     orchestrator.cache.LARGE_BLOB_BYTES = LARGE_BLOB_BYTES  # type: ignore[attr-defined]
     blobs.BlobPacks.put = _buffered(blobs.BlobPacks.put)  # type: ignore[method-assign]
     blobs.append_lines = _appending(blobs.append_lines)
     orchestrator.cache.atomic_write = _half_written(orchestrator.cache.atomic_write, "blob-file")
-    orchestrator.context.atomic_write = _publishing(orchestrator.context.atomic_write)
-    orchestrator.runrecord.atomic_write = _half_written(
-        orchestrator.runrecord.atomic_write, "run-record"
+    orchestrator.core.context.atomic_write = _publishing(orchestrator.core.context.atomic_write)
+    orchestrator.shell.runrecord.atomic_write = _half_written(
+        orchestrator.shell.runrecord.atomic_write, "run-record"
     )
     stages.reports.html.atomic_write = _half_written(  # type: ignore[attr-defined]
         stages.reports.html.atomic_write, "report-page"
@@ -85,8 +85,8 @@ def install(point: str | None, nth: int) -> None:
     ScopeState.save_file_table = _labelled(  # type: ignore[method-assign]
         ScopeState.save_file_table, lambda *a, **k: "state-file-table"
     )
-    orchestrator.scheduler.store_stage = _labelled(  # type: ignore[attr-defined]
-        orchestrator.scheduler.store_stage, lambda stage, *a, **k: f"state-stage {stage.name}"
+    orchestrator.core.scheduler.store_stage = _labelled(  # type: ignore[attr-defined]
+        orchestrator.core.scheduler.store_stage, lambda stage, *a, **k: f"state-stage {stage.name}"
     )
     sqlite3.connect = functools.partial(sqlite3.connect, factory=_WatchedConnection)  # type: ignore[assignment]
     if point is None:

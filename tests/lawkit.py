@@ -22,11 +22,11 @@ from unittest import mock
 import msgpack
 from buildkit import content_reports, published
 
+from orchestrator.core.observe import setup_logging
+from orchestrator.core.rebuild import Rebuilder
+from orchestrator.core.scheduler import RunOptions, run_build
 from orchestrator.errors import OrchestrateError
-from orchestrator.observe import setup_logging
-from orchestrator.rebuild import Rebuilder
-from orchestrator.runs import judge, load
-from orchestrator.scheduler import RunOptions, run_build
+from orchestrator.shell.runs import judge, load
 
 Reads = tuple[tuple[str, str | None], ...]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 
 UI_ICON = "5d7f9b1d-3f5a-4c7e-8a9b-1c3e5f7a9b1d"
 TRIM_TEX = "3b1e7c52-0a4f-4d7e-9b8e-5f2a6c1d9e01"

@@ -11,8 +11,8 @@ import zstandard
 
 from orchestrator.codec import dumps
 from orchestrator.errors import ConfigError
+from orchestrator.files.reads import Reader
 from orchestrator.hashing import digest_bytes
-from orchestrator.reads import Reader
 from orchestrator.testing import run_stage
 from stages import archive, write
 from stages import hash as hash_stage

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.cache import Cache, EntryKey
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
 from orchestrator.errors import CacheCorrupt, ConfigError
 from orchestrator.hashing import digest_bytes
 
@@ -263,7 +263,7 @@ def _state(folder: Path, key: EntryKey | None, log=None, output: str = "out"):
 
 def _filled(folder: Path, key: EntryKey | None):
     """A state holding a row of every kind, closed; returns the published file."""
-    from orchestrator.scanning import scan
+    from orchestrator.files.scanning import scan
 
     (folder / "project").mkdir(exist_ok=True)
     (folder / "project" / "a.xml").write_text("a", encoding="utf-8")
@@ -285,7 +285,7 @@ def _forge_row(state_path: Path, table: str) -> None:
     state: change it, and give it the check a build without the key would (RowChecks(None))."""
     from orchestrator.cache.statedb import RowChecks
     from orchestrator.codec import dumps
-    from orchestrator.filetable import DIGEST_SIZE
+    from orchestrator.files.filetable import DIGEST_SIZE
 
     plain = RowChecks(None, state_path.relative_to(state_path.parents[2]).as_posix())
     db = sqlite3.connect(state_path)

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.cache import Cache
 from orchestrator.cache.state import SINGLE_OUTPUT_LOOKUPS, ScopeState, machine_id
 from orchestrator.errors import CacheCorrupt
-from orchestrator.scanning import scan
+from orchestrator.files.scanning import scan
 
 KEY, RESULT = "ab" * 32, "cd" * 32
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 
 
 def run_cli(*args):
@@ -53,7 +53,7 @@ def test_missing_build_file_exits_2(tmp_path, capsys):
 
 def test_locked_output_exits_4(tmp_path, capsys):
     """A second run on an output folder in use exits 4 with a clear message."""
-    from orchestrator.lock import OutputLock
+    from orchestrator.files.lock import OutputLock
 
     path = write_build(tmp_path, "project: project\n")
     with OutputLock(tmp_path / "build" / "out"):
@@ -75,7 +75,7 @@ def test_cache_commands_work_on_an_empty_cache(tmp_path, capsys):
 def test_help_does_not_import_ray():
     """Starting the CLI (help) never imports Ray."""
     code = (
-        "import sys; from orchestrator.cli import main\ntry:\n main(['--help'])\n"
+        "import sys; from orchestrator.shell.cli import main\ntry:\n main(['--help'])\n"
         "except SystemExit: pass\nprint('ray' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -248,7 +248,7 @@ def test_ctrl_c_mid_build_exits_130_and_a_rerun_equals_a_clean_build(
         build.parent, tmp_path, ignore=shutil.ignore_patterns("build"), dirs_exist_ok=True
     )
     copy = tmp_path / build.name
-    script = ANNOUNCE_UNITS + "\nfrom orchestrator.cli import main\nmain()\n"
+    script = ANNOUNCE_UNITS + "\nfrom orchestrator.shell.cli import main\nmain()\n"
     proc = subprocess.Popen(
         [sys.executable, "-c", script, "run", str(copy)],
         stderr=subprocess.PIPE,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 from stages.algorithms.priority import natural_key
 from stages.cooking.cookers import unpack_files
 from stages.sources.cocos import collect_cocos

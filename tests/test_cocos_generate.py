@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 from stages.sources.cocos import collect_cocos
 from stages.sources.cocos.generator import generate_cocos_project
 

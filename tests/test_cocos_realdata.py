@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 from stages.sources.cocos import collect_cocos
 from stages.sources.cocos.uuids import compress_uuid, decompress_uuid, is_pack_id
 

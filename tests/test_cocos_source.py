@@ -10,9 +10,9 @@ import pytest
 import yaml
 from cocos_projects import CocosProject, frame, texture
 
-from orchestrator.cli import main
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
 from orchestrator.errors import ConfigError
+from orchestrator.shell.cli import main
 from stages.pack import sharing_policy
 from stages.settings import cocos_engine_path
 from stages.sources.cocos import collect_cocos

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from buildkit import make_project
 
-from orchestrator.config import load_build
-from orchestrator.observe import setup_logging
-from orchestrator.scheduler import RunOptions, run_build
+from orchestrator.core.config import load_build
+from orchestrator.core.observe import setup_logging
+from orchestrator.core.scheduler import RunOptions, run_build
 
 
 def build(build_file: Path, stages=("dependency",)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
 from orchestrator.errors import ConfigError
 
 

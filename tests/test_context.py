@@ -12,9 +12,9 @@ import pytest
 import toy_stages.lines as lines
 from enginekit import build_toy, write_toy
 
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
+from orchestrator.files.reads import Reader
 from orchestrator.hashing import digest_bytes
-from orchestrator.reads import Reader
 from orchestrator.testing import RecordingContext
 
 OLD = b"1\n"

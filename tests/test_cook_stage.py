@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import lawkit
 from buildkit import make_project
 
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
+from orchestrator.core.observe import setup_logging
+from orchestrator.core.scheduler import RunOptions, run_build
 from orchestrator.keyed import NOTHING, Changes
-from orchestrator.observe import setup_logging
-from orchestrator.scheduler import RunOptions, run_build
 from orchestrator.typing import Plan, StageChanges, StoredParts
 from stages import cook
 from stages.cooking.shards import SHARD_ASSETS, ShardMap

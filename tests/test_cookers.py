@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator import codec
 from orchestrator.errors import ConfigError, StepFailed
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 from orchestrator.testing import StoredResults
 from stages import cook
 from stages.cooking.cookers import (

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from messiah_projects import Item, guid, write_level, write_repository, write_world  # noqa: E402
 
-from orchestrator.cli import main  # noqa: E402
+from orchestrator.shell.cli import main  # noqa: E402
 from stages.cooklist.closure import compute_cooklist  # noqa: E402
 from stages.cooklist.explain import (  # noqa: E402
     cooklist_text,

@@ -74,10 +74,10 @@ def test_the_incremental_example_runs_one_unit_per_changed_file(tmp_path, monkey
     the units of the files that changed, and its output equals a clean build's."""
     from enginekit import write_toy
 
-    from orchestrator.config import load_build
-    from orchestrator.observe import setup_logging
-    from orchestrator.registry import load_stage
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.config import load_build
+    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.registry import load_stage
+    from orchestrator.core.scheduler import RunOptions, run_build
 
     (stage,) = blocks("Incremental stages", "python")
     (tmp_path / "word_count_incremental.py").write_text(stage, encoding="utf-8")

@@ -41,9 +41,9 @@ from buildkit import (
 )
 
 from orchestrator.cache.statedb import RowChecks
-from orchestrator.graph import select
+from orchestrator.core.graph import select
+from orchestrator.core.registry import registered_stages
 from orchestrator.hashing import digest_bytes
-from orchestrator.registry import registered_stages
 
 PIPELINE = [stage.name for stage in select(list(registered_stages()), None)]
 
@@ -89,8 +89,8 @@ def _fresh_copy(clean: CleanBuild, dest: Path, cache: Path | None = None) -> Pat
 
 def _assert_equals_clean(out: Path, clean: CleanBuild) -> None:
     """The output folder holds what a clean build publishes, and no leftover of a killed run."""
-    from orchestrator.outputs import Ledger, OutputFolder
-    from orchestrator.runrecord import previous_record
+    from orchestrator.files.outputs import Ledger, OutputFolder
+    from orchestrator.shell.runrecord import previous_record
 
     assert published(out) == clean.outputs
     assert content_reports(out) == clean.reports
@@ -203,14 +203,14 @@ sys.exit = _die
 
 class Rerun(NamedTuple):
     code: int
-    result: Any  # orchestrator.scheduler.RunResult
+    result: Any  # orchestrator.core.scheduler.RunResult
     events: list[dict]  # what the run logged (structlog's captured events)
 
 
 def _run_logged(build: Path) -> Rerun:
     """Run a build in this process, keeping what it logged."""
-    from orchestrator.runs import conclude, load
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.shell.runs import conclude, load
 
     log = structlog.get_logger("orchestrate")
     with structlog.testing.capture_logs() as events:
@@ -789,7 +789,7 @@ _cache.collect_garbage = _pause
 #: Touches `asking` when the process asks for the cache's lock and `holding` once it has it.
 ANNOUNCE_CACHE_LOCK = """
 import pathlib
-import orchestrator.lock as _lock
+import orchestrator.files.lock as _lock
 _enter = _lock.CacheLock.__enter__
 def _announced(self):
     pathlib.Path({asking!r}).touch()
@@ -818,7 +818,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 60) -> None:
 
 
 def _start(args: list[str], prelude: str = "") -> subprocess.Popen:
-    script = prelude + "\nfrom orchestrator.cli import main\nmain()\n"
+    script = prelude + "\nfrom orchestrator.shell.cli import main\nmain()\n"
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
         env=cli_env(),

@@ -280,8 +280,10 @@ def test_build_file(generated):
 
 
 def test_build_file_loads_with_the_schema(generated):
-    """The build file passes the real schema (orchestrator.config)."""
-    config = pytest.importorskip("orchestrator.config", reason="orchestrator.config not available")
+    """The build file passes the real schema (orchestrator.core.config)."""
+    config = pytest.importorskip(
+        "orchestrator.core.config", reason="orchestrator.core.config not available"
+    )
     build = config.load_build(generated.build_file)
     assert build is not None
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.graph import GraphError, Stage, order, select
+from orchestrator.core.graph import GraphError, Stage, order, select
 from orchestrator.typing import StageSpec
 
 
@@ -46,7 +46,7 @@ def test_select_keeps_what_the_named_stages_need():
 
 def test_real_pipeline_graph_is_valid():
     """The shipped stages form a valid graph."""
-    from orchestrator.registry import registered_stages
+    from orchestrator.core.registry import registered_stages
 
     names = [s.name for s in order(list(registered_stages()))]
     assert names[0] == "collect"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from orchestrator.graph import order
-from orchestrator.registry import registered_stages
+from orchestrator.core.graph import order
+from orchestrator.core.registry import registered_stages
 from stages.algorithms.graphs import strongly_connected
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from lxml import etree
 from unity_projects import HEADER, build_settings, guid, material, prefab, write
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 from stages.sources.cocos.meta import USER_FIELDS
 
 TESTS = Path(__file__).resolve().parent

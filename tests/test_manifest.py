@@ -10,9 +10,9 @@ import pytest
 from messiah_projects import Item, guid, write, write_level, write_repository, write_world
 
 import orchestrator
-from orchestrator.config import load_build
-from orchestrator.observe import setup_logging
-from orchestrator.scheduler import RunOptions, run_build
+from orchestrator.core.config import load_build
+from orchestrator.core.observe import setup_logging
+from orchestrator.core.scheduler import RunOptions, run_build
 from stages.bundlefile.inspect import extract_entry, inspect_bundle
 from stages.link_xml import qualified_type, render_link_xml
 from stages.manifest import staging_document

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from messiah_projects import Item, guid, write, write_level, write_repository, write_world  # noqa: E402
 
 from orchestrator.errors import ConfigError, ProjectError  # noqa: E402
-from orchestrator.reads import Reader  # noqa: E402
+from orchestrator.files.reads import Reader  # noqa: E402
 from stages import collect  # noqa: E402
 from stages.sources import get_source  # noqa: E402
 from stages.sources.base import HARD, SOFT  # noqa: E402
@@ -450,3 +450,25 @@ def test_empty_deps_are_in_the_index_but_are_no_references(tmp_path):
     assert resource.Deps == ("", dep, "")
     assert result.index.all_res()[g][0][3] == ["", dep, ""]
     assert [(r.target, r.strength) for r in result.assets[g].refs] == [(dep, HARD)]
+
+
+def test_an_items_problem_names_its_line_past_65535():
+    """An Item without a GUID, or with a name holding a control character, past line 65,535 of
+    a pretty-printed repository: the problem names the line of the Item's start tag (lxml's own
+    is the next line's: stages/rules/lines.py)."""
+    from stages.sources.messiah.reader import parse_repository
+
+    lines = ["<Repository>", "<Items>"]
+    for n in range(17_000):
+        lines += ["  <Item>", f"    <GUID>{guid(n)}</GUID>", f"    <Name>n{n}</Name>", "  </Item>"]
+    orphan = len(lines) + 1
+    lines += ["  <Item>", "    <Name>orphan</Name>", "  </Item>"]
+    unsafe = len(lines) + 1
+    lines += ["  <Item>", f"    <GUID>{guid(17_000)}</GUID>", "    <Name>two", "lines</Name>"]
+    lines += ["  </Item>", "</Items>", "</Repository>"]
+    assert orphan > 65_535
+    part = parse_repository("Repo/resource.repository", "\n".join(lines).encode())
+    assert [(p.kind, p.line) for p in part.problems] == [
+        ("item_without_guid", orphan),
+        ("unsafe_name", unsafe),
+    ]

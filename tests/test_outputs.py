@@ -17,9 +17,16 @@ from buildkit import cli_env, edit_build, make_project, published, run_cli, run_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
 from orchestrator.errors import ConfigError, ProjectError
-from orchestrator.outputs import LEDGER, LEDGER_HEADER, LOCK, Ledger, OutputFolder, clean_output
+from orchestrator.files.outputs import (
+    LEDGER,
+    LEDGER_HEADER,
+    LOCK,
+    Ledger,
+    OutputFolder,
+    clean_output,
+)
 from orchestrator.testing import RecordingContext
 
 
@@ -309,7 +316,7 @@ def run_confined(build: Path, writable: list[Path], *args: str) -> subprocess.Co
         for part in [
             sys.executable,
             "-c",
-            "from orchestrator.cli import main; main()",
+            "from orchestrator.shell.cli import main; main()",
             args[0],
             str(build),
             *args[1:],

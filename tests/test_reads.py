@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.filetable import signature_of
+from orchestrator.files.filetable import signature_of
+from orchestrator.files.projectfiles import ProjectFiles
+from orchestrator.files.reads import Reader
 from orchestrator.hashing import digest_bytes
-from orchestrator.projectfiles import ProjectFiles
-from orchestrator.reads import Reader
 
 OLD = b"old\n"
 NEW = b"new and longer\n"

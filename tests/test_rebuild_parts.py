@@ -9,10 +9,10 @@ from pathlib import Path
 from enginekit import write_toy
 
 from orchestrator import codec
-from orchestrator.config import load_build
-from orchestrator.observe import setup_logging
-from orchestrator.registry import load_stage
-from orchestrator.scheduler import RunOptions, run_build
+from orchestrator.core.config import load_build
+from orchestrator.core.observe import setup_logging
+from orchestrator.core.registry import load_stage
+from orchestrator.core.scheduler import RunOptions, run_build
 
 PARTS_STAGES = ("toy_stages.sizes", "toy_stages.echo")
 

@@ -14,7 +14,7 @@ import yaml
 from buildkit import TESTS, run_cli
 from rules_helpers import REPOSITORY, make_index, run_rules, write_files
 
-from orchestrator.config import load_build
+from orchestrator.core.config import load_build
 from stages.rules.custom.containment import MIB, PASSED_VARIABLES, WorkerLimits
 from stages.rules.custom.host import CustomCode, close_workers, custom_code_host, use_limits
 from stages.rules.functions import IndexView

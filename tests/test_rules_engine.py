@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
 
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 from stages.rules import paths
 from stages.rules.engine import Shared, check_file, prepare, validate_project
 from stages.rules.naive import validate_per_rule

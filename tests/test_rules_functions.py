@@ -7,7 +7,7 @@ import pickle
 import yaml
 from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
 
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 from stages.rules.engine import check_file, prepare
 from stages.rules.functions import IndexView, StoredIndex
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from rules_helpers import make_index, write_files
 
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 from stages.rules import registry
 from stages.rules.engine import check_files, prepare
 from stages.rules.kept import KEEP_MIN_BYTES, KEPT, KeptDocuments

@@ -11,8 +11,8 @@ import pytest
 from buildkit import edit_build, make_project, run_inprocess
 
 from orchestrator import runrecord
-from orchestrator.outcomes import StageReport, UnitOutcome
-from orchestrator.runrecord import (
+from orchestrator.core.outcomes import StageReport, UnitOutcome
+from orchestrator.shell.runrecord import (
     PREVIOUS,
     RECORD,
     make_record,
@@ -178,9 +178,9 @@ def test_a_failing_renderer_is_logged_and_the_others_still_run(tmp_path, monkeyp
         return [path]
 
     entries = {"a-broken": FakeEntry(broken), "b-fine": FakeEntry(fine)}
-    monkeypatch.setattr("orchestrator.registry.registered_reports", lambda: entries)
+    monkeypatch.setattr("orchestrator.core.registry.registered_reports", lambda: entries)
     log = FakeLog()
-    assert render_reports(tmp_path, {"run": 3}, log) == [tmp_path / "page.html"]
+    assert render_reports(tmp_path, {"run": 3}, log).pages == (tmp_path / "page.html",)
     assert log.lines == [("report.failed", {"report": "a-broken", "error": "ValueError: boom"})]
     with pytest.raises(ValueError):
         render_reports(tmp_path, {"run": 3})

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from orchestrator import statpass
 from orchestrator.errors import ProjectError
-from orchestrator.filetable import FileTable
-from orchestrator.scanning import scan
+from orchestrator.files.filetable import FileTable
+from orchestrator.files.scanning import scan
 
 PAST = time.time_ns() - 3600 * 10**9
 
@@ -393,9 +393,9 @@ def _run(build: Path):
     """A whole build in this process: (its values, every published file's bytes)."""
     from buildkit import published
 
-    from orchestrator.config import load_build
-    from orchestrator.observe import setup_logging
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.config import load_build
+    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.scheduler import RunOptions, run_build
 
     options = RunOptions(executor="local", progress=False)
     result = run_build(load_build(build), options, setup_logging())
@@ -499,8 +499,8 @@ def test_every_reader_applies_the_same_check(tmp_path):
     """The unit's reader: a file behind a folder link leading out, a link out, a FIFO and a
     file over the limit are missing; a link inside, and a `../` path the build names on
     purpose, are read."""
-    from orchestrator.projectfiles import FilePolicy
-    from orchestrator.reads import Reader
+    from orchestrator.files.projectfiles import FilePolicy
+    from orchestrator.files.reads import Reader
 
     root, outside = tmp_path / "p", tmp_path / "outside"
     (root / "a").mkdir(parents=True)
@@ -547,7 +547,7 @@ def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, st
     """With links leading out and files over the limit coming and going, a rescan from the
     stored table refuses exactly what a scan from nothing refuses, lists the same readable
     files, and reports as added and removed what became readable or refused."""
-    from orchestrator.projectfiles import FilePolicy, ProjectFiles
+    from orchestrator.files.projectfiles import FilePolicy, ProjectFiles
 
     base = tmp_path_factory.mktemp("tree")
     root, outside = base / "p", base / "outside"

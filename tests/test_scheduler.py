@@ -47,9 +47,9 @@ def test_the_run_after_a_cold_build_skips_every_stage(tmp_path, executor, reques
     changed skips every stage, and says so in the run record."""
     from buildkit import make_project
 
-    from orchestrator.observe import setup_logging
-    from orchestrator.runs import load
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.scheduler import RunOptions, run_build
+    from orchestrator.shell.runs import load
 
     if executor == "ray":
         request.getfixturevalue("ray_local")

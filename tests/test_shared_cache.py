@@ -40,7 +40,7 @@ def source(tmp_path_factory):
 
 
 def _start(build: Path) -> subprocess.Popen:
-    script = "from orchestrator.cli import main\nmain()\n"
+    script = "from orchestrator.shell.cli import main\nmain()\n"
     return subprocess.Popen(
         [sys.executable, "-c", script, "run", str(build)],
         env=cli_env(),
@@ -67,9 +67,9 @@ def test_two_checkouts_built_at_once_into_one_cache(tmp_path, source):
         for b in checkouts[:2]:
             shutil.rmtree(b.parent / "build" / "out")
 
-    from orchestrator.config import load_build
-    from orchestrator.observe import setup_logging
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.config import load_build
+    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.scheduler import RunOptions, run_build
 
     result = run_build(
         load_build(checkouts[2]),

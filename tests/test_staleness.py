@@ -9,7 +9,7 @@ import pytest
 from enginekit import build_toy, write_toy
 
 from orchestrator import rebuild, scheduler
-from orchestrator.staleness import (
+from orchestrator.core.staleness import (
     ADDED,
     MODIFIED,
     REMOVED,

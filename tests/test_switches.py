@@ -12,7 +12,7 @@ import yaml
 from buildkit import REPO, run_inprocess
 
 from orchestrator.errors import ConfigError
-from orchestrator.switches import active_overrides, registered_switches
+from orchestrator.shell.switches import active_overrides, registered_switches
 from orchestrator.typing import Section, Switch
 
 PROJECT_FILE = "Repository/resource.repository"
@@ -199,7 +199,8 @@ def test_any_section_can_declare_a_switch(monkeypatch):
     """A third-party section's switch becomes an override of its own key, by flag or variable."""
     toy = Section(dict, {}, switches=(Switch("--fast", "level", 0, env="TOY_FAST"),))
     monkeypatch.setattr(
-        "orchestrator.switches.registered_switches", lambda: [("toy", s) for s in toy.switches]
+        "orchestrator.shell.switches.registered_switches",
+        lambda: [("toy", s) for s in toy.switches],
     )
     assert active_overrides(("--fast",)).values == {"toy": {"level": 0}}
     assert active_overrides(()).values == {}

@@ -21,8 +21,8 @@ from unity_projects import (
     write_folder_meta,
 )
 
-from orchestrator.cli import main
 from orchestrator.errors import ConfigError
+from orchestrator.shell.cli import main
 from stages.algorithms.globs import escape_glob, glob_match
 from stages.layout.packing import pack
 from stages.sources.unity.reader import collect_unity

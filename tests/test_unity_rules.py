@@ -11,7 +11,7 @@ import pytest
 import yaml
 from unity_projects import HEADER, build_settings, guid, material, prefab, write
 
-from orchestrator.cli import main
+from orchestrator.shell.cli import main
 from stages.rules import registry
 from stages.rules.engine import validate_project
 from stages.sources.unity.paths import (

@@ -24,7 +24,7 @@ from unity_projects import (
 )
 
 from orchestrator.errors import MissingInput
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 from stages.sources import get_source
 from stages.sources.base import RESOURCE, WORLD
 from stages.sources.unity.documents import (

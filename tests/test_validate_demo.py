@@ -72,9 +72,9 @@ def test_demo_build_stage_publishes_reports_and_caches(demo, expected):
     """Through the scheduler: the validate stage's document matches, reports are published, a
     second run is fully cached, and editing one texture re-runs only its unit."""
     build_index_or_skip()
-    from orchestrator.config import load_build
-    from orchestrator.observe import setup_logging
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.config import load_build
+    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.scheduler import RunOptions, run_build
 
     log = setup_logging("console")
 
@@ -116,9 +116,9 @@ def test_demo_on_ray_matches_local(demo, expected, ray_local):
     """On Ray workers (rules and index shipped once, custom code compiled there) the document is
     the same as in-process."""
     build_index_or_skip()
-    from orchestrator.config import load_build
-    from orchestrator.observe import setup_logging
-    from orchestrator.scheduler import RunOptions, run_build
+    from orchestrator.core.config import load_build
+    from orchestrator.core.observe import setup_logging
+    from orchestrator.core.scheduler import RunOptions, run_build
 
     result = run_build(
         load_build(demo / "build.yaml"),

@@ -31,11 +31,11 @@ import tempfile
 from pathlib import Path
 
 from ..errors import CacheCorrupt
+from ..files.atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksum, seal, unseal
+from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
 from .actions import ActionCache, ActionEntry
-from .atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksum, seal, unseal
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
-from .confined import ConfinedFolder
 from .housekeeping import ACTIONS, cache_stats, clear_cache, collect_garbage
 from .signing import EntryKey
 

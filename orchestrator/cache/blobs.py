@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import CacheCorrupt
+from ..files.atomic import Owner, append_lines, line_checksum, naming
 from ..hashing import digest_bytes
-from .atomic import Owner, append_lines, line_checksum, naming
 
 LARGE_BLOB_BYTES = 1 << 20
 

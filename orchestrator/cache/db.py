@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ..errors import CacheCorrupt, StepFailed
-from .confined import ConfinedFolder
+from ..files.confined import ConfinedFolder
 
 BUSY_TIMEOUT_MS = 60_000
 #: What SQLite reports when the file system refuses a read, or a write for any reason but a

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from .atomic import TEMP_ABANDONED_SECONDS, TEMP_PREFIX
-from .confined import ConfinedFolder
+from ..files.atomic import TEMP_ABANDONED_SECONDS, TEMP_PREFIX
+from ..files.confined import ConfinedFolder
 from .db import BUSY_TIMEOUT_MS
 
 AREAS = ("cas", "actions", "state")

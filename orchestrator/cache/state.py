@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 
 from ..codec import CodecError, dumps, loads
 from ..errors import CacheCorrupt
-from ..filetable import FileTable
+from ..files.confined import ConfinedFolder
+from ..files.filetable import FileTable
 from ..hashing import digest_bytes, digest_value
-from .confined import ConfinedFolder
 from .entries import WHOLE, ValueChanges, ValueEntries
 from .signing import EntryKey
 from .statedb import chunks

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CacheCorrupt
+from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
-from .confined import ConfinedFolder
 from .db import is_damage, open_db, raise_if_outside, set_aside
 from .signing import STATE_ROW, EntryKey
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import MissingInput, OrchestrateError
-from ..projectfiles import FilePolicy
-from ..reads import Reader, SentFiles
+from ..files.projectfiles import FilePolicy
+from ..files.reads import Reader, SentFiles
 
 
 class LazyBlobs(Mapping):
@@ -157,6 +157,7 @@ def run_item(
 def make_executor(
     kind: str,
     root: str,
+    cache_dir: str,
     *,
     workers: int | None = None,
     address: str | None = None,
@@ -165,7 +166,7 @@ def make_executor(
     policy: FilePolicy | None = None,
 ) -> Executor:
     """An executor by name (its units read the project under `policy`); Ray is imported only
-    when a Ray executor is made."""
+    when a Ray executor is made (and keeps its own log under `cache_dir`)."""
     if kind == "local":
         from .local import LocalExecutor
 
@@ -175,6 +176,7 @@ def make_executor(
 
         return RayExecutor(
             root,
+            cache_dir,
             workers=workers,
             address=address,
             shared_paths=shared_paths,

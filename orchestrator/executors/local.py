@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..projectfiles import FilePolicy
+from ..files.projectfiles import FilePolicy
 from . import Finished, WorkItem, run_item, worker_label
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..projectfiles import FilePolicy
+from ..files.projectfiles import FilePolicy
 from . import Executor, make_executor
 
 #: Below this many units left to run, `auto` stays in the driver: starting Ray costs seconds.
@@ -30,6 +30,7 @@ class ExecutorPool:
         self,
         kind: str,
         root: str,
+        cache_dir: str,
         settings: Any,
         workers: int | None,
         log,
@@ -37,6 +38,7 @@ class ExecutorPool:
     ) -> None:
         self.kind = kind
         self.root = root
+        self.cache_dir = cache_dir  # where an executor keeps its own logs
         self.policy = policy  # what of the project units read (projectfiles.py)
         self.settings = settings  # the build file's `executor` section
         self.workers = workers or settings.workers
@@ -54,6 +56,7 @@ class ExecutorPool:
         executor = make_executor(
             kind,
             self.root,
+            self.cache_dir,
             workers=self.workers,
             address=self.settings.address,
             shared_paths=self.settings.shared_paths,

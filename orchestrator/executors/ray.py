@@ -11,26 +11,30 @@ Read-only shared data (the index, the compiled rules) is put in the object store
 Input bytes travel with the batch unless `shared_paths` says every node sees the project at the
 same path; a unit that discovers it needs a file it was not sent fetches it from a `FileServer`
 actor pinned to the driver's node (or, with a Ray Client driver, comes back asking for it and is
-resent with it). Ray retries a task whose worker died (`max_retries`).
+resent with it). A batch whose worker or node died is sent again (up to `TASK_RETRIES` times),
+here rather than by Ray, so that the build can say in one line what was lost and what it cost;
+Ray's own account goes to its log under the cache folder (raysession.py).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ray
 
 from ..errors import StepFailed
-from ..projectfiles import FilePolicy, ProjectFiles
-from ..reads import SentFiles, read_for_worker
+from ..files.projectfiles import FilePolicy, ProjectFiles
+from ..files.reads import SentFiles, read_for_worker
 from . import Finished, WorkItem, run_item, worker_label
+from .raysession import RayLog, cluster_nodes, join, start_local, unreachable
 
 MIN_BATCH_UNITS = 16
 MIN_BATCH_BYTES = 256 * 1024
@@ -38,7 +42,14 @@ MAX_BATCH_UNITS = 512
 BATCHES_PER_WORKER = 4
 IN_FLIGHT_PER_WORKER = 2
 TASK_RETRIES = 3
-CONNECT_TIMEOUT = 10.0  # seconds to reach a cluster's address before giving up
+#: What a batch raises when the worker or node running it (or holding its result) was lost.
+LOST_WITH_A_WORKER = (
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.LocalRayletDiedError,
+    ray.exceptions.ObjectLostError,
+    ray.exceptions.OutOfMemoryError,
+)
 
 
 # Worker-process memo of the stage's shared data: object id → value. Ray would deserialize an
@@ -128,26 +139,25 @@ def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
     return batches
 
 
-def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Fail fast (exit 4) when nothing listens at a cluster address: `ray.init` would retry
-    for minutes. `auto` and addresses without a port are left to Ray."""
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as exc:
-        raise StepFailed(
-            f"the Ray cluster at {address} is unreachable: {exc.strerror or exc}",
-            key="executor.address",
-        ) from None
-
-
 def _code_roots() -> list[str]:
     """Folders of the engine's and the registered stages' packages (shipped to a cluster)."""
-    from ..registry import code_roots, registered_stages
+    from ..core.registry import code_roots, registered_stages
 
     return code_roots(registered_stages())
+
+
+@dataclass
+class Batch:
+    items: list[WorkItem]
+    attempts: int = 0  # times it was sent and lost with its worker
+
+
+@dataclass
+class Losses:
+    """What this executor lost to dead workers and nodes, and has not told yet."""
+
+    retried: Counter = field(default_factory=Counter)  # lost nodes (a tuple) → batches resent
+    told: set[str] = field(default_factory=set)  # dead nodes already told of
 
 
 class RayExecutor:
@@ -156,6 +166,7 @@ class RayExecutor:
     def __init__(
         self,
         root: str,
+        cache_dir: str,
         *,
         workers: int | None = None,
         address: str | None = None,
@@ -167,83 +178,121 @@ class RayExecutor:
         self.files = ProjectFiles(root, policy)
         self.log = log
         self.shared_paths = shared_paths
+        self.ray_log = RayLog(Path(cache_dir))
         address = address or os.environ.get("RAY_ADDRESS") or None
         started = time.perf_counter()
         if not ray.is_initialized():
             if address:
-                _check_reachable(address)
-                # A cluster may not have our code: ship the packages with the job.
-                try:
-                    ray.init(
-                        address=address,
-                        runtime_env={"py_modules": _code_roots()},
-                        log_to_driver=False,
-                        configure_logging=False,
-                    )
-                except (ConnectionError, RuntimeError, ValueError) as exc:
-                    raise StepFailed(
-                        f"cannot join the Ray cluster at {address}: {exc}", key="executor.address"
-                    ) from None
+                join(address, _code_roots(), self.ray_log)
             else:
                 parents = dict.fromkeys(str(Path(root).parent) for root in _code_roots())
                 path = os.pathsep.join([*parents, *[p for p in sys.path if p]])
-                # address="local": always a fresh Ray of our own, never a cluster that `ray start`
-                # happened to leave running on this machine.
-                ray.init(
-                    address="local",
-                    num_cpus=workers or os.cpu_count() or 1,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    configure_logging=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": path}},
-                )
+                start_local(workers or os.cpu_count() or 1, path, self.ray_log)
+        self.ray_log.route()
         self.startup_seconds = time.perf_counter() - started
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._remote = ray.remote(_run_batch).options(
-            max_retries=TASK_RETRIES, retry_exceptions=False
-        )
+        self._remote = ray.remote(_run_batch).options(max_retries=0, retry_exceptions=False)
         self._server = None if shared_paths else _start_file_server(root, log, policy)
+        self._losses = Losses(told={node.id for node in cluster_nodes() if not node.alive})
         if log is not None:
             log.info(
                 "ray.ready",
                 workers=self.workers,
                 address=address or "local",
                 seconds=round(self.startup_seconds, 2),
+                ray_log=str(self.ray_log.path),
             )
 
     def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
         shared_ref = ray.put(shared)
-        pending = plan_batches(items, self.workers)
+        pending = [Batch(items) for items in plan_batches(items, self.workers)]
         pending.reverse()
         limit = self.workers * IN_FLIGHT_PER_WORKER
-        in_flight: dict[Any, list[WorkItem]] = {}
+        in_flight: dict[Any, Batch] = {}
         disk = self.shared_paths
-        while pending or in_flight:
-            while pending and len(in_flight) < limit:
-                batch = pending.pop()
-                if not disk:
-                    batch = [self._preload(item) for item in batch]
-                ref = self._remote.remote(
-                    fn, [shared_ref], self.root, disk, batch, self._server, self.files.policy
-                )
-                if not disk:  # sent (serialized) already: a retry reads the files again
-                    for item in batch:
-                        item.files, item.signatures = {}, {}
-                in_flight[ref] = batch
-            done, _ = ray.wait(list(in_flight), num_returns=1)
-            for ref in done:
-                batch = in_flight.pop(ref)
-                by_id = {item.unit_id: item for item in batch}
-                retry = []
-                for finished in ray.get(ref):
-                    if finished.missing_file is not None:
-                        item = by_id[finished.unit_id]
-                        self._send(item, [finished.missing_file])
-                        retry.append(item)
-                    else:
-                        yield finished
-                if retry:
-                    pending.append(retry)
+        completed = False
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < limit:
+                    batch = pending.pop()
+                    if not disk:
+                        batch.items = [self._preload(item) for item in batch.items]
+                    ref = self._remote.remote(
+                        fn,
+                        [shared_ref],
+                        self.root,
+                        disk,
+                        batch.items,
+                        self._server,
+                        self.files.policy,
+                    )
+                    if not disk:  # sent (serialized) already: a resend reads the files again
+                        for item in batch.items:
+                            item.files, item.signatures = {}, {}
+                    in_flight[ref] = batch
+                done, _ = ray.wait(list(in_flight), num_returns=1)
+                for ref in done:
+                    batch = in_flight.pop(ref)
+                    try:
+                        results = ray.get(ref)
+                    except LOST_WITH_A_WORKER as lost:
+                        pending.append(self._lost(batch, lost))
+                        continue
+                    by_id = {item.unit_id: item for item in batch.items}
+                    retry = []
+                    for finished in results:
+                        if finished.missing_file is not None:
+                            item = by_id[finished.unit_id]
+                            self._send(item, [finished.missing_file])
+                            retry.append(item)
+                        else:
+                            yield finished
+                    if retry:
+                        pending.append(Batch(retry))
+            completed = True
+        finally:
+            self._tell_losses(look_for_dead=completed)
+
+    def _lost(self, batch: Batch, lost: Exception) -> Batch:
+        """The batch to send again after its worker (or node) died, counted against the nodes
+        found dead since the last report; StepFailed (exit 4) once it was lost TASK_RETRIES
+        times."""
+        self.ray_log.write(f"a batch of {len(batch.items)} units was lost: {lost}")
+        # The node the error names, else those the GCS found dead since the last report, else
+        # those whose raylet stopped answering (the GCS declares a node dead seconds after it
+        # is lost, and a worker killed with its node may fail its task first), else workers.
+        nodes = cluster_nodes()
+        named = [node.id for node in nodes if node.id in str(lost)]
+        dead = [node.id for node in nodes if not node.alive and node.id not in self._losses.told]
+        self._losses.retried[tuple(sorted(named or dead or unreachable(nodes)))] += 1
+        batch.attempts += 1
+        if batch.attempts > TASK_RETRIES:
+            self._tell_losses()
+            raise StepFailed(
+                f"Ray lost a batch of {len(batch.items)} units {batch.attempts} times "
+                f"(first unit {batch.items[0].unit_id}); Ray's log: {self.ray_log.path}"
+            )
+        return batch
+
+    def _tell_losses(self, look_for_dead: bool = False) -> None:
+        """One line per node lost (or for workers lost on live nodes) since the last time, with
+        the batches sent again, naming the file that holds Ray's own account. `look_for_dead`:
+        also the nodes the GCS found dead that cost no batch (asked only after work that
+        completed: a cluster that is gone would not answer)."""
+        losses = self._losses
+        if look_for_dead:
+            for node in cluster_nodes():
+                seen = any(node.id in nodes for nodes in losses.retried)
+                if not node.alive and node.id not in losses.told and not seen:
+                    losses.retried[(node.id,)] += 0
+        for nodes, batches in sorted(losses.retried.items()):
+            what = f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "workers"
+            message = f"{what} lost; {batches} batch{'' if batches == 1 else 'es'} retried"
+            self.ray_log.write(message)
+            if self.log is not None:
+                self.log.warning(message, ray_log=str(self.ray_log.path))
+            losses.told.update(nodes)
+        losses.retried.clear()
 
     def _preload(self, item: WorkItem) -> WorkItem:
         self._send(item, [relpath for relpath in item.want if relpath not in item.files])

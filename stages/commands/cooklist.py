@@ -7,12 +7,13 @@ import sys
 
 import click
 
-from orchestrator.runs import run_stages
-from orchestrator.switches import SwitchedCommand
+from orchestrator.shell.arguments import build_file_argument, split_build_file
+from orchestrator.shell.runs import run_stages
+from orchestrator.shell.switches import SwitchedCommand
 
 
 @click.command(cls=SwitchedCommand)
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def cooklist(build_file, fmt) -> None:
     """What is cooked and why; missing, ambiguous and never-cook references; cycles."""
@@ -28,25 +29,28 @@ def cooklist(build_file, fmt) -> None:
 
 
 @click.command(cls=SwitchedCommand)
-@click.argument("build_file", type=click.Path(dir_okay=False))
-@click.argument("asset")
-def why(build_file, asset) -> None:
+@click.argument("words", nargs=-1, required=True, metavar="[BUILD_FILE] ASSET")
+def why(words) -> None:
     """The chain from a root to ASSET (GUID, virtual path or path; for Cocos an id, a
-    compressed id or a db:// URL), or why it is not cooked."""
-    from stages.cooklist.explain import namer, why_text
+    compressed id or a db:// URL), or why it is not cooked. Exit 2, with the closest names,
+    when the project has no such asset and nothing references it."""
+    from stages.cooklist.explain import namer, unknown_asset, why_text
     from stages.cooklist.explain import why as why_answers
 
+    build_file, asset = split_build_file(words, "ASSET")
     build, result = run_stages(build_file, ["dependency"])
     canonical = getattr(result.outputs["index"], "canonical", None)  # a Cocos compressed uuid
     asset = canonical(asset) if canonical is not None else asset
     assets = result.outputs["assets"].as_dict()
     shown = namer(assets)
     answers = why_answers(assets, result.outputs["cooklist"], asset, build.section("cook"), shown)
+    if not any(answer.known for answer in answers):
+        raise unknown_asset(assets, asset, shown)
     click.echo(why_text(answers, shown), nl=False)
 
 
 @click.command(cls=SwitchedCommand)
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--format", "fmt", type=click.Choice(["dot", "json"]), default="dot")
 @click.option("--cooked-only", is_flag=True, help="Only assets in the cook list.")
 def graph(build_file, fmt, cooked_only) -> None:

@@ -16,8 +16,8 @@ import click
 @click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
 def report(output, open_page) -> None:
     """Render the build report (OUTPUT/reports/index.html) again from OUTPUT's files."""
-    from orchestrator.lock import OutputLock
-    from orchestrator.runrecord import RECORD, read_record, render_reports
+    from orchestrator.files.lock import OutputLock
+    from orchestrator.shell.runrecord import RECORD, read_record, render_reports
     from stages.reports.outputs import NotABuildOutput, read_manifest
 
     folder = Path(output)
@@ -28,10 +28,10 @@ def report(output, open_page) -> None:
         raise NotABuildOutput("not a folder", file=str(folder))
     with OutputLock(folder):
         written = render_reports(folder, record)
-    for path in written:
+    for path in written.pages:
         click.echo(f"report: {path}")
-    if open_page and written:
-        page = Path(written[0]).resolve()
+    if open_page and written.pages:
+        page = Path(written.pages[0]).resolve()
         if not webbrowser.open(page.as_uri()):
             click.echo(f"no browser could be started; open {page} by hand", err=True)
 

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import click
 
-from orchestrator.runs import run_stages
-from orchestrator.switches import SwitchedCommand
+from orchestrator.shell.arguments import build_file_argument
+from orchestrator.shell.runs import run_stages
+from orchestrator.shell.switches import SwitchedCommand
 
 # `collect` as `validate` runs it after a project file did not parse: going on without it.
 GO_ON_WITHOUT_BROKEN_FILES = {"collect": {"skip_broken": True}}
 
 
 @click.command(cls=SwitchedCommand)
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text")
 @click.option(
     "--output",

@@ -8,9 +8,11 @@ The data (`why`'s answers, `CookList.to_json`, the graph) keep ids, which machin
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import NamedTuple
 
+from orchestrator.errors import OrchestrateError
 from stages.sources.base import LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
 
 from .closure import chain_text
@@ -68,11 +70,49 @@ def _ids(asset_id: str) -> str:
 # -- why -------------------------------------------------------------------------------------
 
 
+#: How many names `orchestrate why` suggests for a name the project does not have.
+CLOSEST_SHOWN = 5
+
+
 class WhyAnswer(NamedTuple):
     id: str
     cooked: bool
     chain: tuple[str, ...]  # root first, the asset last (empty when not cooked)
     reason: str
+    known: bool = True  # the project has the asset, or references it (a missing reference)
+
+
+class UnknownAsset(OrchestrateError):
+    """A name given to `orchestrate why` that is no asset of the project and nothing references:
+    bad input (exit 2), with the closest names it has."""
+
+    exit_code = 2
+
+
+def unknown_asset(assets: dict[str, Asset], name: str, shown: Callable[[str], str]) -> UnknownAsset:
+    """The error for a name nothing in the project answers to, naming the closest it has."""
+    closest = closest_assets(assets, name)
+    hint = "; closest: " + " | ".join(map(shown, closest)) if closest else "; nothing close"
+    return UnknownAsset(
+        f"no asset {name.strip()!r} in the project (no GUID, virtual path or path is that "
+        f"name, and nothing references it){hint}"
+    )
+
+
+def closest_assets(assets: dict[str, Asset], name: str, count: int = CLOSEST_SHOWN) -> list[str]:
+    """Ids of the assets whose id, virtual path, folder or file is most like `name`, ignoring
+    case: those that contain it first (shortest first), then by difflib's similarity."""
+    wanted = name.strip().replace("\\", "/").strip("/").casefold()
+    owner: dict[str, str] = {}
+    for asset in assets.values():
+        for text in (asset.id, *asset.virtual_paths, *asset.folders, *asset.files):
+            owner.setdefault(text.casefold(), asset.id)
+    containing = sorted((t for t in owner if wanted and wanted in t), key=lambda t: (len(t), t))
+    similar = difflib.get_close_matches(wanted, list(owner), n=count * 4, cutoff=0.5)
+    found: dict[str, None] = {}
+    for text in [*containing, *similar]:
+        found.setdefault(owner[text], None)
+    return list(found)[:count]
 
 
 def why(
@@ -99,7 +139,12 @@ def why(
             )
         else:
             reason = _not_cooked_reason(assets, cooklist, asset_id, cook, shown)
-            answers.append(WhyAnswer(asset_id, False, (), reason))
+            known = (
+                asset_id in assets
+                or asset_id in cooklist.missing
+                or asset_id in cooklist.never_cook_refs
+            )
+            answers.append(WhyAnswer(asset_id, False, (), reason, known))
     return answers
 
 

@@ -16,9 +16,9 @@ import orjson
 
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
+from orchestrator.files.outputs import OutputFolder as SafeOutputFolder
+from orchestrator.files.outputs import remove_published
 from orchestrator.hashing import digest_bytes, digest_file
-from orchestrator.outputs import OutputFolder as SafeOutputFolder
-from orchestrator.outputs import remove_published
 
 from .manifests import LINK_XML, MANIFEST, STAGING, named_bundle_files
 

@@ -32,9 +32,10 @@ from markupsafe import Markup
 
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
+from orchestrator.files.outputs import OutputFolder
 from orchestrator.hashing import digest_bytes, digest_file
-from orchestrator.outputs import OutputFolder
-from orchestrator.runrecord import PREVIOUS, read_record
+from orchestrator.shell.runrecord import PREVIOUS, read_record
+from orchestrator.typing import ReportFiles
 from stages.publishing.manifests import LINK_XML, MANIFEST, bundle_file_changes
 
 from .charts import human_bytes, timeline_svg, treemap_svg
@@ -350,9 +351,9 @@ def page_html(output_dir: Path, record: dict | None, part: ContentPart, changes:
     )
 
 
-def render(output_dir: Path, record: dict | None) -> list[Path]:
-    """Write `reports/index.html` for the output folder; the files it keeps there (the page,
-    its content cache and the build summaries it compares), so `clean` knows them."""
+def render(output_dir: Path, record: dict | None) -> ReportFiles:
+    """Write `reports/index.html` for the output folder: the page, and the files it keeps beside
+    it (its content cache and the build summaries it compares), so `clean` knows them."""
     output_dir = Path(output_dir)
     digests = file_digests(output_dir)
     key = content_key(digests)
@@ -372,7 +373,10 @@ def render(output_dir: Path, record: dict | None) -> list[Path]:
     folder = OutputFolder(output_dir)
     atomic_write(folder, PAGE, page_html(output_dir, record, part, changes).encode("utf-8"))
     kept = (CONTENT_CACHE, TOC_CACHE, STATE, PREVIOUS_STATE, MANIFEST_SNAPSHOT)
-    return [folder.path(name) for name in (PAGE, *kept) if folder.lstat(name) is not None]
+    return ReportFiles(
+        pages=(folder.path(PAGE),),
+        kept=tuple(folder.path(name) for name in kept if folder.lstat(name) is not None),
+    )
 
 
 def _patched(

@@ -14,7 +14,7 @@ from lxml import etree
 
 from orchestrator.cache import atomic_write
 from orchestrator.errors import ProjectError
-from orchestrator.outputs import OutputFolder
+from orchestrator.files.outputs import OutputFolder
 from stages.bundlefile.format import BundleFormatError, BundleReader, TocEntry
 from stages.publishing.manifests import LINK_XML, MANIFEST, STAGING
 

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 from lxml import etree
 
 from orchestrator.codec import record
+from orchestrator.files.reads import Reader, to_posix
 from orchestrator.memory import paused_gc
-from orchestrator.reads import Reader, to_posix
 
 from . import registry
 from .conditions import Verdict, check, lines_of

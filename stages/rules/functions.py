@@ -22,7 +22,7 @@ from typing import Any
 
 from lxml import etree
 
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 
 from .paths import DocumentError, node_text, parse_xml
 
@@ -173,7 +173,7 @@ class EvalContext:
 
     root: str  # absolute project root, `/`
     view: IndexView
-    reader: Any  # orchestrator.reads.Reader (records every read)
+    reader: Any  # orchestrator.files.reads.Reader (records every read)
     timeout: float = 0.0
 
     def relpath(self, path: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from lxml import etree
 
+from .lines import line_of
 from .regex import Regex, compile_regex
 
 
@@ -362,7 +363,7 @@ def node_text(element: etree._Element) -> str:
 
 def element_label(element: etree._Element) -> str:
     """How an element is shown and compared: "<Tag> line N"."""
-    return f"<{localname(element)}> line {element.sourceline}"
+    return f"<{localname(element)}> line {line_of(element)}"
 
 
 def _children(element: etree._Element, test: TagTest):

@@ -23,6 +23,7 @@ from importlib.metadata import entry_points
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from . import paths, xmleval
+from .lines import DocumentLines
 
 CHECK_GROUP = "orchestrate.checks"
 LANGUAGE_GROUP = "orchestrate.path_languages"
@@ -109,10 +110,12 @@ class PathLanguage(Protocol):
 
 
 class XmlDocument(NamedTuple):
-    """A parsed XML file and the selections rules already made in it (shared between rules)."""
+    """A parsed XML file, the selections rules already made in it (shared between rules), and
+    its elements' lines (lines.py: kept with the tree, they are read past line 65,535 too)."""
 
     root: Any
     memo: dict
+    lines: DocumentLines | None = None
 
 
 class XmlLanguage:
@@ -122,7 +125,8 @@ class XmlLanguage:
     suffixes: tuple[str, ...] = ()
 
     def parse(self, data: bytes, relpath: str) -> XmlDocument:
-        return XmlDocument(paths.parse_xml(data, relpath), {})
+        root = paths.parse_xml(data, relpath)
+        return XmlDocument(root, {}, DocumentLines(root, data))
 
     def compile(self, expr: str) -> Any:
         return paths.compile_xml_path(expr)

@@ -7,6 +7,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -19,6 +20,7 @@ FORMATS = ("json", "junit", "text")
 
 
 JUNIT_DETAIL_MAX = 10_000  # checked pairs past which JUnit reports passes per rule
+WORST_RULES_SHOWN = 3  # rules named in the reason a build failed its gate
 
 
 def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
@@ -171,7 +173,36 @@ def gate_reason(document: dict, fail_on: str) -> str | None:
     broken = document.get("rule_errors", []) if threshold <= SEVERITY_RANK["error"] else []
     if not (gating or broken):
         return None
-    return f"{len(gating)} rule failure(s) and {len(broken)} broken rule(s) at or above '{fail_on}'"
+    reason = (
+        f"{len(gating)} rule failure(s) and {len(broken)} broken rule(s) at or above '{fail_on}'"
+    )
+    worst = worst_rules(gating)
+    if not worst:
+        return reason
+    shown = ", ".join(f"{w.rule} ({w.failures} {w.severity})" for w in worst[:WORST_RULES_SHOWN])
+    more = len(worst) - WORST_RULES_SHOWN
+    return f"{reason}; worst rules: {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+class RuleFailures(NamedTuple):
+    rule: str
+    severity: str
+    failures: int
+
+
+def worst_rules(failures: list[dict]) -> list[RuleFailures]:
+    """Each failing rule with its failures, most severe first, then most failures, then in rule
+    order (the order of `failures`)."""
+    counts: dict[str, int] = {}
+    severity: dict[str, str] = {}
+    for failure in failures:
+        counts[failure["rule"]] = counts.get(failure["rule"], 0) + 1
+        severity[failure["rule"]] = failure.get("severity", "error")
+    order = {rule: i for i, rule in enumerate(counts)}
+    return sorted(
+        (RuleFailures(rule, severity[rule], n) for rule, n in counts.items()),
+        key=lambda w: (-SEVERITY_RANK.get(w.severity, 3), -w.failures, order[w.rule]),
+    )
 
 
 def summary_line(document: dict) -> str:

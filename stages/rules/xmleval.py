@@ -20,6 +20,7 @@ from typing import Any
 
 from lxml import etree
 
+from .lines import lines_of
 from .paths import (
     AND,
     ATTR_RECORDS,
@@ -112,7 +113,7 @@ class Column:
         if lines is None:
             like = self._like
             elements = self.elements or ()
-            lines = like.lines if like is not None else [e.sourceline for e in elements]
+            lines = like.lines if like is not None else lines_of(elements)
             self._lines = lines
         return lines
 
@@ -206,14 +207,15 @@ class NodeSet:
         key = ("@", name)
         column = self.columns.get(key)
         if column is None:
-            texts, lines, owners = [], [], []
+            texts, owners = [], []
             for i, node in enumerate(self.nodes):
                 value = get_attribute(node, name)
                 if value is not None:
                     texts.append(value)
-                    lines.append(node.sourceline)
                     owners.append(i)
-            column = self.columns[key] = Column(texts, lines, owners, len(self.nodes))
+            nodes = self.nodes
+            lines = lines_of([nodes[i] for i in owners])
+            column = self.columns[key] = Column(texts, lines, owners, len(nodes))
         return column
 
     def _child_column(self, steps: tuple[str, ...]) -> Column:

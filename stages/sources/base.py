@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from orchestrator.codec import record
+from orchestrator.files.outputs import control_character
+from orchestrator.files.reads import Reader
 from orchestrator.hashing import fast_pickle
-from orchestrator.outputs import control_character
-from orchestrator.reads import Reader
 from orchestrator.typing import FileEntry
 from orchestrator.typing import Problem as Problem  # what a source reports it noticed
 

@@ -9,7 +9,8 @@ What a custom function returns is made plain data in the worker (`to_plain`): su
 built-in types become the built-in type (a NamedTuple a tuple), any other object its `str()`.
 
 An extracted element (`{dom}`) crosses as a copy of its subtree — tag, attributes, text, children
-and each one's line — so its parent and siblings stay behind. An element a function returns that
+and each one's line (its true line, past 65,535 too: ../lines.py) — so its parent and siblings
+stay behind. An element a function returns that
 it was given comes back as the original element (its identity and line kept); another comes back as
 a new copy with the lines it had in the worker.
 """
@@ -23,6 +24,8 @@ from typing import Any
 
 from lxml import etree
 
+from ..lines import LARGEST_STORED_LINE, lines_of
+
 PROTOCOL = 5
 #: A reply larger than this is refused (a worker cannot make the validating process allocate more).
 MAX_REPLY_BYTES = 1 << 29
@@ -31,11 +34,9 @@ MAX_DEPTH = 200
 
 def element_copy(element: Any) -> tuple[bytes, list]:
     """The XML of an element's subtree and the line of each of its nodes, in document order."""
-    return etree.tostring(element, with_tail=False), [node.sourceline for node in element.iter()]
+    return etree.tostring(element, with_tail=False), lines_of(list(element.iter()))
 
 
-#: lxml keeps a line a program sets in 16 bits, and reads this value as "look elsewhere".
-LARGEST_STORED_LINE = 65534
 _STORED_LINE = etree._Element.sourceline  # lxml's own descriptor: the line on the C node
 
 
@@ -44,8 +45,9 @@ class _TrueLine:
 
     lxml refuses to set a line past 16 bits (`OverflowError`), though its parser reports larger
     ones: a line up to LARGEST_STORED_LINE is set on the node, a larger one is kept on the node's
-    Python object (`true_line`). `element_from` keeps every such object of a copy alive as long
-    as any of them is (each holds the list of all), so none is freed with its line."""
+    Python object (`true_line`). `element_from` keeps every node's object of such a copy alive
+    as long as any of them is (each holds the list of all): whichever node custom code holds,
+    every node it reaches is the object that has its line."""
 
     __slots__ = ()
 
@@ -97,16 +99,17 @@ def element_from(xml: bytes, lines: list) -> Any:
     lines = [line if type(line) is int and line >= 0 else None for line in lines]
     large_lines = any(line is not None and line > LARGEST_STORED_LINE for line in lines)
     element = etree.fromstring(xml, _parser(large_lines))
-    kept: list[Any] = []
-    for node, line in zip(element.iter(), lines):
+    nodes = list(element.iter())
+    for node, line in zip(nodes, lines):
         if line is None:
             continue
         if line <= LARGEST_STORED_LINE:
             _STORED_LINE.__set__(node, line)
         else:
             node.sourceline = line
-            node.kept_with = kept
-            kept.append(node)
+    if large_lines:
+        for node in nodes:
+            node.kept_with = nodes
     return element
 
 

@@ -124,7 +124,7 @@ class WorkerState:
         return ("ok", names)
 
     def _call(self, code_key: str, view_key: str, name: str, role: str, kwargs: dict) -> tuple:
-        from orchestrator.reads import Reader
+        from orchestrator.files.reads import Reader
 
         from ..functions import reading_for
 

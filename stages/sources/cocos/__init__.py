@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from orchestrator.reads import Reader, to_posix
+from orchestrator.files.reads import Reader, to_posix
 from orchestrator.typing import FileEntry
 
 from ..base import SourceResult

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from orchestrator.codec import record
-from orchestrator.outputs import control_character
+from orchestrator.files.outputs import control_character
 
 from .uuids import is_uuid
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import orjson
 
 from orchestrator.codec import record
-from orchestrator.reads import Reader
+from orchestrator.files.reads import Reader
 
 from .meta import MetaFile, parse_meta
 from .types import PAGE_EXTENSIONS, SPINE_ATLAS_EXTENSION, extension, is_serialized

@@ -22,9 +22,10 @@ import blake3
 from lxml import etree
 
 from orchestrator.codec import record
+from orchestrator.files.reads import Reader, to_posix
 from orchestrator.hashing import digest_bytes, digest_value
 from orchestrator.memory import paused_gc
-from orchestrator.reads import Reader, to_posix
+from stages.rules.lines import DocumentLines
 from stages.sources import raise_on_fatal
 from stages.sources.base import (
     HARD,
@@ -272,6 +273,7 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
         )
         return RepositoryPart(path, (), (fatal,))
     assert root is not None  # parsed, since there was no problem
+    lines = DocumentLines(root, data)  # an item's line past 65,535 too, when a problem names it
     items, problems = [], []
     for item in root.iterfind("Items/Item"):
         fields: dict[str, str] = {}
@@ -295,7 +297,7 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
                     "item_without_guid",
                     path,
                     f"Item without a GUID (Name {fields.get('Name', '')!r}) ignored",
-                    line=item.sourceline,
+                    line=lines.line(item),
                 )
             )
             continue
@@ -303,12 +305,12 @@ def parse_repository(path: str, data: bytes) -> RepositoryPart:
             (
                 found
                 for key in ("GUID", "Package", "Name", "Type")
-                if (found := unsafe_name(f"Item {key}", fields.get(key, ""), path, item.sourceline))
+                if (found := unsafe_name(f"Item {key}", fields.get(key, ""), path))
             ),
             None,
         )
         if unsafe is not None:  # left out (with collect.skip_broken; else the build stops)
-            problems.append(unsafe)
+            problems.append(dataclasses.replace(unsafe, line=lines.line(item)))
             continue
         items.append(
             RepositoryItem(

@@ -17,7 +17,7 @@ import posixpath
 from typing import Any, NamedTuple
 
 from orchestrator.codec import record
-from orchestrator.reads import Reader, to_posix
+from orchestrator.files.reads import Reader, to_posix
 from stages.sources.base import (
     HARD,
     RESOURCE,

@@ -19,9 +19,9 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..typing import Section
 from .graph import GraphError, Stage
-from .typing import Section
 
 STAGES_GROUP = "orchestrate.stages"
 SECTIONS_GROUP = "orchestrate.sections"

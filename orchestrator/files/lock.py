@@ -14,9 +14,9 @@ import os
 import time
 from pathlib import Path
 
-from .cache import TEMP_PREFIX
-from .cache.confined import ConfinedFolder
-from .errors import OutputLocked
+from ..cache import TEMP_PREFIX
+from ..errors import OutputLocked
+from .confined import ConfinedFolder
 from .outputs import LOCK, OutputFolder
 
 CACHE_LOCK = "lock"

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .cache.state import ScopeState
+from ..cache.state import ScopeState
+from ..typing import Plan, StageChanges, Unit
 from .context import Context
 from .graph import Stage
 from .observe import Progress
 from .outcomes import StageReport
 from .rebuild import Done, Pending, Producer, Rebuilder, key_parts
 from .staleness import Staleness
-from .typing import Plan, StageChanges, Unit
 from .values import Results
 
 

@@ -26,11 +26,11 @@ from pydantic import (
     model_validator,
 )
 
-from .cache.signing import EntryKey
-from .errors import ConfigError
-from .projectfiles import FilePolicy
-from .typing import Section
-from .yamlfile import read_yaml
+from ..cache.signing import EntryKey
+from ..errors import ConfigError
+from ..files.projectfiles import FilePolicy
+from ..typing import Section
+from ..yamlfile import read_yaml
 
 ENGINE_KEYS = ("project", "output", "cache", "executor")
 PATH_KEYS = ("project", "output", "cache")  # not part of any stage's slice: paths are not content

@@ -23,8 +23,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..hashing import digest_bytes
 from .filetable import COLUMNS, DIGEST_SIZE, NO_DIGEST, UNKNOWN, FileTable, Signature, signature_of
-from .hashing import digest_bytes
 from .listing import Entry, Listing, list_folder
 from .projectfiles import ProjectFiles, Refusal
 from .statpass import GONE, check_signatures

@@ -14,19 +14,19 @@ import sys
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from . import __version__
-from .cache import ActionEntry, Cache
-from .codec import CodecError, dumps, loads
+from .. import __version__
+from ..cache import ActionEntry, Cache
+from ..codec import CodecError, dumps, loads
+from ..errors import CacheCorrupt, InternalError, OrchestrateError
+from ..executors import LazyBlobs, WorkItem, run_item
+from ..executors.pool import ExecutorPool
+from ..files.projectfiles import ProjectFiles
+from ..hashing import canonical_json, digest_bytes, digest_value
+from ..typing import Parts, StoredParts, Unit
 from .context import Context
-from .errors import CacheCorrupt, InternalError, OrchestrateError
-from .executors import LazyBlobs, WorkItem, run_item
-from .executors.pool import ExecutorPool
 from .graph import Stage
-from .hashing import canonical_json, digest_bytes, digest_value
 from .observe import Progress, outcome_line
 from .outcomes import StageReport, UnitOutcome
-from .projectfiles import ProjectFiles
-from .typing import Parts, StoredParts, Unit
 
 #: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
 #: each, 100,000 of them) are reloaded from the store only if `finish` asks for them.

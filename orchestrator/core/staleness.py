@@ -14,11 +14,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cache.state import ScopeState
+from ..cache.state import ScopeState
+from ..hashing import digest_value
+from ..keyed import Changes
+from ..typing import PROJECT, StageSpec
 from .context import Context
-from .hashing import digest_value
-from .keyed import Changes
-from .typing import PROJECT, StageSpec
 
 ADDED, REMOVED, MODIFIED = "added", "removed", "modified"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError, OrchestrateError
-from .typing import PROJECT, StageSpec
+from ..errors import ConfigError, OrchestrateError
+from ..typing import PROJECT, StageSpec
 
 
 class GraphError(OrchestrateError):

@@ -25,10 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .cache import atomic_write
-from .errors import OrchestrateError
-from .outcomes import StageReport, UnitOutcome
-from .typing import Problem
+from ..cache import atomic_write
+from ..core.outcomes import StageReport, UnitOutcome
+from ..errors import OrchestrateError
+from ..typing import Problem, ReportFiles
 
 SCHEMA = 1
 RECORD = "reports/run.json"
@@ -226,7 +226,7 @@ def read_record(path: Path) -> dict | None:
 
 def previous_record(output_dir: Path) -> dict | None:
     """The record the last run left in the output folder (the one this run replaces)."""
-    from .outputs import OutputFolder
+    from ..files.outputs import OutputFolder
 
     try:
         return _as_record(OutputFolder(output_dir).read(RECORD))  # no link followed
@@ -244,7 +244,7 @@ def _as_record(data: bytes | None) -> dict | None:
 
 def write_record(output_dir: Path, record: dict) -> Path:
     """Keep the last run's record as `run.previous.json`, then write this one (atomically)."""
-    from .outputs import OutputFolder
+    from ..files.outputs import OutputFolder
 
     folder = OutputFolder(output_dir)
     if folder.lstat(RECORD) is not None:
@@ -256,14 +256,16 @@ def write_record(output_dir: Path, record: dict) -> Path:
     return folder.path(RECORD)
 
 
-def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> list[Path]:
+def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> ReportFiles:
     """Call every registered renderer; a renderer that fails is logged and does not change the
     build's exit code (the outputs are published; only a view of them is missing), unless the
-    disk or the quota is full: that fails the build as it would anywhere else (exit 4)."""
-    from .memory import relaxed_gc
-    from .registry import registered_reports
+    disk or the quota is full: that fails the build as it would anywhere else (exit 4). Returns
+    the pages and the kept files of all of them."""
+    from ..core.registry import registered_reports
+    from ..memory import relaxed_gc
 
-    written: list[Path] = []
+    pages: list[Path] = []
+    kept: list[Path] = []
     for name, entry in sorted(registered_reports().items()):
         began = time.perf_counter()
         try:
@@ -279,16 +281,19 @@ def render_reports(output_dir: Path, record: dict | None, log: Any = None) -> li
                 raise  # a full disk or quota fails the build (exit 4), as for any other file
             log.error("report.failed", report=name, error=f"{type(exc).__name__}: {exc}")
             continue
-        written.extend(Path(f) for f in files or ())
-        _listed(output_dir, [Path(f) for f in files or ()])
+        if not isinstance(files, ReportFiles):
+            files = ReportFiles(pages=tuple(files or ()))
+        pages.extend(Path(f) for f in files.pages)
+        kept.extend(Path(f) for f in files.kept)
+        _listed(output_dir, [Path(f) for f in (*files.pages, *files.kept)])
         if log is not None:
             log.debug("report.done", report=name, seconds=round(time.perf_counter() - began, 3))
-    return written
+    return ReportFiles(tuple(pages), tuple(kept))
 
 
 def _listed(output_dir: Path, paths: list[Path]) -> None:
     """Note report files in the output folder's ledger, so `clean` removes them too."""
-    from .outputs import Ledger, OutputFolder
+    from ..files.outputs import Ledger, OutputFolder
 
     folder = OutputFolder(output_dir)
     ledger = Ledger(folder)

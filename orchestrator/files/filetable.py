@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import orjson
 
+from ..typing import FileEntry
 from .projectfiles import FilePolicy, Refusal
-from .typing import FileEntry
 
 DIGEST_SIZE = 32
 NO_DIGEST = bytes(DIGEST_SIZE)

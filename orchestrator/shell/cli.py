@@ -16,8 +16,9 @@ from typing import NoReturn
 
 import click
 
-from . import __version__
-from .errors import ConfigError, OrchestrateError
+from .. import __version__
+from ..errors import ConfigError, OrchestrateError
+from .arguments import build_file_argument
 from .runs import load
 from .switches import SwitchedCommand
 
@@ -107,14 +108,14 @@ class PluginGroup(click.Group):
     imported only when it is invoked or help lists it."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from .registry import registered_commands
+        from ..core.registry import registered_commands
 
         return sorted(set(super().list_commands(ctx)) | set(registered_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         command = super().get_command(ctx, name)
         if command is None:
-            from .registry import registered_commands
+            from ..core.registry import registered_commands
 
             entry = registered_commands().get(name)
             command = entry.load() if entry is not None else None
@@ -129,7 +130,7 @@ def cli() -> None:
 
 # -- run -------------------------------------------------------------------------------------
 @cli.command(cls=SwitchedCommand)
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option(
     "--executor",
     type=click.Choice(["auto", "local", "ray"]),
@@ -199,10 +200,10 @@ def cache() -> None:
 
 
 @cache.command("stats")
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 def cache_stats(build_file) -> None:
     """Entries and bytes per area of the cache."""
-    from .cache import Cache
+    from ..cache import Cache
 
     build = load(build_file)
     stats = Cache(build.cache_dir).stats()
@@ -212,14 +213,14 @@ def cache_stats(build_file) -> None:
 
 
 @cache.command("gc")
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--max-size", default="10G", help="Bound the cache to this size (e.g. 500M, 10G).")
 @click.option("--max-age", default=30.0, type=float, help="Drop entries unused for this many days.")
 @click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
 def cache_gc(build_file, max_size, max_age, wait) -> None:
     """Drop old entries, then least recently used ones until the cache fits."""
-    from .cache import Cache
-    from .lock import CacheLock
+    from ..cache import Cache
+    from ..files.lock import CacheLock
 
     build = load(build_file)
     limit = _parse_size(max_size)
@@ -245,12 +246,12 @@ def _parse_size(text: str) -> int:
 
 
 @cache.command("clear")
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 @click.option("--wait", default=0.0, type=float, help="Wait this many seconds for running builds.")
 def cache_clear(build_file, wait) -> None:
     """Delete the whole cache folder."""
-    from .cache import Cache
-    from .lock import CacheLock
+    from ..cache import Cache
+    from ..files.lock import CacheLock
 
     build = load(build_file)
     with CacheLock(build.cache_dir, exclusive=True, wait=wait):
@@ -259,11 +260,11 @@ def cache_clear(build_file, wait) -> None:
 
 
 @cli.command()
-@click.argument("build_file", type=click.Path(dir_okay=False))
+@build_file_argument()
 def clean(build_file) -> None:
     """Delete what builds published into the output folder (the cache is kept)."""
-    from .lock import OutputLock
-    from .outputs import LEDGER, clean_output
+    from ..files.lock import OutputLock
+    from ..files.outputs import LEDGER, clean_output
 
     build = load(build_file)
     if not build.output_dir.exists():
@@ -288,8 +289,8 @@ def clean(build_file) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def list_stages(fmt) -> None:
     """The registered stages in graph order: version, inputs, outputs, build-file keys."""
-    from .graph import order
-    from .registry import registered_stages
+    from ..core.graph import order
+    from ..core.registry import registered_stages
 
     stages = order(list(registered_stages()))
     if fmt == "json":

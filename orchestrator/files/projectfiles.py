@@ -22,7 +22,7 @@ import os
 import stat
 from typing import NamedTuple
 
-from .errors import ProjectError
+from ..errors import ProjectError
 
 LINK_OUTSIDE = "link_outside"
 SPECIAL_FILE = "special_file"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .cache.state import WHOLE, ScopeState
-from .keyed import Keyed, KeyedPatch
-from .typing import Plan
+from ..cache.state import WHOLE, ScopeState
+from ..keyed import Keyed, KeyedPatch
+from ..typing import Plan
 
 UNCHANGED = object()
 """What `finish` may return for an output that is exactly as the last run stored it."""

@@ -14,15 +14,14 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
 
-from .config import Build, load_build
-from .errors import OrchestrateError
-from .graph import Stage
-from .typing import Problem
+from ..core.config import Build, load_build
+from ..core.graph import Stage
+from ..errors import OrchestrateError
+from ..typing import Problem, ReportFiles
 
 
 @dataclass
@@ -54,7 +53,7 @@ def log_switches(build: Build, log: Any) -> None:
 
 
 def logger(log_format: str = "console", verbose: bool = False) -> Any:
-    from .observe import setup_logging
+    from ..core.observe import setup_logging
 
     return setup_logging(log_format, verbose)
 
@@ -116,9 +115,9 @@ def run_command(
 ) -> int:
     """Run a build, record it, render its reports and print its summary; returns the exit code
     (0 or 1; errors are raised, after the record of the run is written)."""
-    from .lock import OutputLock
-    from .observe import interactive, problem_lines, summary_table, write_profile
-    from .scheduler import RunOptions, run_build
+    from ..core.observe import interactive, problem_lines, summary_table, write_profile
+    from ..core.scheduler import RunOptions, run_build
+    from ..files.lock import OutputLock
 
     log = logger(log_format, verbose)
     build = load(build_file, executor)
@@ -164,7 +163,7 @@ def run_command(
         lines = [*lines, *problem_lines(problems)]
         for line in [*lines, f"reports: {reports}"] if reports.exists() else lines:
             click.echo(line)
-        for path in written:
+        for path in written.pages:  # the caches beside them are the renderers' business
             click.echo(f"report: {path}")
         if result.ray_startup is not None:
             click.echo(f"ray startup: {result.ray_startup:.2f} s (not counted above)")
@@ -174,8 +173,8 @@ def run_command(
         reasons=verdict.reasons,
         seconds=round(time.time() - t0, 3),
     )
-    for reason in verdict.reasons:
-        click.echo(f"build failed: {reason}", err=True)
+    for reason in verdict.reasons:  # exit 1: the outputs are there, the gates said no
+        click.echo(f"built and published, but failed a gate: {reason}", err=True)
     return verdict.exit_code
 
 
@@ -188,7 +187,7 @@ def record_run(
     result: Any,
     log: Any,
     problems: list[Problem] | None = None,
-) -> list[Path]:
+) -> ReportFiles:
     """Write the run record (reports/run.json) and call the registered report renderers; the
     files they wrote. `result` is None when the run stopped on an error (and `problems` then
     unknown)."""
@@ -209,16 +208,17 @@ def record_run(
     return render_reports(build.output_dir, record, log)
 
 
-def prune_stale(build: Build, published: set[str], reports: list[Path], log: Any) -> None:
+def prune_stale(build: Build, published: set[str], reports: ReportFiles, log: Any) -> None:
     """Remove from the output folder what earlier builds published and this complete run did
     not (its stages' files, found right or written; its record and reports), from the ledger:
     a bundle a lost or truncated manifest no longer names is found there too."""
-    from .outputs import OutputFolder, prune_output
+    from ..files.outputs import OutputFolder, prune_output
     from .runrecord import PREVIOUS, RECORD
 
     folder = OutputFolder(build.output_dir)
     kept = set(published) | {RECORD, PREVIOUS}
-    kept.update(relpath for path in reports if (relpath := folder.relative(path)) is not None)
+    written = (*reports.pages, *reports.kept)
+    kept.update(relpath for path in written if (relpath := folder.relative(path)) is not None)
     removed = prune_output(folder, kept)
     if removed:
         log.info("outputs.pruned", removed=len(removed), files=removed[:20])
@@ -252,8 +252,8 @@ def run_stages(
 
     `overrides` (section → keys) are merged over the build file, as the command's own settings.
     """
-    from .lock import OutputLock
-    from .scheduler import RunOptions, run_build
+    from ..core.scheduler import RunOptions, run_build
+    from ..files.lock import OutputLock
 
     log = logger(log_format)
     build = load(build_file, executor, overrides)

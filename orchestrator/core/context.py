@@ -8,16 +8,16 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .cache import atomic_write
-from .cache.state import ScopeState
+from ..cache import atomic_write
+from ..cache.state import ScopeState
+from ..files.filetable import FileTable, signature_of
+from ..files.outputs import Ledger, OutputFolder
+from ..files.projectfiles import ProjectFiles, Refusal
+from ..files.reads import to_posix
+from ..hashing import digest_bytes, digest_file
+from ..typing import FileEntry
 from .config import Build
-from .filetable import FileTable, signature_of
-from .hashing import digest_bytes, digest_file
 from .outcomes import StageReport
-from .outputs import Ledger, OutputFolder
-from .projectfiles import ProjectFiles, Refusal
-from .reads import to_posix
-from .typing import FileEntry
 
 
 class Context:

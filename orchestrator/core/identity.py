@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from .hashing import digest_bytes
+from ..hashing import digest_bytes
 
 CODE_SUFFIXES = (".py", ".yaml")
 

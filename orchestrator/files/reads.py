@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-from .errors import MissingInput
-from .hashing import digest_bytes
+from ..errors import MissingInput
+from ..hashing import digest_bytes
 from .projectfiles import FilePolicy, ProjectFiles
 
 

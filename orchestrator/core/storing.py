@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from .cache.state import WHOLE, ScopeState
+from ..cache.state import WHOLE, ScopeState
+from ..keyed import Keyed, KeyedPatch
+from ..typing import PROJECT
 from .context import Context
 from .graph import Stage
-from .keyed import Keyed, KeyedPatch
 from .replanning import Replanned
 from .staleness import output_signature
-from .typing import PROJECT
 from .values import UNCHANGED
 
 

@@ -9,7 +9,7 @@ import os
 import stat
 from typing import NamedTuple
 
-from .errors import ProjectError
+from ..errors import ProjectError
 from .filetable import Signature, signature_of
 from .outputs import control_character
 from .projectfiles import LINK_OUTSIDE, UNSAFE_NAME, ProjectFiles, Refusal

@@ -19,26 +19,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cache import Cache
-from .cache.state import ScopeState
-from .codec import allow_package
+from ..cache import Cache
+from ..cache.state import ScopeState
+from ..codec import allow_package
+from ..errors import CacheCorrupt, OrchestrateError
+from ..executors.pool import ExecutorPool
+from ..files.filetable import FileTable
+from ..files.projectfiles import ProjectFiles
+from ..files.scanning import FileChanges, learn_unread_digests, scan
+from ..hashing import digest_bytes
+from ..typing import PROJECT
 from .config import Build
 from .context import Context
-from .errors import CacheCorrupt, OrchestrateError
-from .executors.pool import ExecutorPool
-from .filetable import FileTable
 from .graph import Stage, select
-from .hashing import digest_bytes
 from .identity import code_digest
 from .observe import Progress, ResourceSampler
+from .options import RunOptions
 from .outcomes import StageReport, UnitOutcome
-from .projectfiles import ProjectFiles
 from .rebuild import DryRunNamed, InternalError, Rebuilder
 from .replanning import Replanner
-from .scanning import FileChanges, learn_unread_digests, scan
 from .staleness import ADDED, MODIFIED, REMOVED, assess, fingerprint, must_run
 from .storing import PreviousValues, StageRecord, store_stage
-from .typing import PROJECT
 from .values import RunValues, StageInputs
 
 
@@ -58,19 +59,6 @@ class RunResult:
     scan_seconds: float = 0.0
     file_changes: FileChanges | None = None
     concluded: Any = None  # what run_build's `conclude` made of the run
-
-
-@dataclass
-class RunOptions:
-    executor: str = "auto"
-    workers: int | None = None
-    stages: list[str] | None = None
-    explain: bool = False
-    no_cache: bool = False
-    dry_run: bool = False
-    keep_going: bool = False
-    progress: bool = True
-    callbacks: dict[str, list[Callable]] = field(default_factory=dict)
 
 
 class Scheduler:
@@ -102,7 +90,13 @@ class Scheduler:
         settings = build.config.executor  # type: ignore[attr-defined]
         self.files = ProjectFiles(self.root, build.file_policy)
         self.executors = ExecutorPool(
-            options.executor, self.root, settings, options.workers, log, build.file_policy
+            options.executor,
+            self.root,
+            str(build.cache_dir),
+            settings,
+            options.workers,
+            log,
+            build.file_policy,
         )
         code = code_digest(
             getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
@@ -324,9 +318,9 @@ def run_build(
     """Run a build; a damaged cache entry found mid-run is set aside and the run started
     again. `conclude(result)` (kept as `result.concluded`) reads what the run left while it
     still holds the cache: a stored value it finds damaged starts the run again too."""
-    from .cache.housekeeping import temporary_files_in
-    from .lock import CacheLock
-    from .memory import relaxed_gc
+    from ..cache.housekeeping import temporary_files_in
+    from ..files.lock import CacheLock
+    from ..memory import relaxed_gc
 
     for attempt in range(3):
         # Again after damage: the state may name results that are gone (`cache gc`, another

@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from .errors import ConfigError
-from .typing import Section, Switch
+from ..errors import ConfigError
+from ..typing import Section, Switch
 
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -34,7 +34,7 @@ class Overrides:
 def registered_switches(sections: dict[str, Section] | None = None) -> list[tuple[str, Switch]]:
     """(section name, switch) of every registered section, in section order."""
     if sections is None:
-        from .registry import registered_sections
+        from ..core.registry import registered_sections
 
         sections = registered_sections()
     return [

@@ -15,8 +15,8 @@ from typing import Any
 import psutil
 import structlog
 
+from ..typing import Problem
 from .outcomes import StageReport, UnitOutcome
-from .typing import Problem
 
 
 def setup_logging(log_format: str = "console", verbose: bool = False) -> structlog.BoundLogger:

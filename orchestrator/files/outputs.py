@@ -28,9 +28,9 @@ from typing import NamedTuple
 
 import orjson
 
-from .cache.atomic import atomic_write, naming
-from .cache.confined import ConfinedFolder
-from .errors import ProjectError
+from ..errors import ProjectError
+from .atomic import atomic_write, naming
+from .confined import ConfinedFolder
 
 LEDGER = "reports/.orchestrate.published"
 LOCK = "reports/.orchestrate.lock"  # orchestrator/lock.py
