@@ -1045,7 +1045,7 @@ def test_a_killed_runs_temp_files_never_block_a_later_run_with_its_pid(tmp_path)
     """Leftover temp files named after this host and pid (pid reuse) never make a write fail."""
     import socket
 
-    from orchestrator.cache import atomic as cache_module
+    from orchestrator.files import atomic as cache_module
 
     folder = tmp_path / "cas" / "ab"
     folder.mkdir(parents=True)

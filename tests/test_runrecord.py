@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from buildkit import edit_build, make_project, run_inprocess
 
-from orchestrator import runrecord
+from orchestrator.shell import runrecord
 from orchestrator.core.outcomes import StageReport, UnitOutcome
 from orchestrator.shell.runrecord import (
     PREVIOUS,

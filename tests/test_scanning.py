@@ -13,7 +13,7 @@ from enginekit import build_toy, write_toy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import statpass
+from orchestrator.files import statpass
 from orchestrator.errors import ProjectError
 from orchestrator.files.filetable import FileTable
 from orchestrator.files.scanning import scan

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from enginekit import build_toy, write_toy
 
-from orchestrator import rebuild, scheduler
+from orchestrator.core import rebuild, scheduler
 from orchestrator.core.staleness import (
     ADDED,
     MODIFIED,
