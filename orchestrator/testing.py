@@ -56,7 +56,9 @@ class RecordingContext(Context):
     def __init__(self, build: Build, stored: dict[Digest, Any]) -> None:
         self.logs = structlog.testing.CapturingLogger()
         root = str(build.project_root)
-        state = ScopeState(build.cache_dir, root, str(build.output_dir), Cache(build.cache_dir))
+        key = build.cache_key()  # a state signed with the farm's key is read with it
+        cache = Cache(build.cache_dir, key=key)
+        state = ScopeState(build.cache_dir, root, str(build.output_dir), cache, key=key)
         skip = {str(build.output_dir), str(build.cache_dir)}
         files = scan(root, skip, None, ProjectFiles(root, build.file_policy)).table
         super().__init__(build, state, files, self.logs)
