@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from orchestrator.codec import record
 from orchestrator.errors import ConfigError
-from orchestrator.mapping import map_finish, map_update
+from orchestrator.keyed import map_finish, map_update
 from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
 from stages.bundlefile.format import CODECS, crc32, recompress
 
