@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.errors import ConfigError
-from orchestrator.keyed import map_finish, map_update
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import (
+    ConfigError,
+    Plan,
+    StageChanges,
+    StageSpec,
+    Unit,
+    map_finish,
+    map_update,
+    record,
+)
 from stages.bundlefile.format import CODECS, crc32, recompress
 
 SPEC = StageSpec(

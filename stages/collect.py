@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.core.values import UNCHANGED
-from orchestrator.files.projectfiles import (
+from orchestrator import (
     DEFAULT_MAX_FILE_SIZE,
     LINK_OUTSIDE,
+    PROJECT,
     SPECIAL_FILE,
     TOO_LARGE,
+    UNCHANGED,
+    Plan,
+    Problem,
+    StageChanges,
+    StageSpec,
+    Unit,
 )
-from orchestrator.typing import PROJECT, Plan, Problem, StageChanges, StageSpec, Unit
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, log_problems, raise_on_fatal
 
@@ -165,7 +170,7 @@ def _patch(ctx, source, results) -> dict[str, Any] | None:
     changed = patch_assets(ctx.previous["assets"], before, after)
     if changed is None:
         return None
-    from orchestrator.keyed import KeyedPatch
+    from orchestrator import KeyedPatch
 
     return {"assets": KeyedPatch(changed), "index": UNCHANGED, "source": UNCHANGED}
 

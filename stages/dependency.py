@@ -13,8 +13,7 @@ import json
 
 import orjson
 
-from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator import Plan, StageSpec, Unit, digest_value
 from stages.cooklist.closure import compute_cooklist
 from stages.layout.packing import source_bundles
 

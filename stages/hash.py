@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.hashing import digest_bytes
-from orchestrator.keyed import map_finish, map_update
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import (
+    Plan,
+    StageChanges,
+    StageSpec,
+    Unit,
+    digest_bytes,
+    map_finish,
+    map_update,
+    record,
+)
 from stages.bundlefile.format import content_hash, read_toc
 
 SPEC = StageSpec(

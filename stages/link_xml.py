@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import quoteattr
 
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator import Plan, StageSpec, Unit
 
 SPEC = StageSpec(
     name="link_xml",

@@ -12,9 +12,7 @@ from typing import NamedTuple
 
 import orjson
 
-from orchestrator.codec import record
-from orchestrator.hashing import digest_bytes
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import Plan, StageChanges, StageSpec, Unit, digest_bytes, record
 from stages.publishing.manifests import (
     LINK_XML,
     MANIFEST,
@@ -73,7 +71,7 @@ def published_row(bundle_file) -> list:
 
 
 def stage_versions() -> dict[str, int]:
-    from orchestrator.core.registry import registered_stages
+    from orchestrator import registered_stages
 
     return {stage.name: stage.spec.version for stage in registered_stages()}
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import importlib
 from functools import partial
 
-from orchestrator.core.values import UNCHANGED
-from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, Problem, StageChanges, StageSpec, Unit
+from orchestrator import UNCHANGED, Plan, Problem, StageChanges, StageSpec, Unit, digest_value
 from stages.algorithms.priority import PRIORITY
 from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
 from stages.sources import get_source, log_problems

@@ -17,9 +17,7 @@ that ran, and the reports are rendered again only when it changed.
 
 from __future__ import annotations
 
-from orchestrator.core.values import UNCHANGED
-from orchestrator.hashing import digest_value
-from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
+from orchestrator import PROJECT, UNCHANGED, Plan, StageChanges, StageSpec, Unit, digest_value
 from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers, use_limits
 from stages.rules.engine import Shared, check_files, plan_files

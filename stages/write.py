@@ -6,8 +6,7 @@ again or renamed (found through `asset_bundles`).
 
 from __future__ import annotations
 
-from orchestrator.keyed import map_finish
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import Plan, StageChanges, StageSpec, Unit, map_finish
 from stages.bundlefile.format import Entry, build_bundle
 from stages.sources.base import RESOURCE
 

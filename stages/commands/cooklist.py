@@ -7,9 +7,7 @@ import sys
 
 import click
 
-from orchestrator.shell.arguments import build_file_argument, split_build_file
-from orchestrator.shell.runs import run_stages
-from orchestrator.shell.switches import SwitchedCommand
+from orchestrator import SwitchedCommand, build_file_argument, run_stages, split_build_file
 
 
 @click.command(cls=SwitchedCommand)
