@@ -14,11 +14,14 @@ that stage uses — never click, pydantic, rich or structlog unless it asks for 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# typing.TYPE_CHECKING without importing typing (3 ms): type checkers know the name.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names of _HOMES below, for type checkers
+    from typing import Any
+
     from .codec import record
     from .core.config import unknown_key_message
     from .core.registry import registered_stages
