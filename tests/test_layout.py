@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from stages.algorithms.graphs import strongly_connected
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "stages")
 CLIENTS = ("stages", "configs")  # what may use the engine only through `orchestrator` itself
+GUIDE = REPO / "docs" / "engine-api.md"  # its examples are a stage author's code
 ENGINE_MODULE_MAX_LINES = 400
 
 
@@ -98,16 +100,22 @@ def interface_violations(where: str, source: str, exported: set[str]) -> list[st
 
 
 def test_stages_use_the_engine_only_through_its_interface():
-    """stages/ and configs/ import `orchestrator` itself, never a module inside it, and only
-    the names `orchestrator.__all__` exports: the stage author's interface is in one place."""
+    """stages/, configs/ and the guide's examples import `orchestrator` itself, never a module
+    inside it, and only the names `orchestrator.__all__` exports: the stage author's interface
+    is in one place."""
     exported = set(orchestrator.__all__)
-    found = [
-        violation
+    sources = {
+        path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
         for client in CLIENTS
         for path in sorted((REPO / client).rglob("*.py"))
-        for violation in interface_violations(
-            path.relative_to(REPO).as_posix(), path.read_text(encoding="utf-8"), exported
-        )
+    }
+    examples = re.findall(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+    assert examples
+    sources.update({f"docs/engine-api.md, example {i}": text for i, text in enumerate(examples)})
+    found = [
+        violation
+        for where, source in sources.items()
+        for violation in interface_violations(where, source, exported)
     ]
     assert found == []
 
