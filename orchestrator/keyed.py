@@ -1,14 +1,19 @@
 """Keyed values: stage outputs that are collections (asset id → asset, bundle → file), stored
 entry by entry, read entry by entry, and diffed per key, so a change to one entry reaches only
 what depends on that entry (Skyframe's, DICE's and Salsa's model, at the grain of a stage's
-output)."""
+output).
+
+The most common incremental stage maps one: one unit per entry of a keyed input, one output
+entry per unit (write, archive and hash over bundles); `map_update` and `map_finish` give such a
+stage its `update` and its `finish` in a line each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from .hashing import digest_bytes
+from .typing import Plan, Unit
 
 
 class KeyedPatch(NamedTuple):
@@ -136,3 +141,28 @@ class Keyed(Mapping):
 
     def values(self):
         return [value for _, value in self.items()]
+
+
+def map_update(
+    changes: Changes,
+    make_units: Callable[[list[str]], list[Unit]],
+    reason: str = "{key} changed",
+    state: Any = None,
+) -> Plan:
+    """Units for the keys that changed, and the units of keys that went away removed."""
+    keys = sorted(changes.changed)
+    return Plan(
+        units=make_units(keys),
+        removed=tuple(sorted(changes.removed)),
+        state=state,
+        reasons={key: reason.format(key=key) for key in keys},
+    )
+
+
+def map_finish(results: Any, keys: Iterable[str], value: Callable[[str], Any]) -> Any:
+    """The output: every key's entry after a full plan, the changed ones after an update."""
+    if results.changed is None:
+        return {key: value(key) for key in keys}
+    return KeyedPatch(
+        {key: value(key) for key in sorted(results.changed)}, tuple(sorted(results.removed or ()))
+    )

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.errors import ConfigError
-from orchestrator.mapping import map_finish, map_update
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import (
+    ConfigError,
+    Plan,
+    StageChanges,
+    StageSpec,
+    Unit,
+    map_finish,
+    map_update,
+    record,
+)
 from stages.bundlefile.format import CODECS, crc32, recompress
 
 SPEC = StageSpec(
@@ -23,6 +29,16 @@ SPEC = StageSpec(
     config_keys=("archive",),
     description="compressed bundles and their CRC32",
 )
+
+
+@record
+class ArchiveJob(NamedTuple):
+    """One unit's work: a written bundle (the digest of its stored bytes), recompressed. Its
+    fields are also the unit's key."""
+
+    written: str
+    compression: str  # none | lz4 | zstd
+    level: int
 
 
 @record
@@ -50,20 +66,15 @@ def _units(ctx, written, names: list[str]) -> list[Unit]:
         raise ConfigError(
             f"unknown compression {codec!r} (none | lz4 | zstd)", key="archive.compression"
         )
+    jobs = {name: ArchiveJob(written[name], codec, level) for name in names}
     return [
-        Unit(
-            id=name,
-            payload=(written[name], codec, level),
-            key={"written": written[name], "compression": codec, "level": level},
-            blobs=(written[name],),
-        )
-        for name in names
+        Unit(id=name, payload=job, key=job._asdict(), blobs=(job.written,))
+        for name, job in jobs.items()
     ]
 
 
-def run(payload, shared, reader) -> ArchivedBundle:
-    digest, codec, level = payload
-    data = recompress(reader.blob(digest), codec, level)
+def run(job: ArchiveJob, shared, reader) -> ArchivedBundle:
+    data = recompress(reader.blob(job.written), job.compression, job.level)
     return ArchivedBundle(data, crc32(data))
 
 

@@ -9,18 +9,25 @@ instead of assembling the project again (`patch_assets`); a file added or remove
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from orchestrator.core.values import UNCHANGED
-from orchestrator.files.projectfiles import (
+from orchestrator import (
     DEFAULT_MAX_FILE_SIZE,
     LINK_OUTSIDE,
+    PROJECT,
     SPECIAL_FILE,
     TOO_LARGE,
+    UNCHANGED,
+    Plan,
+    Problem,
+    StageChanges,
+    StageSpec,
+    Unit,
+    record,
 )
-from orchestrator.typing import PROJECT, Plan, Problem, StageChanges, StageSpec, Unit
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, log_problems, raise_on_fatal
+from stages.sources.base import ParseUnit
 
 SPEC = StageSpec(
     name="collect",
@@ -33,6 +40,16 @@ SPEC = StageSpec(
     config_keys=("project", "source", "collect", "cocos"),
     description="walk the project; parse repositories, maps and attribute files",
 )
+
+
+@record
+class ParseJob(NamedTuple):
+    """One unit's work: a parse unit of the named source, with the `collect` options it parses
+    by (those a worker may see)."""
+
+    source: str
+    unit: ParseUnit
+    options: dict
 
 
 def project_files(ctx) -> list:
@@ -99,7 +116,7 @@ def plan(ctx, inputs: dict) -> Plan:
         units.append(
             Unit(
                 id=unit.id,
-                payload=(name, unit, unit_options),
+                payload=ParseJob(name, unit, unit_options),
                 # The file list is key material: a file joining a shard must re-run it
                 # even though the trace only records the files that were read.
                 key={
@@ -125,9 +142,8 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     return Plan(units=[])
 
 
-def run(payload, shared, reader):
-    name, unit, options = payload
-    return get_source(name).parse(unit, reader, options)
+def run(job: ParseJob, shared, reader):
+    return get_source(job.source).parse(job.unit, reader, job.options)
 
 
 def finish(ctx, inputs: dict, results) -> dict:
@@ -165,7 +181,7 @@ def _patch(ctx, source, results) -> dict[str, Any] | None:
     changed = patch_assets(ctx.previous["assets"], before, after)
     if changed is None:
         return None
-    from orchestrator.keyed import KeyedPatch
+    from orchestrator import KeyedPatch
 
     return {"assets": KeyedPatch(changed), "index": UNCHANGED, "source": UNCHANGED}
 

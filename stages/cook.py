@@ -19,11 +19,18 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.errors import ProjectError
-from orchestrator.hashing import digest_bytes, digest_value
-from orchestrator.keyed import KeyedPatch
-from orchestrator.typing import Parts, Plan, StageChanges, StageSpec, Unit
+from orchestrator import (
+    KeyedPatch,
+    Parts,
+    Plan,
+    ProjectError,
+    StageChanges,
+    StageSpec,
+    Unit,
+    digest_bytes,
+    digest_value,
+    record,
+)
 from stages.cooking.cookers import CookerSpec, cook_files, cooker_for
 from stages.cooking.shards import SHARD_ASSETS, ShardMap
 from stages.sources.base import Recipe

@@ -10,13 +10,14 @@ entry, the source's roots or the build file's cook section change. `publish` wri
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 import orjson
 
-from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator import Plan, StageSpec, Unit, digest_value, record
 from stages.cooklist.closure import compute_cooklist
 from stages.layout.packing import source_bundles
+from stages.sources.base import Asset
 
 SPEC = StageSpec(
     name="dependency",
@@ -31,37 +32,55 @@ SPEC = StageSpec(
 REPORT = "reports/cooklist.json"
 
 
+@record
+class ClosureJob(NamedTuple):
+    """The one unit's work: the cook list for the build file's `cook` section (its cookers
+    aside) and the bundles that name roots (`layout`, and `assigned` by the project's files)."""
+
+    cook: dict
+    bundles: dict  # shaped as the build file's `bundles` section: layout, assigned
+
+
+class ClosureShared(NamedTuple):
+    """What the unit reads of the project: every asset by id, and the source's own facts."""
+
+    assets: dict[str, Asset]
+    external: tuple[str, ...]  # ids the source knows are outside the project
+    source_roots: dict[str, list[str]]  # roots the source names, by kind
+
+
 def plan(ctx, inputs: dict) -> Plan:
     source, assets = inputs["source"], inputs["assets"]
-    cook, bundles = _closure_config(ctx, source)
+    job = _closure_job(ctx, source)
     unit = Unit(
         id="closure",
-        payload=(cook, bundles),
+        payload=job,
         key={
             "assets": assets.fingerprint(),
             "external": sorted(source.external),
             "source_roots": source.roots,
             # Assets the project's files assign to bundles are roots: a `.meta` naming a bundle
             # changes the cook list without changing any asset entry.
-            "assigned": digest_value(bundles["assigned"]),
+            "assigned": digest_value(job.bundles["assigned"]),
         },
         cost=max(1, len(assets)),
     )
-    return Plan(units=[unit], shared=(assets.as_dict(), tuple(source.external), source.roots))
+    shared = ClosureShared(assets.as_dict(), tuple(source.external), source.roots)
+    return Plan(units=[unit], shared=shared)
 
 
-def _closure_config(ctx, source) -> tuple[dict, dict]:
+def _closure_job(ctx, source) -> ClosureJob:
     cook = {k: v for k, v in ctx.section("cook").items() if k != "cookers"}
     bundles = ctx.section("bundles")
     # Assets the project assigns to bundles are roots, as layout-named ones are.
     assigned = source_bundles(source, ctx.section("source")) if bundles.get("from_meta") else {}
-    return cook, {"layout": bundles.get("layout") or [], "assigned": assigned}
+    return ClosureJob(cook, {"layout": bundles.get("layout") or [], "assigned": assigned})
 
 
-def run(payload, shared, reader):
-    cook, bundles = payload
-    assets, external, source_roots = shared
-    return compute_cooklist(assets, cook, bundles, external, source_roots)
+def run(job: ClosureJob, shared: ClosureShared, reader):
+    return compute_cooklist(
+        shared.assets, job.cook, job.bundles, shared.external, shared.source_roots
+    )
 
 
 def finish(ctx, inputs: dict, results) -> dict:

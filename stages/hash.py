@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.hashing import digest_bytes
-from orchestrator.mapping import map_finish, map_update
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import (
+    Plan,
+    StageChanges,
+    StageSpec,
+    Unit,
+    digest_bytes,
+    map_finish,
+    map_update,
+    record,
+)
 from stages.bundlefile.format import content_hash, read_toc
 
 SPEC = StageSpec(
@@ -25,6 +31,16 @@ SPEC = StageSpec(
 )
 
 HASH_SUFFIX_LEN = 32
+
+
+@record
+class HashJob(NamedTuple):
+    """One unit's work: an archived bundle (the digest of its stored ArchivedBundle), hashed
+    and named. Its fields are also the unit's key."""
+
+    bundle: str
+    archived: str
+    append_hash: bool
 
 
 @record
@@ -59,31 +75,25 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan:
 
 def _units(ctx, archived, names: list[str]) -> list[Unit]:
     append = bool(ctx.section("hash").get("append_hash", False))
+    jobs = [HashJob(name, archived[name], append) for name in names]
     return [
-        Unit(
-            id=name,
-            payload=(name, archived[name], append),
-            key={"bundle": name, "archived": archived[name], "append_hash": append},
-            blobs=(archived[name],),
-        )
-        for name in names
+        Unit(id=job.bundle, payload=job, key=job._asdict(), blobs=(job.archived,)) for job in jobs
     ]
 
 
-def run(payload, shared, reader) -> BundleFile:
-    name, digest, append = payload
-    archived = reader.blob(digest)
+def run(job: HashJob, shared, reader) -> BundleFile:
+    archived = reader.blob(job.archived)
     _, toc = read_toc(archived.data)
     content = content_hash(toc)
     return BundleFile(
-        name,
-        bundle_file_name(name, content, append),
+        job.bundle,
+        bundle_file_name(job.bundle, content, job.append_hash),
         len(archived.data),
         archived.crc32,
         content,
         digest_bytes(archived.data),
         len(toc),
-        digest,
+        job.archived,
     )
 
 

@@ -9,9 +9,10 @@ qualified; other Types get the namespace `link_xml.namespace`, by default the as
 
 from __future__ import annotations
 
+from typing import NamedTuple
 from xml.sax.saxutils import quoteattr
 
-from orchestrator.typing import Plan, StageSpec, Unit
+from orchestrator import Plan, StageSpec, Unit, record
 
 SPEC = StageSpec(
     name="link_xml",
@@ -23,6 +24,16 @@ SPEC = StageSpec(
 )
 
 DEFAULT_ASSEMBLY = "Messiah.Runtime"  # the build file's default; kept for contexts without one
+
+
+@record
+class LinkXmlJob(NamedTuple):
+    """The one unit's work: the Types the build packs, and where `render_link_xml` puts them."""
+
+    types: list[str]  # sorted
+    assembly: str  # of every Type the source does not place
+    namespace: str | None  # of an unqualified Type (None: the assembly's name)
+    assemblies: dict[str, str]  # Type → its assembly, as the source says
 
 
 def qualified_type(asset_type: str, namespace: str) -> str:
@@ -62,7 +73,7 @@ def plan(ctx, inputs: dict) -> Plan:
     types = sorted({types_of[a] for a in inputs["asset_bundles"] if a in types_of})
     known = getattr(inputs["source"], "type_assemblies", None) or {}
     assemblies = {t: known[t] for t in types if t in known}
-    payload = (
+    job = LinkXmlJob(
         types,
         options.get("assembly") or DEFAULT_ASSEMBLY,
         options.get("namespace"),
@@ -72,16 +83,15 @@ def plan(ctx, inputs: dict) -> Plan:
         units=[
             Unit(
                 id="link.xml",
-                payload=payload,
+                payload=job,
                 key={"types": types, "assemblies": sorted(assemblies.items())},
             )
         ]
     )
 
 
-def run(payload, shared, reader) -> bytes:
-    types, assembly, namespace, assemblies = payload
-    return render_link_xml(types, assembly, namespace, assemblies)
+def run(job: LinkXmlJob, shared, reader) -> bytes:
+    return render_link_xml(job.types, job.assembly, job.namespace, job.assemblies)
 
 
 def finish(ctx, inputs: dict, results) -> dict:

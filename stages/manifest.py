@@ -12,9 +12,7 @@ from typing import NamedTuple
 
 import orjson
 
-from orchestrator.codec import record
-from orchestrator.hashing import digest_bytes
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from orchestrator import Plan, StageChanges, StageSpec, Unit, digest_bytes, record
 from stages.publishing.manifests import (
     LINK_XML,
     MANIFEST,
@@ -58,6 +56,15 @@ class BuildOutput(NamedTuple):
     manifest: bytes
 
 
+@record
+class Documents(NamedTuple):
+    """The manifest's and the staging manifest's bytes: the unit's payload, made in the driver
+    (the patch needs the last ones), and its result as it is."""
+
+    manifest: bytes
+    staging: bytes
+
+
 class PublishedBundle(NamedTuple):
     """A bundle as `publish_build` sees it."""
 
@@ -73,7 +80,7 @@ def published_row(bundle_file) -> list:
 
 
 def stage_versions() -> dict[str, int]:
-    from orchestrator.core.registry import registered_stages
+    from orchestrator import registered_stages
 
     return {stage.name: stage.spec.version for stage in registered_stages()}
 
@@ -117,29 +124,21 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
 def _plan(manifest: dict | bytes, staging: dict) -> Plan:
     """One unit holding the documents' bytes, keyed by them: a patched manifest and one made
     afresh with the same content are the same unit."""
-    documents = (
+    documents = Documents(
         manifest if isinstance(manifest, bytes) else to_json_bytes(manifest),
         to_json_bytes(staging),
     )
-    return Plan(
-        units=[
-            Unit(
-                id="manifest",
-                payload=documents,
-                key={"manifest": digest_bytes(documents[0]), "staging": digest_bytes(documents[1])},
-            )
-        ]
-    )
+    key = {"manifest": digest_bytes(documents.manifest), "staging": digest_bytes(documents.staging)}
+    return Plan(units=[Unit(id="manifest", payload=documents, key=key)])
 
 
-def run(payload, shared, reader) -> tuple[bytes, bytes]:
-    """The documents' bytes, as planned (made in the driver: the patch needs the last ones)."""
-    manifest, staging = payload
-    return manifest, staging
+def run(documents: Documents, shared, reader) -> Documents:
+    """The documents' bytes, as planned."""
+    return documents
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    manifest, staging = results["manifest"]
+    documents: Documents = results["manifest"]
     patched = (results.plan.state or {}).get("patched")
     if patched is not None:  # only these bundles' files changed since the last output
         previous: BuildOutput = ctx.previous["manifest"]
@@ -152,11 +151,8 @@ def finish(ctx, inputs: dict, results) -> dict:
     else:
         files = [published_row(record) for _, record in sorted(inputs["bundle_files"].items())]
         archived = dict(inputs["archived"].items())
-    return {
-        "manifest": BuildOutput(
-            files, archived, {LINK_XML: inputs["link_xml"], STAGING: staging}, manifest
-        )
-    }
+    loose = {LINK_XML: inputs["link_xml"], STAGING: documents.staging}
+    return {"manifest": BuildOutput(files, archived, loose, documents.manifest)}
 
 
 def publish(ctx, outputs: dict) -> None:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import importlib
 from functools import partial
+from typing import NamedTuple
 
-from orchestrator.core.values import UNCHANGED
-from orchestrator.hashing import digest_value
-from orchestrator.typing import Plan, Problem, StageChanges, StageSpec, Unit
+from orchestrator import (
+    UNCHANGED,
+    Plan,
+    Problem,
+    StageChanges,
+    StageSpec,
+    Unit,
+    digest_value,
+    record,
+)
 from stages.algorithms.priority import PRIORITY
 from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
 from stages.sources import get_source, log_problems
+from stages.sources.base import Asset, PackHook
 
 DEFAULT_POLICY = "extract"
 
@@ -46,6 +55,30 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     return Plan(units=[])
 
 
+@record
+class PackOptions(NamedTuple):
+    """What the packing follows besides the assets (the build file's `bundles` and `cook`, and
+    what the source says); its fields are also the unit's key."""
+
+    layout: list
+    policy: str  # bundles.shared_dependencies
+    maps: list[str]
+    follow_soft: bool
+    assigned: dict[str, list[str]] | None  # bundles the project assigns (None: from_meta off)
+    not_bundled: dict[str, str]  # assets no bundle may hold → why
+    priorities: dict[str, int]
+
+
+@record
+class PackJob(NamedTuple):
+    """The one unit's work: the cooked assets in cook-list order, packed by the options, and
+    the source's refinement of the priority fill, if any."""
+
+    assets: tuple[Asset, ...]
+    options: PackOptions
+    hook: PackHook | None
+
+
 def plan(ctx, inputs: dict) -> Plan:
     """One unit; its key covers the cooked assets' graph and the options it packs by."""
     assets = inputs["assets"]
@@ -54,46 +87,44 @@ def plan(ctx, inputs: dict) -> Plan:
     cooked = tuple(assets[a] for a in cooked_ids)
     cook = ctx.section("cook")
     bundles = ctx.section("bundles")
-    options = {
-        "layout": bundles.get("layout", []),
-        "policy": sharing_policy(bundles, ctx.section("source")),
-        "maps": list(cook.get("maps", [])),
-        "follow_soft": bool(cook.get("follow_soft_references", True)),
-        "assigned": (
-            source_bundles(inputs["source"], ctx.section("source"))
-            if bundles.get("from_meta")
-            else None
-        ),
-    }
     source = inputs["source"]
-    options["not_bundled"] = dict(getattr(source, "not_bundled", None) or {})
-    hook = getattr(source, "pack_hook", None) if options["policy"] == PRIORITY else None
-    options["priorities"] = dict(getattr(source, "bundle_priorities", None) or {})
+    options = PackOptions(
+        layout=bundles.get("layout", []),
+        policy=sharing_policy(bundles, ctx.section("source")),
+        maps=list(cook.get("maps", [])),
+        follow_soft=bool(cook.get("follow_soft_references", True)),
+        assigned=(
+            source_bundles(source, ctx.section("source")) if bundles.get("from_meta") else None
+        ),
+        not_bundled=dict(getattr(source, "not_bundled", None) or {}),
+        priorities=dict(getattr(source, "bundle_priorities", None) or {}),
+    )
+    hook = getattr(source, "pack_hook", None) if options.policy == PRIORITY else None
     # Payload digests do not shape the packing, only which assets are cooked and how they refer
     # to each other: a re-cooked asset does not re-pack. The assets are frozen dataclasses, which
     # the key's JSON encoder writes field by field itself (no list per asset and reference).
-    key = {"graph": digest_value(["assets", cooked]), "options": options}
+    key = {"graph": digest_value(["assets", cooked]), "options": options._asdict()}
     if hook is not None:  # what the source's refinement reads comes from the whole project
         key["hook"] = [hook.target, digest_value(hook.data)]
-    return Plan(units=[Unit(id="bundles", payload=(cooked, options, hook), key=key)])
+    return Plan(units=[Unit(id="bundles", payload=PackJob(cooked, options, hook), key=key)])
 
 
-def run(payload, shared, reader) -> Packing:
-    cooked, options, hook = payload
+def run(job: PackJob, shared, reader) -> Packing:
     refine = None
-    if hook is not None:
-        module, _, name = hook.target.partition(":")
-        refine = partial(getattr(importlib.import_module(module), name), data=hook.data)
+    if job.hook is not None:
+        module, _, name = job.hook.target.partition(":")
+        refine = partial(getattr(importlib.import_module(module), name), data=job.hook.data)
+    options = job.options
     return pack(
-        cooked,
-        options["layout"],
-        options["maps"],
-        options["policy"],
-        options["follow_soft"],
-        options["assigned"],
-        options["priorities"],
+        job.assets,
+        options.layout,
+        options.maps,
+        options.policy,
+        options.follow_soft,
+        options.assigned,
+        options.priorities,
         refine,
-        options["not_bundled"],
+        options.not_bundled,
     )
 
 

@@ -17,9 +17,18 @@ that ran, and the reports are rendered again only when it changed.
 
 from __future__ import annotations
 
-from orchestrator.core.values import UNCHANGED
-from orchestrator.hashing import digest_value
-from orchestrator.typing import PROJECT, Plan, StageChanges, StageSpec, Unit
+from typing import NamedTuple
+
+from orchestrator import (
+    PROJECT,
+    UNCHANGED,
+    Plan,
+    StageChanges,
+    StageSpec,
+    Unit,
+    digest_value,
+    record,
+)
 from stages.algorithms.globs import compile_globs
 from stages.rules.custom.host import close_workers, use_limits
 from stages.rules.engine import Shared, check_files, plan_files
@@ -54,6 +63,24 @@ SPEC = StageSpec(
     config_keys=("rules",),
     description="check source files against the rule library",
 )
+
+
+@record
+class FileCheck(NamedTuple):
+    """A unit's payload is a tuple of these: a file, and the positions (into the plan's shared
+    rules) of the rules that check it."""
+
+    path: str
+    rules: tuple[int, ...]
+
+
+class PlannedFile(NamedTuple):
+    """A file to check as planning sees it: its rules, and its size (what the unit costs)."""
+
+    path: str
+    rules: tuple[int, ...]
+    size: int
+
 
 REPORTS = {
     "json": "reports/validate.json",
@@ -226,33 +253,35 @@ def _units(
 ) -> tuple[list[Unit], int]:
     """The units checking `selected` (path → rule positions), and the number of shards."""
     units = []
-    small: list[tuple[str, tuple[int, ...], int]] = []
+    small: list[PlannedFile] = []
     for relpath, positions in selected.items():
         size = file_size(ctx.root, relpath)
         groups = split_rules(size, [ruleset.rules[i] for i in positions], positions)
         if len(groups) == 1 and size < SHARD_MAX_BYTES:
-            small.append((relpath, tuple(groups[0]), size))
+            small.append(PlannedFile(relpath, tuple(groups[0]), size))
             continue
         for part, group in enumerate(groups):
             unit_id = relpath if len(groups) == 1 else f"{relpath}#{part + 1}"
-            units.append(_unit(ctx, ruleset, unit_id, [(relpath, tuple(group), size)]))
+            units.append(_unit(ctx, ruleset, unit_id, [PlannedFile(relpath, tuple(group), size)]))
     shards = shards or shard_count(len(small))
-    by_shard: dict[int, list] = {}
-    for item in small:
-        by_shard.setdefault(shard_of(item[0], shards), []).append(item)
-    for shard, items in sorted(by_shard.items()):
-        units.append(_unit(ctx, ruleset, shard_id(shard, shards), sorted(items)))
+    by_shard: dict[int, list[PlannedFile]] = {}
+    for planned in small:
+        by_shard.setdefault(shard_of(planned.path, shards), []).append(planned)
+    for shard, files in sorted(by_shard.items()):
+        units.append(_unit(ctx, ruleset, shard_id(shard, shards), sorted(files)))
     # The heaviest first: executors hand units out in order, and a long unit started last
     # would leave the other workers idle at the end.
     units.sort(key=lambda unit: -unit.cost)
     return units, shards
 
 
-def _unit(ctx, ruleset: RuleSet, unit_id: str, items: list) -> Unit:
-    """A unit checking each (path, rule positions, size) of `items`."""
-    rules = {i: ruleset.rules[i] for _, group, _ in items for i in group}
+def _unit(ctx, ruleset: RuleSet, unit_id: str, files: list[PlannedFile]) -> Unit:
+    """A unit checking each of `files` with its rules."""
+    rules = {i: ruleset.rules[i] for planned in files for i in planned.rules}
     key: dict = {
-        "files": [[path, [ruleset.rules[i].digest for i in group]] for path, group, _ in items]
+        "files": [
+            [planned.path, [ruleset.rules[i].digest for i in planned.rules]] for planned in files
+        ]
     }
     if any(rule.uses_index for rule in rules.values()):
         key["index"] = ruleset.index_digest
@@ -260,17 +289,19 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, items: list) -> Unit:
         key["root"] = ctx.root  # custom code sees absolute paths
     return Unit(
         id=unit_id,
-        payload=tuple((path, group) for path, group, _ in items),
+        payload=tuple(FileCheck(planned.path, planned.rules) for planned in files),
         key=key,
-        files=tuple(path for path, _, _ in items),
-        cost=sum(unit_cost(size, [ruleset.rules[i] for i in group]) for _, group, size in items),
+        files=tuple(planned.path for planned in files),
+        cost=sum(
+            unit_cost(planned.size, [ruleset.rules[i] for i in planned.rules]) for planned in files
+        ),
     )
 
 
-def run(payload, shared: Shared, reader):
+def run(checks: tuple[FileCheck, ...], shared: Shared, reader):
     """The outcomes of the unit's files, one per rule (its files' pairs and failures in file
     order)."""
-    items = [(relpath, [shared.rules[i] for i in positions]) for relpath, positions in payload]
+    items = [(check.path, [shared.rules[i] for i in check.rules]) for check in checks]
     return check_files(items, shared, reader)
 
 

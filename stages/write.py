@@ -6,8 +6,9 @@ again or renamed (found through `asset_bundles`).
 
 from __future__ import annotations
 
-from orchestrator.mapping import map_finish
-from orchestrator.typing import Plan, StageChanges, StageSpec, Unit
+from typing import NamedTuple
+
+from orchestrator import Plan, StageChanges, StageSpec, Unit, map_finish, record
 from stages.bundlefile.format import Entry, build_bundle
 from stages.sources.base import RESOURCE
 
@@ -19,6 +20,25 @@ SPEC = StageSpec(
     keyed=("written",),
     description="one serialized bundle file per bundle",
 )
+
+
+@record
+class EntrySource(NamedTuple):
+    """An entry of a bundle to write: its asset, the name a listing shows, and the digest of
+    the asset's stored CookedAsset."""
+
+    asset_id: str
+    name: str
+    cooked: str
+
+
+@record
+class BundleJob(NamedTuple):
+    """One unit's work: a bundle's entries, in asset-id order. Its fields are also the unit's
+    key: the cooked payloads' digests, so an unchanged bundle is a cache hit."""
+
+    bundle: str
+    entries: tuple[EntrySource, ...]
 
 
 def entry_name(asset) -> str:
@@ -56,24 +76,25 @@ def _units(inputs: dict, names: list[str]) -> list[Unit]:
     assets, cooked, bundles = inputs["assets"], inputs["cooked"], inputs["bundles"]
     units = []
     for name in names:
-        bundle = bundles[name]
-        entries = tuple(sorted((a, entry_name(assets[a]), cooked[a]) for a in bundle.assets))
-        # Keyed by the cooked payloads' digests: an unchanged bundle is a cache hit.
+        entries = sorted(
+            EntrySource(a, entry_name(assets[a]), cooked[a]) for a in bundles[name].assets
+        )
+        job = BundleJob(name, tuple(entries))
         units.append(
             Unit(
                 id=name,
-                payload=entries,
-                key={"bundle": name, "entries": entries},
-                blobs=tuple(sorted({d for _, _, d in entries})),
+                payload=job,
+                key=job._asdict(),
+                blobs=tuple(sorted({entry.cooked for entry in entries})),
                 cost=max(1, len(entries)),
             )
         )
     return units
 
 
-def run(payload, shared, reader) -> bytes:
+def run(job: BundleJob, shared, reader) -> bytes:
     return build_bundle(
-        Entry(asset_id, name, reader.blob(digest).data) for asset_id, name, digest in payload
+        Entry(entry.asset_id, entry.name, reader.blob(entry.cooked).data) for entry in job.entries
     )
 
 

@@ -30,12 +30,11 @@ def _blob_reader(*values):
 def _written():
     cooked = [CookedAsset(digest_bytes(p), len(p), p) for p in PAYLOADS.values()]
     reader, digests = _blob_reader(*cooked)
-    entries = tuple(
-        sorted(
-            (asset_id, f"name of {asset_id}", digest) for asset_id, digest in zip(PAYLOADS, digests)
-        )
+    entries = sorted(
+        write.EntrySource(asset_id, f"name of {asset_id}", digest)
+        for asset_id, digest in zip(PAYLOADS, digests)
     )
-    return write.run(entries, None, reader)
+    return write.run(write.BundleJob("b", tuple(entries)), None, reader)
 
 
 @pytest.mark.parametrize(
@@ -45,7 +44,7 @@ def test_archive_compresses_per_entry_and_takes_crc32(codec, level):
     """The archived bundle has the codec in its header, every entry readable, and its CRC32."""
     written = _written()
     reader, (digest,) = _blob_reader(written)
-    archived = archive.run((digest, codec, level), None, reader)
+    archived = archive.run(archive.ArchiveJob(digest, codec, level), None, reader)
     assert archived.crc32 == zlib.crc32(archived.data) & 0xFFFFFFFF
     header, _ = read_toc(archived.data)
     assert (header.codec, header.level) == (codec, level if codec != "none" else 0)
@@ -53,7 +52,9 @@ def test_archive_compresses_per_entry_and_takes_crc32(codec, level):
     assert {row.id: bundle.read(row.id) for row in bundle.entries} == PAYLOADS
     if codec != "none":
         assert len(archived.data) < len(written)
-    assert archive.run((digest, codec, level), None, reader) == archived  # deterministic
+    assert (
+        archive.run(archive.ArchiveJob(digest, codec, level), None, reader) == archived
+    )  # deterministic
 
 
 def test_zstd_frames_carry_their_content_size():
@@ -73,18 +74,18 @@ def test_archive_plan_refuses_unknown_compression():
 def test_hash_names_the_file_after_the_content_hash(append):
     """Raw hash covers the file, content hash the entries; append_hash suffixes 32 hex."""
     reader, (digest,) = _blob_reader(_written())
-    archived = archive.run((digest, "zstd", 3), None, reader)
+    archived = archive.run(archive.ArchiveJob(digest, "zstd", 3), None, reader)
     reader, (adigest,) = _blob_reader(archived)
-    record = hash_stage.run(("maps/Town", adigest, append), None, reader)
+    record = hash_stage.run(hash_stage.HashJob("maps/Town", adigest, append), None, reader)
     assert record.raw_hash == digest_bytes(archived.data)
     assert record.size == len(archived.data) and record.crc32 == archived.crc32
     assert record.file == (f"maps/Town_{record.content_hash[:32]}" if append else "maps/Town")
     # The same entries compressed differently keep the content hash (and so the file name).
     reader, (other,) = _blob_reader(
-        archive.run((digest, "lz4", 1), None, _blob_reader(_written())[0])
+        archive.run(archive.ArchiveJob(digest, "lz4", 1), None, _blob_reader(_written())[0])
     )
     assert (
-        hash_stage.run(("maps/Town", other, append), None, reader).content_hash
+        hash_stage.run(hash_stage.HashJob("maps/Town", other, append), None, reader).content_hash
         == record.content_hash
     )
 
@@ -104,7 +105,9 @@ def test_write_keys_on_cooked_digests_only():
     plan1, plan2, plan3 = (write.plan(None, _write_inputs(d)) for d in ("d1", "d1", "d2"))
     assert plan1.units[0].key == plan2.units[0].key != plan3.units[0].key
     assert plan1.units[0].blobs == ("d1",)
-    assert plan1.units[0].payload == (("g", "UI/Icon", "d1"),)
+    job = plan1.units[0].payload
+    assert (job.bundle, job.entries) == ("ui", (write.EntrySource("g", "UI/Icon", "d1"),))
+    assert plan1.units[0].key == {"bundle": "ui", "entries": job.entries}
 
 
 def test_write_update_rewrites_the_bundles_holding_an_asset_cooked_again():
@@ -154,7 +157,7 @@ def test_hash_stage_names_files_by_content_with_append_hash():
     """The hash stage on its own: `hash.append_hash` names each bundle file after its content."""
     written = _written()
     archived = archive.run(
-        (digest_bytes(dumps(written)), "zstd", 3), None, _blob_reader(written)[0]
+        archive.ArchiveJob(digest_bytes(dumps(written)), "zstd", 3), None, _blob_reader(written)[0]
     )
     digest = digest_bytes(dumps(archived))
     run = run_stage(

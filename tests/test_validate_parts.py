@@ -74,7 +74,7 @@ def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch
     plan, document = run_stage(root, rule_file, inputs)
     repository = [u for u in plan.units if u.files == ("Repository/resource.repository",)]
     assert len(repository) > 1 and len({u.id for u in plan.units}) == len(plan.units)
-    assert sorted(i for u in repository for (_, group) in u.payload for i in group) == list(
+    assert sorted(i for u in repository for check in u.payload for i in check.rules) == list(
         range(10)
     )
     assert [u.cost for u in plan.units] == sorted((u.cost for u in plan.units), reverse=True)
@@ -82,7 +82,7 @@ def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch
 
     monkeypatch.setattr(parts, "SPLIT_MIN_BYTES", 1 << 40)
     whole_plan, whole = run_stage(root, rule_file, inputs)
-    assert [u.id for u in whole_plan.units if u.payload[0][0].endswith(".repository")] == [
+    assert [u.id for u in whole_plan.units if u.payload[0].path.endswith(".repository")] == [
         "Repository/resource.repository"
     ]
     for fmt in ("json", "junit", "text"):
@@ -99,8 +99,8 @@ def test_rules_with_one_digest_share_a_part(project):
     root, rule_file, inputs = project
     plan, _ = run_stage(root, rule_file, inputs)
     twins = {6, 9}  # model-faces and model-faces-again, apart in the library
-    holders = [u for u in plan.units if any(twins & set(group) for _, group in u.payload)]
-    assert len(holders) == 1 and twins <= set(holders[0].payload[0][1])
+    holders = [u for u in plan.units if any(twins & set(check.rules) for check in u.payload)]
+    assert len(holders) == 1 and twins <= set(holders[0].payload[0].rules)
     assert plan.shared.rules[6].digest == plan.shared.rules[9].digest
 
 
@@ -115,7 +115,7 @@ def test_a_rule_edit_changes_only_the_keys_of_the_parts_holding_it(project):
     old = {u.id: u for u in before.units}
     changed = {u.id for u in after.units if u.key != old[u.id].key}
     # name-short is the 4th rule
-    holding = {u.id for u in after.units if any(3 in group for _, group in u.payload)}
+    holding = {u.id for u in after.units if any(3 in check.rules for check in u.payload)}
     assert changed == holding and len(holding) == 1 and len(after.units) > 2
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
-from orchestrator.codec import record
+from orchestrator import record
 
 PRIORITY = "priority"
 DEFAULT_PRIORITY = 1  # a bundle whose rule names none (Creator's default for a bundle folder)

@@ -18,7 +18,7 @@ import blake3
 import lz4.block
 import zstandard
 
-from orchestrator.hashing import digest_bytes
+from orchestrator import digest_bytes
 
 MAGIC = b"ORCHBNDL"
 FORMAT_VERSION = 1

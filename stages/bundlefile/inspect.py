@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator.errors import ConfigError, ProjectError
+from orchestrator import ConfigError, ProjectError
 
 from .format import BundleFormatError, BundleReader, TocEntry, content_hash, crc32
 

@@ -7,10 +7,13 @@ import sys
 
 import click
 
-from orchestrator.core.options import RunOptions
-from orchestrator.shell.arguments import build_file_argument, split_build_file
-from orchestrator.shell.runs import run_stages
-from orchestrator.shell.switches import SwitchedCommand
+from orchestrator import (
+    RunOptions,
+    SwitchedCommand,
+    build_file_argument,
+    run_stages,
+    split_build_file,
+)
 
 #: The run these commands read: the cook list and the asset graph it is found from.
 COOK_LIST_RUN = RunOptions(stages=["dependency"])

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.errors import ConfigError
-from orchestrator.shell.switches import SwitchedCommand
+from orchestrator import ConfigError, SwitchedCommand
 
 #: The files `generate` writes that a person edits; `demo` writes DEMO_BUILD_FILE too.
 WRITTEN_FILES = ("build.yaml", "rules.yaml")
@@ -77,8 +76,7 @@ def generate(dest, assets, seed, engine, force) -> None:
 @click.option("--force", is_flag=True, help=FORCE_HELP)
 def demo(dest, assets, executor, force) -> None:
     """Generate a small project and build it end to end (rule failures shown, exit 0)."""
-    from orchestrator.core.options import RunOptions
-    from orchestrator.shell.runs import run_command
+    from orchestrator import RunOptions, run_command
     from stages.sources.messiah.generator import generate_project
 
     dest = Path(dest or "orchestrate-demo")

@@ -16,8 +16,7 @@ import click
 @click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
 def report(output, open_page) -> None:
     """Render the build report (OUTPUT/reports/index.html) again from OUTPUT's files."""
-    from orchestrator.files.lock import OutputLock
-    from orchestrator.shell.runrecord import RECORD, read_record, render_reports
+    from orchestrator import RECORD, OutputLock, read_record, render_reports
     from stages.reports.outputs import NotABuildOutput, read_manifest
 
     folder = Path(output)

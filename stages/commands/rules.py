@@ -7,10 +7,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.core.options import RunOptions
-from orchestrator.shell.arguments import build_file_argument
-from orchestrator.shell.runs import run_stages
-from orchestrator.shell.switches import SwitchedCommand
+from orchestrator import RunOptions, SwitchedCommand, build_file_argument, run_stages
 
 # `collect` as `validate` runs it after a project file did not parse: going on without it.
 GO_ON_WITHOUT_BROKEN_FILES = {"collect": {"skip_broken": True}}
@@ -35,7 +32,7 @@ def validate(build_file, fmt, output, executor) -> None:
     build, result = run_validation(build_file, executor)
     data = render(result.outputs["validation"], fmt)
     if output:
-        from orchestrator.cache import ConfinedFolder, atomic_write
+        from orchestrator import ConfinedFolder, atomic_write
 
         target = Path(output).resolve()  # the user's path: its folder as they named it
         atomic_write(ConfinedFolder(target.parent, "folder"), target.name, data)

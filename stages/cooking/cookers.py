@@ -21,8 +21,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from orchestrator.codec import record
-from orchestrator.errors import ConfigError, StepFailed
+from orchestrator import ConfigError, StepFailed, record
 
 DEFAULT_COOKER = "xml"
 BUILTIN_VERSIONS = {"copy": 1, "xml": 1}  # bump when a built-in's output changes

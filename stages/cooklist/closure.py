@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from orchestrator.hashing import digest_value
+from orchestrator import digest_value
 from stages.algorithms.graphs import strongly_connected
 from stages.sources.base import HARD, SOFT, Asset, CookList, Finding
 

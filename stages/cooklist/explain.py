@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Callable
 from typing import NamedTuple
 
-from orchestrator.errors import OrchestrateError
+from orchestrator import OrchestrateError
 from stages.sources.base import LEVEL, RESOURCE, SOFT, WORLD, Asset, CookList
 
 from .closure import chain_text

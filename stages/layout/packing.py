@@ -39,10 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.errors import ConfigError
-from orchestrator.files.outputs import control_character
-from orchestrator.hashing import digest_bytes
+from orchestrator import ConfigError, control_character, digest_bytes, record
 from stages.algorithms.globs import GlobSet
 from stages.algorithms.graphs import strongly_connected
 from stages.algorithms.priority import DEFAULT_PRIORITY, PRIORITY, Fill, fill_by_priority

@@ -14,11 +14,8 @@ from collections.abc import Callable
 
 import orjson
 
-from orchestrator.cache import atomic_write
-from orchestrator.errors import ProjectError
-from orchestrator.files.outputs import OutputFolder as SafeOutputFolder
-from orchestrator.files.outputs import remove_published
-from orchestrator.hashing import digest_bytes, digest_file
+from orchestrator import OutputFolder as SafeOutputFolder
+from orchestrator import ProjectError, atomic_write, digest_bytes, digest_file, remove_published
 
 from .manifests import LINK_XML, MANIFEST, STAGING, named_bundle_files
 

@@ -30,12 +30,16 @@ import orjson
 from isal import igzip
 from markupsafe import Markup
 
-from orchestrator.cache import atomic_write
-from orchestrator.errors import ProjectError
-from orchestrator.files.outputs import OutputFolder
-from orchestrator.hashing import digest_bytes, digest_file
-from orchestrator.shell.runrecord import PREVIOUS, read_record
-from orchestrator.typing import ReportFiles
+from orchestrator import (
+    PREVIOUS,
+    OutputFolder,
+    ProjectError,
+    ReportFiles,
+    atomic_write,
+    digest_bytes,
+    digest_file,
+    read_record,
+)
 from stages.publishing.manifests import LINK_XML, MANIFEST, bundle_file_changes
 
 from .charts import human_bytes, timeline_svg, treemap_svg

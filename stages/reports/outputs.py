@@ -12,9 +12,7 @@ from typing import BinaryIO
 import orjson
 from lxml import etree
 
-from orchestrator.cache import atomic_write
-from orchestrator.errors import ProjectError
-from orchestrator.files.outputs import OutputFolder
+from orchestrator import OutputFolder, ProjectError, atomic_write
 from stages.bundlefile.format import BundleFormatError, BundleReader, TocEntry
 from stages.publishing.manifests import LINK_XML, MANIFEST, STAGING
 

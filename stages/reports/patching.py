@@ -18,8 +18,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import NamedTuple
 
-from orchestrator.errors import ProjectError
-from orchestrator.hashing import digest_file
+from orchestrator import ProjectError, digest_file
 from stages.publishing.manifests import FileFieldsChange
 
 from .diff import PatchDiff, diff_states

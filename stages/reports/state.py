@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from orchestrator.hashing import digest_file
+from orchestrator import digest_file
 from stages.bundlefile.format import TocEntry
 
 from .outputs import LOOSE_FILES, link_xml_types, read_manifest, read_toc

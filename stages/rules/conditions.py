@@ -13,7 +13,7 @@ from typing import Any
 
 from lxml import etree
 
-from orchestrator.errors import MissingInput, OrchestrateError
+from orchestrator import MissingInput, OrchestrateError
 
 from .custom.host import CustomCodeError
 from .expressions import ExpressionError, compile_expression, expression_globals

@@ -21,9 +21,7 @@ from typing import Any, NamedTuple
 
 from lxml import etree
 
-from orchestrator.codec import record
-from orchestrator.files.reads import Reader, to_posix
-from orchestrator.memory import paused_gc
+from orchestrator import Reader, paused_gc, record, to_posix
 
 from . import registry
 from .conditions import Verdict, check, lines_of

@@ -22,7 +22,7 @@ from typing import Any
 
 from lxml import etree
 
-from orchestrator.files.reads import Reader
+from orchestrator import Reader
 
 from .paths import DocumentError, node_text, parse_xml
 

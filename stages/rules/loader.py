@@ -16,10 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.config import unknown_key_message
-from orchestrator.errors import RuleFileError
-from orchestrator.hashing import digest_value
-from orchestrator.yamlfile import read_yaml
+from orchestrator import RuleFileError, digest_value, read_yaml, unknown_key_message
 
 from . import registry
 from .conditions import Condition, ConditionError, compile_condition

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.files.reads import Reader
+from orchestrator import Reader
 
 from .engine import check_file, prepare, walk_files
 from .functions import index_view

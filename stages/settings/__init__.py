@@ -14,8 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, model_validator
 
-from orchestrator.files.projectfiles import DEFAULT_MAX_FILE_SIZE, FilePolicy
-from orchestrator.typing import BuildSettings, Section, Switch
+from orchestrator import DEFAULT_MAX_FILE_SIZE, BuildSettings, FilePolicy, Section, Switch
 from stages.rules.custom.containment import (
     DEFAULT_CPU_SECONDS,
     DEFAULT_FILE_SIZE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from orchestrator.errors import ConfigError, ProjectError
+from orchestrator import ConfigError, ProjectError
 
 from .base import AssetSource, Problem
 

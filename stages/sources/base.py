@@ -12,12 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from orchestrator.codec import record
-from orchestrator.files.outputs import control_character
-from orchestrator.files.reads import Reader
-from orchestrator.hashing import fast_pickle
-from orchestrator.typing import FileEntry
-from orchestrator.typing import Problem as Problem  # what a source reports it noticed
+from orchestrator import FileEntry, Reader, control_character, fast_pickle, record
+from orchestrator import Problem as Problem  # what a source reports it noticed
 
 HARD = "hard"
 SOFT = "soft"

@@ -39,9 +39,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from orchestrator import __version__
-from orchestrator.errors import ConfigError, InternalError, OrchestrateError, StepFailed
-from orchestrator.memory import paused_gc
+from orchestrator import (
+    ConfigError,
+    InternalError,
+    OrchestrateError,
+    StepFailed,
+    __version__,
+    paused_gc,
+)
 
 from ..functions import record_reads
 from ..sandbox import CustomCodeTimeout

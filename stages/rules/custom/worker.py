@@ -40,7 +40,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from orchestrator.memory import paused_gc
+from orchestrator import paused_gc
 
 from .containment import WorkerLimits, apply_limits, limit_hit_by
 from .crossing import dump_reply, load_request, to_plain
@@ -124,7 +124,7 @@ class WorkerState:
         return ("ok", names)
 
     def _call(self, code_key: str, view_key: str, name: str, role: str, kwargs: dict) -> tuple:
-        from orchestrator.files.reads import Reader
+        from orchestrator import Reader
 
         from ..functions import reading_for
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 
-from orchestrator.files.reads import Reader, to_posix
-from orchestrator.typing import FileEntry
+from orchestrator import FileEntry, Reader, to_posix
 
 from ..base import SourceResult
 from .source import SOURCE, CocosSource, engine_options

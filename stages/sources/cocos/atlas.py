@@ -15,7 +15,7 @@ import orjson
 import rectpack
 from PIL import Image
 
-from orchestrator.codec import record
+from orchestrator import record
 from stages.cooking.cookers import pack_files
 
 PAGE_FILE = "page.png"

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import xxhash
 
-from orchestrator.codec import record
+from orchestrator import record
 from stages.algorithms.priority import natural_key
 
 from ..base import HARD, RESOURCE, Asset, Problem, Recipe, Ref

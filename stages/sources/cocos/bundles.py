@@ -6,7 +6,7 @@ from __future__ import annotations
 import posixpath
 from typing import NamedTuple
 
-from orchestrator.codec import record
+from orchestrator import record
 
 from ..base import Problem, unsafe_name
 from .project import PROJECT_URL, Catalog

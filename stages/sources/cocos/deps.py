@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.codec import record
+from orchestrator import record
 
 from .project import AssetInfo, Catalog
 from .scan import FileScan, normalize_id

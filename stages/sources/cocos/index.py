@@ -5,8 +5,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from orchestrator.codec import record
-from orchestrator.hashing import digest_value
+from orchestrator import digest_value, record
 
 from .uuids import decompress_uuid
 

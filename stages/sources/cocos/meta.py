@@ -11,8 +11,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from orchestrator.codec import record
-from orchestrator.files.outputs import control_character
+from orchestrator import control_character, record
 
 from .uuids import is_uuid
 

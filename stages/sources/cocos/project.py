@@ -12,7 +12,7 @@ import os
 import posixpath
 from typing import Any, NamedTuple
 
-from orchestrator.codec import record
+from orchestrator import record
 
 from ..base import Problem
 from .meta import MetaEntry, MetaFile

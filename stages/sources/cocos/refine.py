@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from orchestrator.codec import record
+from orchestrator import record
 from stages.algorithms.priority import Fill
 
 from ..base import Asset

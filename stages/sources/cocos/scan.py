@@ -12,8 +12,7 @@ from typing import NamedTuple
 
 import orjson
 
-from orchestrator.codec import record
-from orchestrator.files.reads import Reader
+from orchestrator import Reader, record
 
 from .meta import MetaFile, parse_meta
 from .types import PAGE_EXTENSIONS, SPINE_ATLAS_EXTENSION, extension, is_serialized

@@ -13,8 +13,7 @@ import posixpath
 from collections import deque
 from typing import Any
 
-from orchestrator.files.reads import to_posix
-from orchestrator.typing import FileEntry
+from orchestrator import FileEntry, to_posix
 from stages.algorithms.priority import PRIORITY
 from stages.settings import ENGINE_ASSETS, cocos_engine_path
 

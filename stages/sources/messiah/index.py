@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.hashing import digest_value
-from orchestrator.memory import paused_gc
+from orchestrator import digest_value, paused_gc, record
 
 
 @record

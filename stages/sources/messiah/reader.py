@@ -21,10 +21,7 @@ from typing import NamedTuple
 import blake3
 from lxml import etree
 
-from orchestrator.codec import record
-from orchestrator.files.reads import Reader, to_posix
-from orchestrator.hashing import digest_bytes, digest_value
-from orchestrator.memory import paused_gc
+from orchestrator import Reader, digest_bytes, digest_value, paused_gc, record, to_posix
 from stages.rules.lines import DocumentLines
 from stages.sources import raise_on_fatal
 from stages.sources.base import (

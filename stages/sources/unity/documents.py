@@ -16,8 +16,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from orchestrator.codec import record
-from orchestrator.yamlfile import load_all
+from orchestrator import load_all, record
 
 YAMLError = yaml.YAMLError  # what `load_documents` raises on malformed input or an alias bomb
 YAML_MAGIC = b"%YAML"

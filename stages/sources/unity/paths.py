@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.yamlfile import ExpansionRefused, compose_all
+from orchestrator import ExpansionRefused, compose_all
 
 from .classes import NATIVE_EXTENSIONS
 from .documents import HEADER_FOR_YAML, UnityLoader, is_text_serialized

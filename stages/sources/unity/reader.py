@@ -16,8 +16,7 @@ import os
 import posixpath
 from typing import Any, NamedTuple
 
-from orchestrator.codec import record
-from orchestrator.files.reads import Reader, to_posix
+from orchestrator import Reader, record, to_posix
 from stages.sources.base import (
     HARD,
     RESOURCE,
