@@ -17,27 +17,24 @@ UNCHANGED = object()
 class Results(Mapping):
     """Unit id → result, loaded lazily from the store; `digest(id)` without loading; the plan
     the stage made this run; after an incremental update, the units whose result `changed`
-    (new ones included) and the units `removed`."""
+    (new ones included), the units `removed` and the results they had `before`."""
 
     def __init__(
-        self, plan: Plan, load: Callable[[str], Any], digests: dict[str, str] | None = None
+        self,
+        plan: Plan,
+        load: Callable[[str], Any],
+        digests: dict[str, str],
+        *,
+        changed: set[str] | None = None,
+        removed: set[str] | None = None,
+        before: dict[str, str] | None = None,
     ) -> None:
         self.plan = plan
         self._load = load
-        self._digests: dict[str, str] = dict(digests or {})
-        self._memory: dict[str, Any] = {}
-        self.changed: set[str] | None = None
-        self.removed: set[str] | None = None
-        self.before: dict[str, str] = {}
-
-    def add(self, unit_id: str, digest: str, value: Any = None, keep: bool = False) -> None:
-        self._digests[unit_id] = digest
-        if keep:
-            self._memory[unit_id] = value
-
-    def discard(self, unit_id: str) -> None:
-        self._digests.pop(unit_id, None)
-        self._memory.pop(unit_id, None)
+        self._digests = digests
+        self.changed = changed
+        self.removed = removed
+        self.before = before or {}
 
     def digest(self, unit_id: str) -> str:
         return self._digests[unit_id]
@@ -46,8 +43,6 @@ class Results(Mapping):
         return dict(self._digests)
 
     def __getitem__(self, unit_id: str) -> Any:
-        if unit_id in self._memory:
-            return self._memory[unit_id]
         return self._load(self._digests[unit_id])
 
     def __iter__(self) -> Iterator[str]:
