@@ -46,7 +46,7 @@ def test_local_and_ray_give_identical_outputs(tmp_path, ray_local):
     assert (tmp_path / "local/out/total.txt").read_bytes() == (
         tmp_path / "ray/out/total.txt"
     ).read_bytes()
-    assert any("driver" not in o.worker for r in remote.reports for o in r.outcomes if not o.cached)
+    assert any("driver" not in o.worker for r in remote.reports for o in r.outcomes)
 
 
 def toy_files(count: int = 60) -> dict[str, str]:

@@ -173,7 +173,9 @@ class Rebuilder:
         run.progress.start(run.name, len(items))
         failures: list[OrchestrateError] = []
         try:
-            for finished in executor.execute(run.stage.module.run, items, self._plans[run.name].shared):
+            for finished in executor.execute(
+                run.stage.module.run, items, self._plans[run.name].shared
+            ):
                 record = by_id[finished.unit_id]
                 run.progress.advance()
                 if finished.error is not None:

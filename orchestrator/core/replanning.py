@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache.records import UnitKeys, UnitRecord
+from ..cache.records import UnitRecord
 from ..cache.state import BuildState
 from ..hashing import digest_value
 from ..typing import Plan, StageChanges
@@ -62,7 +62,7 @@ class Replanner:
                 rerun,
                 staleness.record.state,
                 staleness.modified_files(),
-                lambda: list(units.keys(spec.name).items()),
+                lambda: list(units.keys(spec.name)),
             )
             plan = update(self.ctx, inputs, changes)
             if plan is not None:
@@ -171,6 +171,8 @@ class Replanner:
             if (reasons and record.id in reasons) or known is None:
                 continue
             old = known.parts
-            changed = sorted(k for k in set(old) | set(record.parts) if old.get(k) != record.parts.get(k))
+            changed = sorted(
+                k for k in set(old) | set(record.parts) if old.get(k) != record.parts.get(k)
+            )
             if changed:
                 record.reason = f"declared input changed: {', '.join(changed)}"

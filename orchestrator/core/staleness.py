@@ -78,7 +78,9 @@ def must_run(staleness: Staleness, ctx: Context) -> str | None:
     no file it published."""
     record = staleness.record
     if record is None:  # why_all: what voided the record (NO_RECORD: there was none)
-        return "no record of an earlier run" if staleness.why_all == NO_RECORD else staleness.why_all
+        return (
+            "no record of an earlier run" if staleness.why_all == NO_RECORD else staleness.why_all
+        )
     if staleness.dirty:
         read = sorted({path for paths in staleness.dirty.values() for path in paths})
         return f"{len(staleness.dirty)} unit(s) read changed files: {few(read)}"

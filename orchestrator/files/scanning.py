@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..hashing import digest_bytes

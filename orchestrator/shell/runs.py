@@ -125,7 +125,7 @@ def run_command(build_file: str, options: RunOptions) -> int:
             write_profile(options.profile, result.reports, t0)
         if dry_run:
             for outcome in result.explained:
-                click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
+                click.echo(f"would run {outcome.stage}: {outcome.id} ({outcome.reason})")
             if not result.explained:
                 click.echo("nothing to do")
             return 0
