@@ -10,7 +10,7 @@ from enginekit import build_toy, write_toy
 
 from orchestrator.core import rebuild, scheduler
 from orchestrator.core.staleness import fingerprint
-from orchestrator.files.scanning import ADDED, MODIFIED, REMOVED, FileChanges
+from orchestrator.files.changes import ADDED, MODIFIED, REMOVED, FileChanges
 from orchestrator.typing import StageSpec
 
 SPEC = StageSpec(name="s", version=1, inputs=(), outputs=("o",))

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
+from ..files.changes import FileChanges
 from ..files.filetable import FileTable
-from ..files.scanning import FileChanges
 from ..hashing import digest_bytes
 from .records import StageRecord, UnitKeys, UnitRecord
 from .statedb import StateDatabase, chunks

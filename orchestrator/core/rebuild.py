@@ -18,8 +18,8 @@ from typing import Any
 from .. import __version__
 from ..cache import ActionEntry, Cache
 from ..cache.records import UnitRecord
-from ..codec import CodecError, dumps, loads
-from ..errors import CacheCorrupt, DryRunNamed, InternalError, OrchestrateError
+from ..codec import dumps, loads
+from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, OrchestrateError
 from ..executors import LazyBlobs, WorkItem, run_item
 from ..executors.pool import ExecutorPool
 from ..files.projectfiles import ProjectFiles
@@ -37,7 +37,7 @@ KEEP_IN_MEMORY_BYTES = 4 * 1024
 
 
 @dataclass
-class StageRun:
+class RunningStage:
     """One stage in this run, as its units are planned and run: its declaration and module,
     the key prefix its units share, its report, its progress, and whether a later stage of the
     run reads its values (a dry run runs only the stages whose values later stages need)."""
@@ -123,7 +123,7 @@ class Rebuilder:
     def static_key(prefix: bytes, unit: Unit) -> str:
         return digest_bytes(prefix + canonical_json([unit.key, unit.id]))
 
-    def begin(self, run: StageRun, project: ProjectFiles, shared: Any) -> None:
+    def begin(self, run: RunningStage, project: ProjectFiles, shared: Any) -> None:
         """The stage's plan is made: its units may run, or be run again if damaged."""
         self._plans[run.name] = StagePlan(run.stage, project, shared)
 
@@ -133,7 +133,7 @@ class Rebuilder:
         return startup
 
     # -- running ---------------------------------------------------------------------------------
-    def execute(self, run: StageRun, ctx: Context, due: list[UnitRecord]) -> None:
+    def execute(self, run: RunningStage, ctx: Context, due: list[UnitRecord]) -> None:
         """Give every due unit its result: from the action cache when a trace still matches,
         else run (in a dry run, the due units of a stage no later stage reads are only named)."""
         misses: list[UnitRecord] = []
@@ -156,7 +156,7 @@ class Rebuilder:
         if misses:
             self._run(run, ctx, misses)
 
-    def _run(self, run: StageRun, ctx: Context, misses: list[UnitRecord]) -> None:
+    def _run(self, run: RunningStage, ctx: Context, misses: list[UnitRecord]) -> None:
         executor, startup = self.executors.for_units(len(misses))
         self._startup += startup
         by_id = {record.id: record for record in misses}

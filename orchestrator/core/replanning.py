@@ -18,7 +18,7 @@ from ..cache.state import BuildState
 from ..hashing import digest_value
 from ..typing import Plan, StageChanges
 from .context import Context
-from .rebuild import Rebuilder, StageRun
+from .rebuild import Rebuilder, RunningStage
 from .staleness import Staleness
 from .values import Results
 
@@ -50,7 +50,7 @@ class Replanner:
         self.state = state
         self.ctx = ctx
 
-    def units(self, run: StageRun, inputs: Any, staleness: Staleness) -> Replanned:
+    def units(self, run: RunningStage, inputs: Any, staleness: Staleness) -> Replanned:
         """The stage's plan and every unit's result, the due units run."""
         spec, update = run.stage.spec, getattr(run.stage.module, "update", None)
         if staleness.usable and update is not None:
@@ -69,7 +69,7 @@ class Replanner:
                 return self._incremental(run, plan, staleness)
         return self._full(run, run.stage.module.plan(self.ctx, inputs), staleness)
 
-    def _full(self, run: StageRun, plan: Plan, staleness: Staleness) -> Replanned:
+    def _full(self, run: RunningStage, plan: Plan, staleness: Staleness) -> Replanned:
         """Every unit planned: those whose key and reads are unchanged keep their results."""
         dirty, rebuilder = staleness.dirty, self.rebuilder
         stored = self.state.units.keys(run.name) if staleness.usable else {}
@@ -104,7 +104,7 @@ class Replanner:
         removed = set(stored) - {unit.id for unit in plan.units}
         return Replanned(plan, Results(plan, rebuilder.load_result, kept, removed=removed), due)
 
-    def _incremental(self, run: StageRun, plan: Plan, staleness: Staleness) -> Replanned:
+    def _incremental(self, run: RunningStage, plan: Plan, staleness: Staleness) -> Replanned:
         """Only the units the update returned and those reading changed files run again."""
         dirty, rebuilder = staleness.dirty, self.rebuilder
         removed = set(plan.removed)

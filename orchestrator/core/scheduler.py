@@ -25,9 +25,10 @@ from ..cache.state import BuildState
 from ..codec import allow_package
 from ..errors import CacheCorrupt, DryRunNamed, InternalError, OrchestrateError
 from ..executors.pool import ExecutorPool
+from ..files.changes import FileChanges
 from ..files.filetable import FileTable
 from ..files.projectfiles import ProjectFiles
-from ..files.scanning import FileChanges, learn_unread_digests, scan
+from ..files.scanning import learn_unread_digests, scan
 from ..hashing import digest_bytes
 from ..typing import PROJECT
 from .config import Build
@@ -37,7 +38,7 @@ from .identity import code_digest
 from .observe import Progress, ResourceSampler
 from .options import RunOptions
 from .outcomes import StageReport
-from .rebuild import Rebuilder, StageRun
+from .rebuild import Rebuilder, RunningStage
 from .replanning import Replanner
 from .staleness import assess, fingerprint, must_run
 from .storing import PreviousValues, store_stage
@@ -136,7 +137,7 @@ class Scheduler:
                     for position, stage in enumerate(self.stages):
                         outputs = stage.spec.outputs
                         later = any(last_use.get(name, -1) > position for name in outputs)
-                        run = StageRun(
+                        run = RunningStage(
                             stage, b"", StageReport(stage.spec.name), progress, needed_later=later
                         )
                         self._stage(run, ctx, state, values, scanned.trusted, sampler)
@@ -220,7 +221,7 @@ class Scheduler:
     # -- one stage -------------------------------------------------------------------------------
     def _stage(
         self,
-        run: StageRun,
+        run: RunningStage,
         ctx: Context,
         state: BuildState,
         values: RunValues,

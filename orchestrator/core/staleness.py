@@ -15,7 +15,7 @@ from typing import Any
 
 from ..cache.records import NO_RECORD, Fingerprint, StageRecord, output_signature
 from ..cache.state import BuildState
-from ..files.scanning import FileChanges
+from ..files.changes import FileChanges
 from ..hashing import digest_value
 from ..keyed import Changes
 from ..typing import PROJECT, StageSpec
