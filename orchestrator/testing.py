@@ -60,8 +60,9 @@ class RecordingContext(Context):
         cache = Cache(build.cache_dir, key=key)
         state = BuildState(build.cache_dir, root, str(build.output_dir), cache, key=key)
         skip = {str(build.output_dir), str(build.cache_dir)}
-        files = scan(root, skip, None, ProjectFiles(root, build.file_policy)).table
-        super().__init__(build, state, files, self.logs, stored.__getitem__)
+        project = ProjectFiles(root, build.file_policy)
+        files = scan(root, skip, None, project).table
+        super().__init__(build, project, state, files, self.logs, stored.__getitem__)
         self.stored = stored
         self.published_bytes: dict[str, bytes] = {}
 

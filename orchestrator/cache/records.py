@@ -94,10 +94,25 @@ class UnitRecord:
     def id(self) -> str:
         return self.planned.id
 
+    def explain(self, reason: str) -> None:
+        """Why it runs this run (sharpened as more is known: a changed file, a key part)."""
+        self.reason = reason
+
+    def found(self, result: str, reads: dict[str, str | None]) -> None:
+        """The action cache had its result, for these reads."""
+        self.result, self.reads = result, reads
+
+    def finished(
+        self, result: str, reads: dict[str, str | None], seconds: float, worker: str, start: float
+    ) -> None:
+        """It ran now, there and then, read these files and made this result."""
+        self.result, self.reads, self.ran = result, reads, True
+        self.seconds, self.worker, self.start = seconds, worker, start
+
     def kept(self) -> UnitRecord:
-        """The record as the build state keeps it: no declared key, no reasons or timings, and
-        a payload only when the unit read files (only such a unit is ever re-run from the
-        state, when one of them changes)."""
+        """The record as the build state keeps it (and the next run reads back): no declared
+        key, no reasons or timings, and a payload only when the unit read files (only such a
+        unit is ever re-run from the state, when one of them changes)."""
         planned = self.planned
         payload = planned.payload if self.reads else None
         return UnitRecord(
@@ -105,6 +120,7 @@ class UnitRecord:
             Unit(planned.id, payload, None, planned.files, planned.blobs, planned.cost),
             self.static,
             self.parts,
+            stored=True,  # as the next run reads it back
             result=self.result,
         )
 

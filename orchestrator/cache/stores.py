@@ -42,9 +42,7 @@ class FileTableStore:
             return None
         try:
             if signed and all(digest_bytes(data) == digests[name] for name, data in blobs.items()):
-                table = FileTable.from_blobs(blobs)
-                table.stored = digests
-                return table
+                return FileTable.from_blobs(blobs, stored=digests)
         except (KeyError, ValueError, TypeError, UnicodeDecodeError):
             pass
         db.untrusted("filetable", "the file table", "every file is scanned afresh")
@@ -60,8 +58,7 @@ class FileTableStore:
         db.begin()
         db.execute_many("INSERT OR REPLACE INTO filetable VALUES (?, ?, ?, ?)", rows)
         db.commit()
-        table.stored.update((name, digest) for name, _, digest, _ in rows)
-        table.changed = False
+        table.saved({name: digest for name, _, digest, _ in rows})
 
     def log_changes(self, changes: FileChanges) -> None:
         """Log content changes under this run's generation."""
@@ -157,7 +154,6 @@ class UnitStore:
                 if digest_bytes(data) == digest.hex():
                     record = loads(data)
                     if isinstance(record, UnitRecord):
-                        record.stored = True
                         found[unit_id] = record
                         continue
             except CodecError:

@@ -14,10 +14,8 @@ from ..files.atomic import atomic_write
 from ..files.filetable import FileTable, signature_of
 from ..files.outputs import Ledger, OutputFolder
 from ..files.projectfiles import ProjectFiles, Refusal
-from ..files.reads import to_posix
 from ..hashing import digest_bytes, digest_file
-from ..typing import FileEntry
-from .config import Build
+from ..typing import BuildSettings, FileEntry
 from .outcomes import StageReport
 
 
@@ -26,21 +24,20 @@ class Context:
 
     def __init__(
         self,
-        build: Build,
+        build: BuildSettings,
+        project: ProjectFiles,
         state: BuildState,
         files: FileTable,
         log,
         load_result: Callable[[str], Any],
     ) -> None:
         self.build = build
-        self.config = build.config
-        self.root = to_posix(str(build.project_root))
-        self.project = ProjectFiles(self.root, build.file_policy)  # what of it the build reads
+        self.project = project  # the project's root and what of it the build reads
+        self.root = project.root
         self.build_dir = build.dir
         self.output_dir = build.output_dir
         self.output_folder = OutputFolder(build.output_dir)
         self.ledger = Ledger(self.output_folder)
-        self.cache_dir = build.cache_dir
         self.log = log
         self.state = state
         self.files = files

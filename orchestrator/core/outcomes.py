@@ -26,5 +26,25 @@ class StageReport:
     why: str = ""  # why it was not skipped (--explain, the run record)
     outcomes: list[UnitRecord] = field(default_factory=list)  # the units that ran (dry run: due)
 
+    def skip(self, units: int) -> None:
+        """Skipped whole: its `units` all keep their results, none looked up."""
+        self.units = self.cached = units
+        self.skipped = True
+
+    def runs_because(self, why: str) -> None:
+        self.why = why
+
+    def planned(self, units: int, kept: int) -> None:
+        """It has `units`, of which `kept` keep their stored results without a lookup."""
+        self.units, self.cached = units, kept
+
+    def ran(self, records: list[UnitRecord]) -> None:
+        """These units ran now (in a dry run: would run)."""
+        self.outcomes.extend(records)
+        self.built += len(records)
+
+    def close(self, seconds: float, peak_rss: int, cpu_percent: float) -> None:
+        self.seconds, self.peak_rss, self.cpu_percent = seconds, peak_rss, cpu_percent
+
 
 StageCallback = Callable[[Any, dict[str, Any]], None]

@@ -142,16 +142,15 @@ class Rebuilder:
                 (None, None) if self.options.no_cache else self.lookup(ctx, run.name, record.static)
             )
             if entry is not None:
-                record.result, record.reads = entry.result, dict(entry.reads)
+                record.found(entry.result, dict(entry.reads))
                 self._producers[entry.result] = record
                 continue
             if reason:
-                record.reason = reason
+                record.explain(reason)
             misses.append(record)
         if self.options.dry_run and misses and not run.needed_later:
-            run.report.outcomes.extend(misses)
+            run.report.ran(misses)
             self.explained.extend(misses)
-            run.report.built += len(misses)
             raise DryRunNamed(run.name)
         if misses:
             self._run(run, ctx, misses)
@@ -198,11 +197,10 @@ class Rebuilder:
                 digest, _ = self.store(finished.result, record)
                 self.cache.actions.put(run.name, record.static, finished.reads, digest)
                 ctx.note_reads(finished.reads, finished.signatures)
-                record.result, record.reads, record.ran = digest, finished.reads, True
-                record.seconds, record.worker = finished.seconds, finished.worker
-                record.start = finished.start
-                run.report.outcomes.append(record)
-                run.report.built += 1
+                record.finished(
+                    digest, finished.reads, finished.seconds, finished.worker, finished.start
+                )
+                run.report.ran([record])
                 if self.options.explain or self.options.dry_run:  # a dry run names what it ran
                     self.explained.append(record)
                 if self.options.explain:

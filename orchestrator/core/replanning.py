@@ -75,7 +75,6 @@ class Replanner:
         stored = self.state.units.keys(run.name) if staleness.usable else {}
         kept: dict[str, str] = {}
         due: list[UnitRecord] = []
-        run.report.units = len(plan.units)
         rebuilder.begin(run, self.ctx.project, plan.shared)
         for unit in plan.units:
             known = stored.get(unit.id)
@@ -94,7 +93,7 @@ class Replanner:
             due.append(
                 UnitRecord(run.name, unit, static, key_parts(unit.key), reason, known is not None)
             )
-        run.report.cached = len(kept)
+        run.report.planned(len(plan.units), len(kept))
         if due and staleness.usable:
             self._explain(run.name, due, dirty)
         rebuilder.execute(run, self.ctx, due)
@@ -124,17 +123,17 @@ class Replanner:
                 UnitRecord(run.name, unit, static, key_parts(unit.key), reason, known is not None)
             )
         for record in self.state.units.get(run.name, set(dirty) - removed - set(units)).values():
-            record.reason, record.stored = "input changed", True
+            record.explain("input changed")
             due.append(record)
         self._explain(run.name, due, dirty, reasons)
-        run.report.units = (
+        count = (
             len(previous)
             - len(removed & set(previous))
             + sum(1 for unit_id in units if unit_id not in previous)
         )
         rebuilder.begin(run, self.ctx.project, plan.shared)
         rebuilder.execute(run, self.ctx, due)
-        run.report.cached = run.report.units - run.report.built
+        run.report.planned(count, count - run.report.built)
         digests = {unit_id: known.result for unit_id, known in previous.items()}
         changed = set()
         for record in due:
@@ -165,7 +164,7 @@ class Replanner:
         stored = self.state.units.get(stage, [record.id for record in due])
         for record in due:
             if record.id in dirty:
-                record.reason = f"input changed: {', '.join(dirty[record.id])}"
+                record.explain(f"input changed: {', '.join(dirty[record.id])}")
                 continue
             known = stored.get(record.id)
             if (reasons and record.id in reasons) or known is None:
@@ -175,4 +174,4 @@ class Replanner:
                 k for k in set(old) | set(record.parts) if old.get(k) != record.parts.get(k)
             )
             if changed:
-                record.reason = f"declared input changed: {', '.join(changed)}"
+                record.explain(f"declared input changed: {', '.join(changed)}")

@@ -13,6 +13,7 @@ so what runs downstream stops as early as it can.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from ..cache.records import UnitRecord
 from ..cache.state import BuildState
 from ..codec import allow_package
 from ..errors import CacheCorrupt, DryRunNamed, InternalError, OrchestrateError
+from ..executors import Workplace
 from ..executors.pool import ExecutorPool
 from ..files.changes import FileChanges
 from ..files.filetable import FileTable
@@ -39,9 +41,10 @@ from .observe import Progress, ResourceSampler
 from .options import RunOptions
 from .outcomes import StageReport
 from .rebuild import Rebuilder, RunningStage
+from .registry import code_roots, registered_stages
 from .replanning import Replanner
 from .staleness import assess, fingerprint, must_run
-from .storing import PreviousValues, store_stage
+from .storing import PreviousValues, StoredStage, store_stage
 from .values import RunValues, StageInputs
 
 
@@ -80,8 +83,6 @@ class Scheduler:
         self.log = log
         self.root = str(build.project_root).replace("\\", "/")
         if stages is None:
-            from .registry import registered_stages
-
             stages = registered_stages()
         self.stages = select(list(stages), options.stages)
         for stage in self.stages:  # their results may hold records of their packages' types
@@ -89,15 +90,11 @@ class Scheduler:
         # A dry run is this run with nothing kept: the state and the cache in scratch.
         self.cache = Cache(build.cache_dir, log=log, scratch=options.dry_run, key=build.cache_key())
         self.files = ProjectFiles(self.root, build.file_policy)
-        self.executors = ExecutorPool(
-            options.executor,
-            self.root,
-            str(build.cache_dir),
-            build.config.executor,  # type: ignore[attr-defined]
-            options.workers,
-            log,
-            build.file_policy,
+        place = Workplace(
+            self.root, str(build.cache_dir), build.file_policy, tuple(code_roots(self.stages))
         )
+        settings = build.config.executor  # type: ignore[attr-defined]
+        self.executors = ExecutorPool(options.executor, place, settings, options.workers, log)
         code = code_digest(
             getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
         )
@@ -122,7 +119,9 @@ class Scheduler:
             started = time.perf_counter()
             scanned = self._scan(state)
             scan_seconds = time.perf_counter() - started
-            ctx = Context(self.build, state, scanned.table, self.log, self.rebuilder.load_result)
+            ctx = Context(
+                self.build, self.files, state, scanned.table, self.log, self.rebuilder.load_result
+            )
             keyed = {name for stage in self.stages for name in stage.spec.keyed}
             values = RunValues(
                 state.values, keyed, [name for stage in self.stages for name in stage.spec.outputs]
@@ -137,10 +136,8 @@ class Scheduler:
                     for position, stage in enumerate(self.stages):
                         outputs = stage.spec.outputs
                         later = any(last_use.get(name, -1) > position for name in outputs)
-                        run = RunningStage(
-                            stage, b"", StageReport(stage.spec.name), progress, needed_later=later
-                        )
-                        self._stage(run, ctx, state, values, scanned.trusted, sampler)
+                        stepping = Stepping(ctx, state, values, progress, sampler)
+                        self._stage(stage, stepping, scanned.trusted, needed_later=later)
                         for name in outputs:  # nothing later reads it: let it go
                             if last_use.get(name, -1) <= position:
                                 values.release(name)
@@ -195,7 +192,7 @@ class Scheduler:
         changes, table = result.changes, result.table
         trusted = previous is not None and not self.forget_state
         if previous is None:
-            table.changed = True
+            table.mark_changed()
             return Scanned(table, changes, trusted, result.racy, 0)
         modified, hashed = [], 0
         for path in changes.modified:
@@ -209,9 +206,10 @@ class Scheduler:
                         table.set_digest(row, old)
                     continue  # touched, not changed
             modified.append(path)
-        changes.modified = modified
-        if result.changes or result.relisted or result.racy:
-            table.changed = True
+        moved = bool(changes) or result.relisted or result.racy
+        changes = dataclasses.replace(changes, modified=modified)
+        if moved:
+            table.mark_changed()
         if changes:
             # The log goes first, the table (saved at the end of the run) after: a run that
             # dies between them rescans against the old table and logs the changes again.
@@ -219,20 +217,14 @@ class Scheduler:
         return Scanned(table, changes, trusted, result.racy, hashed)
 
     # -- one stage -------------------------------------------------------------------------------
-    def _stage(
-        self,
-        run: RunningStage,
-        ctx: Context,
-        state: BuildState,
-        values: RunValues,
-        trusted: bool,
-        sampler: ResourceSampler,
-    ) -> None:
+    def _stage(self, stage: Stage, step: Stepping, trusted: bool, needed_later: bool) -> None:
         """Run (or skip) one stage. `trusted`: the stages' records may be used (the file
-        table they were made against is this checkout's, and no damage restarted the run)."""
-        stage, spec, report = run.stage, run.stage.spec, run.report
+        table they were made against is this checkout's, and no damage restarted the run);
+        `needed_later`: a later stage of the run reads its values."""
+        ctx, state, values = step.ctx, step.state, step.values
+        spec = stage.spec
         started = time.perf_counter()
-        report.start = time.time()
+        report = StageReport(spec.name, start=time.time())
         slice_value = self.build.slice_for(spec.config_keys)
         now = fingerprint(spec, self.rebuilder.libs, slice_value)
         voided = (
@@ -250,23 +242,23 @@ class Scheduler:
             assert staleness.record is not None
             ctx.begin_stage(previous=None)
             ctx.adopt_published(staleness.record.published)  # as published by this run too
-            report.units = report.cached = staleness.record.units
-            report.skipped = True
+            report.skip(staleness.record.units)
             for callback in callbacks:
                 callback(ctx, {name: values[name] for name in spec.outputs})
-            self._close(report, started, ctx, sampler)
+            self._close(report, started, step)
             return
-        report.why = why
+        report.runs_because(why)
         if self.options.explain:
             self.log.info("explain", stage=spec.name, runs_because=why)
         ctx.begin_stage(PreviousValues(state, spec.keyed) if staleness.usable else None)
         inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
-        run.prefix = self.rebuilder.key_prefix(stage, slice_value)
+        prefix = self.rebuilder.key_prefix(stage, slice_value)
+        run = RunningStage(stage, prefix, report, step.progress, needed_later)
         try:
             replanned = Replanner(self.rebuilder, state, ctx).units(run, inputs, staleness)
         except DryRunNamed:  # no later stage reads its values: nothing to finish or store
             self.rebuilder.end_stage()
-            self._close(report, started, ctx, sampler)
+            self._close(report, started, step)
             return
         try:
             outputs = stage.module.finish(ctx, inputs, replanned.results)
@@ -279,27 +271,18 @@ class Scheduler:
         for name, value in outputs.items():
             values.add(name, value)
         dry = self.options.dry_run  # stored in scratch for the later stages; nothing published
-        store_stage(
-            stage,
-            ctx,
-            state,
-            replanned,
-            outputs,
-            now,
-            staleness,
-            report.units,
-            () if dry else callbacks,
-            publish=not dry,
+        removed = replanned.results.removed or set()
+        stored = StoredStage(
+            now, staleness.record, replanned.plan, replanned.due, removed, report.units
         )
-        self._close(report, started, ctx, sampler)
+        store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
+        self._close(report, started, step)
 
-    def _close(
-        self, report: StageReport, started: float, ctx: Context, sampler: ResourceSampler
-    ) -> None:
+    def _close(self, report: StageReport, started: float, step: Stepping) -> None:
         # Ray's startup is reported on its own, not in the stage that needed it.
-        report.seconds = time.perf_counter() - started - self.rebuilder.take_startup()
-        report.peak_rss, report.cpu_percent = sampler.window()
-        ctx.reports.append(report)
+        seconds = time.perf_counter() - started - self.rebuilder.take_startup()
+        report.close(seconds, *step.sampler.window())
+        step.ctx.reports.append(report)
         self.log.debug(
             "stage.done",
             stage=report.name,
@@ -308,6 +291,18 @@ class Scheduler:
             built=report.built,
             seconds=round(report.seconds, 3),
         )
+
+
+@dataclass(frozen=True)
+class Stepping:
+    """What every stage of a run is run with: the driver-side context, the build state, the
+    values passed between stages, the progress display and the resource sampler."""
+
+    ctx: Context
+    state: BuildState
+    values: RunValues
+    progress: Progress
+    sampler: ResourceSampler
 
 
 @dataclass(frozen=True)
@@ -345,9 +340,9 @@ def run_build(
         try:
             with CacheLock(build.cache_dir), relaxed_gc(), temporary_files_in(build.cache_dir):
                 result = scheduler.run()
-                if conclude is not None:
-                    result.concluded = conclude(result)
-                return result
+                if conclude is None:
+                    return result
+                return dataclasses.replace(result, concluded=conclude(result))
         except CacheCorrupt as exc:
             log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
             if attempt == 2:

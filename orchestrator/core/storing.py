@@ -9,16 +9,15 @@ again rather than trusting files it may not have finished.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from ..cache.records import Fingerprint, StageRecord, output_signature
+from ..cache.records import Fingerprint, StageRecord, UnitRecord, output_signature
 from ..cache.state import WHOLE, BuildState
 from ..keyed import Keyed, KeyedPatch
-from ..typing import PROJECT
+from ..typing import PROJECT, Plan
 from .context import Context
 from .graph import Stage
-from .replanning import Replanned
-from .staleness import Staleness
 from .values import UNCHANGED
 
 
@@ -26,34 +25,28 @@ def store_stage(
     stage: Stage,
     ctx: Context,
     state: BuildState,
-    replanned: Replanned,
+    stored: StoredStage,
     outputs: dict,
-    now: Fingerprint,
-    staleness: Staleness,
-    units: int,
     callbacks: Iterable[Callable] = (),
     publish: bool = True,
 ) -> None:
     """Store the stage's units, reads, values, publications and record, all or nothing
-    (without `publish`, a dry run's: the stage's `publish` hook is not called). `units` is how
-    many units the stage has; planned without a usable record (`staleness`), the plan named
-    every unit the stage has, so the stored ones it did not name go."""
+    (without `publish`, a dry run's: the stage's `publish` hook is not called)."""
     spec = stage.spec
-    previous = staleness.record
+    previous = stored.previous
     state.begin()
     try:
-        finished = [record for record in replanned.due if record.result]
+        finished = [record for record in stored.due if record.result]
         outside = dict(previous.outside) if previous else {}
         for record in finished:
             for path, digest in record.reads.items():  # what a rescan would not notice
                 if not ctx.files.tracks(ctx.root, path, digest):
                     outside[path] = digest
-        if not staleness.usable:
+        if previous is None:  # the plan named every unit the stage has: the others go
             state.units.drop_stage(spec.name)
         state.units.drop(spec.name, [record.id for record in finished if record.stored])
         state.units.put(spec.name, finished)
-        if replanned.results.removed:
-            state.units.drop(spec.name, replanned.results.removed)
+        state.units.drop(spec.name, stored.removed)
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)
         hook = getattr(stage.module, "publish", None) if publish else None
@@ -67,20 +60,34 @@ def store_stage(
             if st is not None:
                 published[path] = output_signature(st)
         stage_record = StageRecord(
-            fingerprint=now,
+            fingerprint=stored.fingerprint,
             generation=state.generation,
-            state=replanned.plan.state,
+            state=stored.plan.state,
             external=dict(ctx.stage_external),
             published=published,
             outside=outside,
             walked=ctx.stage_walked or PROJECT in spec.inputs,
-            units=units,
+            units=stored.units,
         )
         state.records.put(spec.name, stage_record)
         state.commit()
     except BaseException:
         state.rollback()
         raise
+
+
+@dataclass(frozen=True)
+class StoredStage:
+    """What a stage's run leaves besides its outputs and what its context recorded: its
+    fingerprint, the record it ran against (None: it planned every unit afresh), its plan, the
+    records of the units that were due, the units that went away, and how many it has."""
+
+    fingerprint: Fingerprint
+    previous: StageRecord | None
+    plan: Plan
+    due: list[UnitRecord]
+    removed: set[str]
+    units: int
 
 
 def store_value(state: BuildState, name: str, value: Any, keyed: bool) -> None:

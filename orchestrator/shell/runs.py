@@ -42,9 +42,7 @@ def load(build_file: str, executor: str | None = None, overrides: dict | None = 
         merged.setdefault(section, {}).update(keys)
     if executor:
         merged.setdefault("executor", {})["kind"] = executor
-    build = load_build(build_file, merged or None)
-    build.set_by = switched.set_by
-    return build
+    return load_build(build_file, merged or None, set_by=switched.set_by)
 
 
 def log_switches(build: Build, log: Any) -> None:
