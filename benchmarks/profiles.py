@@ -27,7 +27,7 @@ FRAME = re.compile(r"^(?P<function>.*) \((?P<where>[^()]*)\)$")
 # Parts of a run outside the stages, by the first frame (outermost first) that names them.
 PARTS = (
     ("Scheduler._scan", "scan: list the tree, compare signatures"),
-    ("save_file_table", "save the file table"),
+    ("FileTableStore.save", "save the file table"),
     ("_find_and_load", "imports (outside stages)"),
     ("run_build", "engine outside stages (state, locks, executors)"),
     ("record_run", "run record and reports"),

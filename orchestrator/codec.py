@@ -91,6 +91,17 @@ class _Level:
             self.packer = self._new_packer()
         return data
 
+    def run_once(self, value: Any) -> bytes:
+        """`value`'s bytes at the top level; a call while this level packs (a signal handler
+        storing a value) packs on a level of its own."""
+        if self.busy:
+            return _Level().run(value)
+        self.busy = True
+        try:
+            return self.run(value)
+        finally:
+            self.busy = False
+
     def pack(self, value: Any) -> bytes:
         below = self.below
         if below is None:
@@ -127,14 +138,7 @@ _levels = _Levels()
 
 
 def _pack(value: Any) -> bytes:
-    top = _levels.top
-    if top.busy:  # called again while packing (a signal handler): a level of its own
-        return _Level().run(value)
-    top.busy = True
-    try:
-        return top.run(value)
-    finally:
-        top.busy = False
+    return _levels.top.run_once(value)
 
 
 def _unpack(data: bytes) -> Any:

@@ -116,3 +116,8 @@ class CodecError(ValueError):
 class ExpansionRefused(yaml.MarkedYAMLError):
     """A YAML file whose aliases expand past the budget, or repeat their own anchor (at
     `problem_mark`); yamlfile.py keeps the budget."""
+
+
+class DryRunNamed(Exception):
+    """A dry run named the units of a stage no later stage reads without running them: the
+    stage has no values to finish and store (the scheduler goes on with the next stage)."""

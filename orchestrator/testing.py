@@ -24,7 +24,7 @@ import structlog
 import yaml
 
 from .cache import Cache
-from .cache.state import ScopeState
+from .cache.state import BuildState
 from .codec import dumps
 from .core.config import Build, load_build
 from .core.context import Context
@@ -58,13 +58,13 @@ class RecordingContext(Context):
         root = str(build.project_root)
         key = build.cache_key()  # a state signed with the farm's key is read with it
         cache = Cache(build.cache_dir, key=key)
-        state = ScopeState(build.cache_dir, root, str(build.output_dir), cache, key=key)
+        state = BuildState(build.cache_dir, root, str(build.output_dir), cache, key=key)
         skip = {str(build.output_dir), str(build.cache_dir)}
-        files = scan(root, skip, None, ProjectFiles(root, build.file_policy)).table
-        super().__init__(build, state, files, self.logs)
+        project = ProjectFiles(root, build.file_policy)
+        files = scan(root, skip, None, project).table
+        super().__init__(build, project, state, files, self.logs, stored.__getitem__)
         self.stored = stored
         self.published_bytes: dict[str, bytes] = {}
-        self.load_result = stored.__getitem__
 
     def publish_bytes(self, relpath: str, data: bytes) -> bool:
         self.published_bytes[relpath] = data

@@ -39,6 +39,7 @@ PROJECT = "project"
 declares it gets the files added, removed and modified since it last ran (`changes`)."""
 
 
+@record  # the build state keeps the units it may run again (cache/records.py)
 @dataclass(frozen=True, slots=True)
 class Unit:
     """One unit of work: `run(payload, shared, reader)` is its whole computation.

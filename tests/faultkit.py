@@ -67,7 +67,7 @@ def install(point: str | None, nth: int) -> None:
     import orchestrator.shell.runrecord
     import stages.reports.html
     from orchestrator.cache import blobs
-    from orchestrator.cache.state import ScopeState
+    from orchestrator.cache.stores import FileTableStore
     from orchestrator.files.outputs import Ledger
 
     orchestrator.cache.LARGE_BLOB_BYTES = LARGE_BLOB_BYTES  # type: ignore[attr-defined]
@@ -82,8 +82,8 @@ def install(point: str | None, nth: int) -> None:
         stages.reports.html.atomic_write, "report-page"
     )
     Ledger.record = _ledger(Ledger.record)  # type: ignore[method-assign]
-    ScopeState.save_file_table = _labelled(  # type: ignore[method-assign]
-        ScopeState.save_file_table, lambda *a, **k: "state-file-table"
+    FileTableStore.save = _labelled(  # type: ignore[method-assign]
+        FileTableStore.save, lambda *a, **k: "state-file-table"
     )
     orchestrator.core.scheduler.store_stage = _labelled(  # type: ignore[attr-defined]
         orchestrator.core.scheduler.store_stage, lambda stage, *a, **k: f"state-stage {stage.name}"

@@ -66,14 +66,13 @@ def spying() -> object:
     ran: dict[str, set[str]] = {}
     original = Rebuilder.execute
 
-    def execute(self, stage, ctx, shared, pending, report, progress):
-        due = planned.setdefault(stage.spec.name, {})
-        due.update((item.unit.id, item.static) for item in pending)
-        done = original(self, stage, ctx, shared, pending, report, progress)
-        ran.setdefault(stage.spec.name, set()).update(
-            unit_id for unit_id, outcome in done.items() if outcome.ran
-        )
-        return done
+    def execute(self, run, ctx, due_records):
+        due = planned.setdefault(run.name, {})
+        due.update((record.id, record.static) for record in due_records)
+        try:
+            original(self, run, ctx, due_records)
+        finally:
+            ran.setdefault(run.name, set()).update(r.id for r in due_records if r.ran)
 
     with mock.patch.object(Rebuilder, "execute", execute):
         yield planned, ran
@@ -99,7 +98,7 @@ def build(
             settings = _with_paths(load(str(build_file), "local"), build_file, output, cache)
             run = RunOptions(executor="local", stages=stages, progress=False, **options)
             result = run_build(settings, run, log)
-            named = {(o.stage, o.unit, o.reason) for o in result.explained}
+            named = {(o.stage, o.id, o.reason) for o in result.explained}
             exit_code, error = judge(settings, result.stages, result.outputs).exit_code, ""
         except OrchestrateError as exc:
             exit_code, error = exc.exit_code, exc.describe()

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cache import Cache
-from orchestrator.cache.entries import INLINE_MAX_BYTES, STORED_PREFIX, ValueChanges
-from orchestrator.cache.state import ScopeState
+from orchestrator.cache.entries import INLINE_MAX_BYTES, STORED_PREFIX
+from orchestrator.cache.state import BuildState
 from orchestrator.errors import CacheCorrupt
 from orchestrator.keyed import Keyed
 
 
-def open_state(folder: Path) -> ScopeState:
+def open_state(folder: Path) -> BuildState:
     """The scope's state as the next run opens it (one generation later)."""
     (folder / "project").mkdir(exist_ok=True)
     cache = folder / "cache"
-    return ScopeState(cache, str(folder / "project"), str(folder / "out"), Cache(cache))
+    return BuildState(cache, str(folder / "project"), str(folder / "out"), Cache(cache))
 
 
 def run(folder: Path, work) -> int:
@@ -30,14 +30,15 @@ def run(folder: Path, work) -> int:
         return state.generation
     finally:
         state.close()
-        state.blobs.close()  # what a run stored in the blob store is written at its end
+        state.values.blobs.close()  # what a run stored in the blob store is written at its end
 
 
-def changes(folder: Path, value: str, since: int) -> ValueChanges:
+def changes(folder: Path, value: str, since: int) -> tuple[list[str], list[str]]:
+    """(keys changed, keys removed) since generation `since`, sorted."""
     state = open_state(folder)
     try:
-        found = state.changes(value, since)
-        return ValueChanges(sorted(found.changed), sorted(found.removed))
+        found = state.values.changes(value, since)
+        return sorted(found.changed), sorted(found.removed)
     finally:
         state.close()
 
@@ -45,65 +46,69 @@ def changes(folder: Path, value: str, since: int) -> ValueChanges:
 def test_changes_since_each_generation(tmp_path):
     """Each run's puts, removals and replacements are seen by a reader that last looked before
     them; an entry stored again with equal content is no change."""
-    g1 = run(tmp_path, lambda s: s.put_entries("v", {"a": 1, "b": 2, "c": 3}.items()))
+    g1 = run(tmp_path, lambda s: s.values.put_entries("v", {"a": 1, "b": 2, "c": 3}.items()))
     g2 = run(
         tmp_path,
-        lambda s: (s.put_entries("v", [("b", 20), ("c", 3)]), s.remove_entries("v", ["a"])),
+        lambda s: (
+            s.values.put_entries("v", [("b", 20), ("c", 3)]),
+            s.values.remove_entries("v", ["a"]),
+        ),
     )
-    g3 = run(tmp_path, lambda s: s.replace_entries("v", {"b": 20, "d": 4}))
+    g3 = run(tmp_path, lambda s: s.values.replace_entries("v", {"b": 20, "d": 4}))
     assert g1 < g2 < g3
-    assert changes(tmp_path, "v", 0) == ValueChanges(["b", "d"], ["a", "c"])
-    assert changes(tmp_path, "v", g1) == ValueChanges(["b", "d"], ["a", "c"])
-    assert changes(tmp_path, "v", g2) == ValueChanges(["d"], ["c"])
-    assert changes(tmp_path, "v", g3) == ValueChanges([], [])
+    assert changes(tmp_path, "v", 0) == (["b", "d"], ["a", "c"])
+    assert changes(tmp_path, "v", g1) == (["b", "d"], ["a", "c"])
+    assert changes(tmp_path, "v", g2) == (["d"], ["c"])
+    assert changes(tmp_path, "v", g3) == ([], [])
     state = open_state(tmp_path)
-    assert state.value_generation("v") == g3 and state.value_generation("other") == 0
-    assert state.keys("v") == ["b", "d"] and state.entry("v", "b") == 20
+    assert state.values.generation("v") == g3 and state.values.generation("other") == 0
+    assert state.values.keys("v") == ["b", "d"] and state.values.entry("v", "b") == 20
     state.close()
 
 
 def test_tombstones_keep_removals_visible_until_the_key_returns(tmp_path):
     """A removed key stays a tombstone: absent to readers, a removal to `changes`; removing it
     again is no change; storing it again makes it a change."""
-    run(tmp_path, lambda s: s.put_entries("v", [("a", 1), ("b", 2)]))
-    g2 = run(tmp_path, lambda s: s.remove_entries("v", ["a"]))
-    g3 = run(tmp_path, lambda s: s.remove_entries("v", ["a"]))
-    assert changes(tmp_path, "v", g2) == ValueChanges([], [])  # the second removal moved nothing
+    run(tmp_path, lambda s: s.values.put_entries("v", [("a", 1), ("b", 2)]))
+    g2 = run(tmp_path, lambda s: s.values.remove_entries("v", ["a"]))
+    g3 = run(tmp_path, lambda s: s.values.remove_entries("v", ["a"]))
+    assert changes(tmp_path, "v", g2) == ([], [])  # the second removal moved nothing
     state = open_state(tmp_path)
-    assert "a" not in Keyed("v", state) and state.entry_digest("v", "a") is None
+    assert "a" not in Keyed("v", state.values) and state.values.entry_digest("v", "a") is None
     with pytest.raises(KeyError):
-        state.entry("v", "a")
-    assert state.has_value("v")
+        state.values.entry("v", "a")
+    assert state.values.has("v")
     state.close()
-    g4 = run(tmp_path, lambda s: s.put_entries("v", [("a", 1)]))
-    assert changes(tmp_path, "v", g3) == ValueChanges(["a"], [])
-    run(tmp_path, lambda s: s.prune_tombstones(g4 + 1))
-    assert changes(tmp_path, "v", 0) == ValueChanges(["a", "b"], [])
+    g4 = run(tmp_path, lambda s: s.values.put_entries("v", [("a", 1)]))
+    assert changes(tmp_path, "v", g3) == (["a"], [])
+    run(tmp_path, lambda s: s.values.prune_tombstones(g4 + 1))
+    assert changes(tmp_path, "v", 0) == (["a", "b"], [])
 
 
 def test_a_whole_value_is_one_entry(tmp_path):
     """A value that is not keyed is stored under one key and changes as a whole."""
-    g1 = run(tmp_path, lambda s: s.put_entries("plain", [("", {"x": [1, 2]})]))
-    run(tmp_path, lambda s: s.put_entries("plain", [("", {"x": [1, 2]})]))
-    assert changes(tmp_path, "plain", g1) == ValueChanges([], [])
-    run(tmp_path, lambda s: s.put_entries("plain", [("", {"x": [1, 3]})]))
-    assert changes(tmp_path, "plain", g1) == ValueChanges([""], [])
+    g1 = run(tmp_path, lambda s: s.values.put_entries("plain", [("", {"x": [1, 2]})]))
+    run(tmp_path, lambda s: s.values.put_entries("plain", [("", {"x": [1, 2]})]))
+    assert changes(tmp_path, "plain", g1) == ([], [])
+    run(tmp_path, lambda s: s.values.put_entries("plain", [("", {"x": [1, 3]})]))
+    assert changes(tmp_path, "plain", g1) == ([""], [])
 
 
 def test_large_values_go_to_the_blob_store_and_come_back(tmp_path):
     """An entry above INLINE_MAX_BYTES is stored in the blob store, referenced from its row,
     and reads back equal with the digest a value held in memory has."""
     big = bytes(range(256)) * (INLINE_MAX_BYTES // 256 + 1)
-    run(tmp_path, lambda s: s.put_entries("v", [("big", big), ("small", b"x")]))
+    run(tmp_path, lambda s: s.values.put_entries("v", [("big", big), ("small", b"x")]))
     db = sqlite3.connect(next(tmp_path.glob("cache/state/*/*.sqlite")))
     rows = dict(db.execute("SELECT key, data FROM entries"))
     db.close()
     assert bytes(rows["big"]).startswith(STORED_PREFIX) and len(rows["big"]) < 200
     assert bytes(rows["small"]) == b"\xc4\x01x"  # msgpack bin 8 of one byte, inline
     state = open_state(tmp_path)
-    assert state.entry("v", "big") == big
+    assert state.values.entry("v", "big") == big
     assert (
-        Keyed("v", state).fingerprint() == Keyed("v", memory=dict(state.items("v"))).fingerprint()
+        Keyed("v", state.values).fingerprint()
+        == Keyed("v", memory=dict(state.values.items("v"))).fingerprint()
     )
     state.close()
 
@@ -111,7 +116,7 @@ def test_large_values_go_to_the_blob_store_and_come_back(tmp_path):
 def test_a_row_that_fails_its_digest_is_corruption(tmp_path):
     """A value row whose bytes no longer match their digest raises CacheCorrupt (the scheduler
     then starts the run again with the stages forgotten)."""
-    run(tmp_path, lambda s: s.put_entries("v", [("a", "right")]))
+    run(tmp_path, lambda s: s.values.put_entries("v", [("a", "right")]))
     path = next(tmp_path.glob("cache/state/*/*.sqlite"))
     db = sqlite3.connect(path)
     from orchestrator.codec import dumps
@@ -121,14 +126,14 @@ def test_a_row_that_fails_its_digest_is_corruption(tmp_path):
     db.close()
     state = open_state(tmp_path)
     with pytest.raises(CacheCorrupt, match="does not match its digest"):
-        state.entry("v", "a")
+        state.values.entry("v", "a")
     state.close()
 
 
 def test_a_damaged_database_is_set_aside_and_started_again(tmp_path):
     """A database file SQLite finds malformed raises CacheCorrupt, is moved aside for a
     post-mortem, and the next open starts an empty one."""
-    run(tmp_path, lambda s: s.put_entries("v", [(f"k{i}", "x" * 500) for i in range(200)]))
+    run(tmp_path, lambda s: s.values.put_entries("v", [(f"k{i}", "x" * 500) for i in range(200)]))
     path = next(tmp_path.glob("cache/state/*/*.sqlite"))
     data = bytearray(path.read_bytes())
     for at in range(4096, len(data), 97):  # every page after the first, scrambled
@@ -137,10 +142,10 @@ def test_a_damaged_database_is_set_aside_and_started_again(tmp_path):
     with pytest.raises(CacheCorrupt):
         state = open_state(tmp_path)
         try:
-            list(state.items("v"))
+            list(state.values.items("v"))
         finally:
             state.close()
     assert list(path.parent.glob(f"{path.name}.damaged-*"))
     state = open_state(tmp_path)
-    assert state.keys("v") == [] and state.generation == 1
+    assert state.values.keys("v") == [] and state.generation == 1
     state.close()

@@ -251,18 +251,32 @@ class Recorded:
         return [fields for _, name, fields in self.events if name == event]
 
 
+def _record(generation: int):
+    from orchestrator.cache.records import Fingerprint, StageRecord
+
+    return StageRecord(Fingerprint(1, "l", "c", "s"), generation, None, {}, {}, {}, False, 0)
+
+
+def _unit(payload=None):
+    from orchestrator.cache.records import UnitRecord
+    from orchestrator.typing import Unit
+
+    return UnitRecord("cook", Unit("u", payload, None), UNIT_KEY, {}, result=GENUINE)
+
+
 def _state(folder: Path, key: EntryKey | None, log=None, output: str = "out"):
-    from orchestrator.cache.state import ScopeState
+    from orchestrator.cache.state import BuildState
 
     (folder / "project").mkdir(exist_ok=True)
     cache = folder / "cache"
-    return ScopeState(
+    return BuildState(
         cache, str(folder / "project"), str(folder / output), Cache(cache), log, key=key
     )
 
 
 def _filled(folder: Path, key: EntryKey | None):
     """A state holding a row of every kind, closed; returns the published file."""
+    from orchestrator.files.changes import FileChanges
     from orchestrator.files.scanning import scan
 
     (folder / "project").mkdir(exist_ok=True)
@@ -270,12 +284,12 @@ def _filled(folder: Path, key: EntryKey | None):
     published_file = folder / "f.bin"
     published_file.write_bytes(b"genuine")
     state = _state(folder, key)
-    state.save_file_table(scan(str(folder / "project"), set(), None).table)
-    state.log_file_changes([("a.xml", "modified")])
-    state.put_record("cook", {"gen": 1})
-    state.put_units("cook", [("u", UNIT_KEY, GENUINE, {"payload": 1})])
-    state.put_entries("cooked", [("a", "genuine")])
-    state.put_output("f.bin", published_file.stat(), GENUINE)
+    state.files.save(scan(str(folder / "project"), set(), None).table)
+    state.files.log_changes(FileChanges(modified=["a.xml"]))
+    state.records.put("cook", _record(1))
+    state.units.put("cook", [_unit(payload=1)])
+    state.values.put_entries("cooked", [("a", "genuine")])
+    state.outputs.put("f.bin", published_file.stat(), GENUINE)
     state.close()
     return published_file
 
@@ -294,7 +308,7 @@ def _forge_row(state_path: Path, table: str) -> None:
         check = plain.check("units", "cook", "u", key, bytes.fromhex(FORGED), digest)
         db.execute("UPDATE units SET result = ?, check_ = ?", (bytes.fromhex(FORGED), check))
     elif table == "records":  # a stage told it last ran in the future: it misses changes
-        data = dumps({"gen": 99})
+        data = dumps(_record(99))
         db.execute(
             "UPDATE records SET data = ?, check_ = ?", (data, plain.check(table, "cook", data))
         )
@@ -319,24 +333,25 @@ def _forge_row(state_path: Path, table: str) -> None:
 def _read_row(state, table: str, published_file: Path):
     """What a run reads of the forged row."""
     if table == "units":
-        return state.unit_keys("cook")["u"][1]
+        return state.units.keys("cook")["u"].result
     if table == "records":
-        return state.record("cook")
+        record = state.records.get("cook")
+        return None if record is None else record.generation
     if table == "entries":
-        return state.entry("cooked", "a")
+        return state.values.entry("cooked", "a")
     if table == "file_changes":
-        return state.file_changes(0)
+        return state.files.changes_since(0).logged()
     if table == "outputs":
-        return state.output_digest("f.bin", published_file.stat())
-    table_read = state.file_table()
+        return state.outputs.digest("f.bin", published_file.stat())
+    table_read = state.files.load()
     return None if table_read is None else bytes(table_read.digests)
 
 
 STATE_FORGERIES = {  # table → (what a build without a key reads, what one with the key reads)
     "units": (FORGED, CacheCorrupt),
-    "records": ({"gen": 99}, None),
+    "records": (99, None),
     "entries": ("forged", CacheCorrupt),
-    "file_changes": ([("a.xml", "modified"), ("a.xml", "removed")], CacheCorrupt),
+    "file_changes": ([("a.xml", "removed")], CacheCorrupt),
     "outputs": (FORGED, None),
     "filetable": (b"\x01" * 32, None),
 }
@@ -396,20 +411,20 @@ def test_a_signed_state_row_moved_elsewhere_is_refused(tmp_path):
     copied into another checkout's state, proves nothing there."""
     key = EntryKey(KEY, "test")
     state = _state(tmp_path, key)
-    state.put_units("cook", [("u", UNIT_KEY, GENUINE, {})])
+    state.units.put("cook", [_unit()])
     state.close()
-    db = sqlite3.connect(state.path)
+    db = sqlite3.connect(state.db.path)
     row = db.execute("SELECT * FROM units").fetchone()
     db.execute("UPDATE units SET id = 'v'")
     db.commit()
     db.close()
     state = _state(tmp_path, key)
     with pytest.raises(CacheCorrupt, match=r"cook \(v\) is not signed"):
-        state.unit_keys("cook")
+        state.units.keys("cook")
     other = _state(tmp_path, key, output="elsewhere")
-    other.execute("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    other.db.execute("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", row)
     with pytest.raises(CacheCorrupt, match=r"cook \(u\) is not signed"):
-        other.unit_keys("cook")
+        other.units.keys("cook")
     state.close()
     other.close()
 
@@ -428,21 +443,23 @@ def test_a_state_written_without_the_key_is_refused_whole_once(tmp_path):
         "by a build without the key or with another one, or changed by someone without it; "
         "refused whole: every stage plans afresh and the project's files are hashed again"
     ]
-    assert state.file_table() is None and state.records() == {} and state.unit_keys("cook") == {}
-    assert state.keys("cooked") == [] and state.file_changes(0) == []
-    assert state.output_digest("f.bin", published_file.stat()) is None
+    assert state.files.load() is None and state.records.all() == {}
+    assert state.units.keys("cook") == {} and state.values.keys("cooked") == []
+    assert not state.files.changes_since(0)
+    assert state.outputs.digest("f.bin", published_file.stat()) is None
     assert len(log.events) == 1
-    state.put_record("cook", {"gen": state.generation})
+    state.records.put("cook", _record(state.generation))
     state.close()
 
     log = Recorded()
     again = _state(tmp_path, key, log)
-    assert again.record("cook") == {"gen": 1} and again.generation == 2 and log.events == []
+    assert again.records.get("cook") == _record(1) and again.generation == 2
+    assert log.events == []
     again.close()
 
     log = Recorded()
     plain = _state(tmp_path, None, log)
-    assert plain.records() == {} and [event for _, event, _ in log.events] == ["cache.dropped"]
+    assert plain.records.all() == {} and [event for _, event, _ in log.events] == ["cache.dropped"]
     assert "signed with a cache key and this build has none" in log.events[0][2]["reason"]
     plain.close()
 

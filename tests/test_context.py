@@ -138,9 +138,9 @@ def test_a_file_edited_between_two_units_reading_it_is_read_again_next_run(tmp_p
 def test_output_holds_only_the_bytes_there_and_counts_them_as_published(tmp_path):
     """A file holding the bytes is published by the stage; another size, digest or no file is not."""
     ctx = scanned_context(tmp_path, {"a.txt": b"a"})
-    ctx.begin_stage()
+    ctx.begin_stage(previous=None)
     ctx.publish_bytes("b/x.bin", b"payload")
-    ctx.begin_stage()
+    ctx.begin_stage(previous=None)
     assert not ctx.output_holds("b/x.bin", 8, digest_bytes(b"payload"))
     assert not ctx.output_holds("b/x.bin", 7, digest_bytes(b"payloaX"))
     assert not ctx.output_holds("b/missing.bin", 7, digest_bytes(b"payload"))

@@ -171,7 +171,7 @@ def test_explain_names_the_file_behind_a_shard_that_ran(tmp_path):
     relpath = path.relative_to(tmp_path / "project").as_posix()
     path.write_text(re.sub(r"<Width>\d+<", "<Width>77<", path.read_text("utf-8")), "utf-8")
     again = build(build_file, explain=True)
-    reasons = {o.unit: o.reason for o in again.explained if o.stage == "cook"}
+    reasons = {o.id: o.reason for o in again.explained if o.stage == "cook"}
     (shard,) = reasons
     assert shard.startswith("<shard ") and reasons[shard] == f"input changed: {relpath}"
     _, now = lawkit.stored_state(cache)

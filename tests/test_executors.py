@@ -6,7 +6,7 @@ import pytest
 from enginekit import build_toy, write_toy
 
 from orchestrator.core.config import ExecutorConfig
-from orchestrator.executors import WorkItem
+from orchestrator.executors import WorkItem, Workplace
 from orchestrator.executors.pool import ExecutorPool
 from orchestrator.executors.ray import plan_batches
 
@@ -24,7 +24,8 @@ def test_batches_cover_every_item_once():
 def test_a_run_uses_the_build_files_executor_unless_it_asks_for_one(tmp_path, asked, runs):
     """RunOptions(executor=None), as a run given no --executor has, means `executor.kind`."""
     settings = ExecutorConfig(kind="local", workers=2)
-    pool = ExecutorPool(asked, str(tmp_path), str(tmp_path / "cache"), settings, None, None)
+    place = Workplace(str(tmp_path), str(tmp_path / "cache"))
+    pool = ExecutorPool(asked, place, settings, None, None)
     assert (pool.kind, pool.workers) == (runs, 2)
     if asked is None:
         executor, startup = pool.for_units(10_000)
@@ -46,7 +47,7 @@ def test_local_and_ray_give_identical_outputs(tmp_path, ray_local):
     assert (tmp_path / "local/out/total.txt").read_bytes() == (
         tmp_path / "ray/out/total.txt"
     ).read_bytes()
-    assert any("driver" not in o.worker for r in remote.reports for o in r.outcomes if not o.cached)
+    assert any("driver" not in o.worker for r in remote.reports for o in r.outcomes)
 
 
 def toy_files(count: int = 60) -> dict[str, str]:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.cache import Cache
-from orchestrator.cache.state import ScopeState
+from orchestrator.cache.state import BuildState
 from orchestrator.keyed import Changes, Keyed, KeyedPatch
 
 KEYS = st.text(alphabet="abcé資料/._-", min_size=1, max_size=6)
@@ -23,11 +23,11 @@ ENTRIES = st.one_of(
 )
 
 
-def open_state(folder: Path) -> ScopeState:
+def open_state(folder: Path) -> BuildState:
     project = folder / "project"
     project.mkdir(exist_ok=True)
     cache = folder / "cache"
-    return ScopeState(cache, str(project), str(folder / "out"), Cache(cache))
+    return BuildState(cache, str(project), str(folder / "out"), Cache(cache))
 
 
 def agree(value: Keyed, expected: dict) -> None:
@@ -58,13 +58,13 @@ def test_memory_state_and_overlay_agree(before, changed, removals):
     with tempfile.TemporaryDirectory() as folder:
         state = open_state(Path(folder))
         try:
-            state.replace_entries("old", before)
-            state.replace_entries("new", after)
+            state.values.replace_entries("old", before)
+            state.values.replace_entries("new", after)
             shuffled = dict(reversed(list(after.items())))  # a stage's own insertion order
             held = [
                 Keyed("v", memory=shuffled),
-                Keyed("new", state),
-                Keyed("old", state, overlay=KeyedPatch(changed, removed)),
+                Keyed("new", state.values),
+                Keyed("old", state.values, overlay=KeyedPatch(changed, removed)),
             ]
             for value in held:
                 agree(value, after)
@@ -78,16 +78,16 @@ def test_memory_state_and_overlay_agree(before, changed, removals):
 def test_a_state_backed_value_reads_only_the_entries_asked_for(tmp_path, monkeypatch):
     """Looking up one entry decodes that entry alone, and only once."""
     state = open_state(tmp_path)
-    state.replace_entries("v", {f"k{i}": i for i in range(50)})
+    state.values.replace_entries("v", {f"k{i}": i for i in range(50)})
     decoded = []
-    original = state.decode
+    original = state.values.decode
 
     def counting(digest, data):
         decoded.append(data)
         return original(digest, data)
 
-    monkeypatch.setattr(state, "decode", counting)
-    value = Keyed("v", state)
+    monkeypatch.setattr(state.values, "decode", counting)
+    value = Keyed("v", state.values)
     assert value["k7"] == 7 and value["k7"] == 7
     assert "k8" in value and "zz" not in value
     assert len(decoded) == 1
@@ -98,15 +98,15 @@ def test_fingerprint_moves_with_any_entry_and_only_then(tmp_path):
     """The fingerprint of a stored value changes when an entry is changed, added or removed,
     and comes back when the value does."""
     state = open_state(tmp_path)
-    state.replace_entries("v", {"a": 1, "b": (2, "x")})
-    first = Keyed("v", state).fingerprint()
-    state.put_entries("v", [("b", (2, "y"))])
-    second = Keyed("v", state).fingerprint()
-    state.put_entries("v", [("c", None)])
-    third = Keyed("v", state).fingerprint()
-    state.replace_entries("v", {"a": 1, "b": (2, "x")})
+    state.values.replace_entries("v", {"a": 1, "b": (2, "x")})
+    first = Keyed("v", state.values).fingerprint()
+    state.values.put_entries("v", [("b", (2, "y"))])
+    second = Keyed("v", state.values).fingerprint()
+    state.values.put_entries("v", [("c", None)])
+    third = Keyed("v", state.values).fingerprint()
+    state.values.replace_entries("v", {"a": 1, "b": (2, "x")})
     assert len({first, second, third}) == 3
-    assert Keyed("v", state).fingerprint() == first
+    assert Keyed("v", state.values).fingerprint() == first
     state.close()
 
 

@@ -338,26 +338,26 @@ def test_manifest_json_bytes_are_those_of_json_dumps():
 
 
 class _CountingDigests:
-    """The engine's output digests (a real ScopeState) counting the files it had to hash."""
+    """The engine's output digests (a real build state's) counting the files it had to hash."""
 
     def __init__(self, root: Path, out: Path) -> None:
         from orchestrator.cache import Cache
-        from orchestrator.cache.state import ScopeState
+        from orchestrator.cache.state import BuildState
 
         cache = Cache(root / "cache")
-        self.state = ScopeState(root / "cache", str(root), str(out), cache)
+        self.state = BuildState(root / "cache", str(root), str(out), cache)
         self.out = out
         self.hashed: list[str] = []
 
     def __call__(self, relpath: str, st) -> str:
         from orchestrator.hashing import digest_file
 
-        known = self.state.output_digest(relpath, st)
+        known = self.state.outputs.digest(relpath, st)
         if known is not None:
             return known
         self.hashed.append(relpath)
         digest = digest_file(str(self.out / relpath))
-        self.state.put_output(relpath, st, digest)
+        self.state.outputs.put(relpath, st, digest)
         return digest
 
 

@@ -8,7 +8,8 @@ import json
 
 from rich.console import Console
 
-from orchestrator.core.outcomes import StageReport, UnitOutcome
+from orchestrator.cache.records import UnitRecord
+from orchestrator.core.outcomes import StageReport
 from orchestrator.shell.present import (
     SUMMARY_HEADER,
     SummaryRow,
@@ -18,6 +19,7 @@ from orchestrator.shell.present import (
     summary_text,
     write_profile,
 )
+from orchestrator.typing import Unit
 
 MB = 2**20
 REPORTS = [
@@ -70,11 +72,21 @@ def test_off_a_terminal_the_plain_table_is_printed(capsys):
 
 
 def test_the_profile_has_a_slice_per_unit_run_and_per_stage(tmp_path):
-    """Cached units take no time: only the units that ran get a slice, on their worker's track."""
-    ran = UnitOutcome("cook", "贴图/a", False, "no entry", seconds=0.5, worker="w1", start=11.0)
-    cached = UnitOutcome("cook", "b", True, "cached", start=11.0)
+    """Each unit that ran gets a slice on its worker's track (a stage's outcomes are the units
+    that ran: cached ones take no time), and the stage one on the stages' track."""
+    ran = UnitRecord(
+        "cook",
+        Unit("贴图/a", None, None),
+        "",
+        {},
+        "no entry",
+        ran=True,
+        seconds=0.5,
+        worker="w1",
+        start=11.0,
+    )
     report = StageReport("cook", 2, 1, 1, start=10.0, seconds=2.0, peak_rss=5 * MB)
-    report.outcomes = [ran, cached]
+    report.outcomes = [ran]
     path = tmp_path / "trace.json"
     write_profile(path, [report], t0=10.0)
     events = json.loads(path.read_text(encoding="utf-8"))["traceEvents"]

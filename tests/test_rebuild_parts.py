@@ -48,7 +48,7 @@ def test_an_edit_changes_only_its_own_part(tmp_path):
     (tmp_path / "p" / "b.txt").write_text("4444\n", encoding="utf-8")
     result = build_parts(build, explain=True)
     assert built(result, "sizes") == 1
-    assert [o.unit for o in result.explained if o.stage == "echo"] == ["b.txt"]
+    assert [o.id for o in result.explained if o.stage == "echo"] == ["b.txt"]
     assert dict(result.outputs["echoed"])["b.txt"] == "b.txt: 5 bytes"
 
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 from buildkit import edit_build, make_project, run_inprocess
 
-from orchestrator.core.outcomes import StageReport, UnitOutcome
+from orchestrator.cache.records import UnitRecord
+from orchestrator.core.outcomes import StageReport
 from orchestrator.shell import runrecord
 from orchestrator.shell.runrecord import (
     PREVIOUS,
@@ -22,18 +23,28 @@ from orchestrator.shell.runrecord import (
     worker_slices,
     write_record,
 )
+from orchestrator.typing import Unit
 
 T0 = 1_000_000.0
 
 
 def outcome(stage: str, unit: str, worker: str, start: float, seconds: float, reason="no entry"):
-    return UnitOutcome(stage, unit, False, reason, seconds, worker, T0 + start)
+    return UnitRecord(
+        stage,
+        Unit(unit, None, None),
+        "",
+        {},
+        reason,
+        ran=True,
+        seconds=seconds,
+        worker=worker,
+        start=T0 + start,
+    )
 
 
 def reports() -> list[StageReport]:
     cook = StageReport("cook", units=5, cached=1, built=4, start=T0 + 1.0, seconds=2.0)
     cook.outcomes = [
-        UnitOutcome("cook", "e", True, "cached"),
         outcome("cook", "b", "w1", 1.0, 0.5, "input changed: b.xml"),
         outcome("cook", "a", "w1", 1.6, 0.25, "input changed: a.xml"),
         outcome("cook", "c", "w2", 1.1, 0.75),

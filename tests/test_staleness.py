@@ -9,14 +9,8 @@ import pytest
 from enginekit import build_toy, write_toy
 
 from orchestrator.core import rebuild, scheduler
-from orchestrator.core.staleness import (
-    ADDED,
-    MODIFIED,
-    REMOVED,
-    fingerprint,
-    fingerprint_change,
-    net_file_changes,
-)
+from orchestrator.core.staleness import fingerprint
+from orchestrator.files.changes import ADDED, MODIFIED, REMOVED, FileChanges
 from orchestrator.typing import StageSpec
 
 SPEC = StageSpec(name="s", version=1, inputs=(), outputs=("o",))
@@ -39,8 +33,8 @@ def test_the_reason_a_record_no_longer_applies_names_the_part_that_moved():
         "build-file slice changed": fingerprint(SPEC, LIBS, {"platform": "ios"}),
     }
     for reason, new in cases.items():
-        assert fingerprint_change(old, new) == reason
-    assert fingerprint_change(None, old) == "no entry"
+        assert new.change_from(old) == reason
+    assert old.change_from(None) == "no entry"
 
 
 @pytest.mark.parametrize(
@@ -60,7 +54,7 @@ def test_several_runs_of_changes_net_out_per_file(logged, net):
     """A stage that last ran before several runs sees each file's net change since."""
     changes = [("a.txt", kind) for kind in logged] + [("b.txt", MODIFIED)]
     expected = ([("a.txt", net)] if net else []) + [("b.txt", MODIFIED)]
-    assert net_file_changes(changes) == expected
+    assert sorted(FileChanges.net(changes).logged()) == sorted(expected)
 
 
 def lines_reasons(result) -> list[str]:

@@ -7,11 +7,12 @@ digest, and its data, inline or in the blob store, is checked against that diges
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..codec import CodecError, dumps, loads
-from ..errors import CacheCorrupt
+from ..codec import dumps, loads
+from ..errors import CacheCorrupt, CodecError
 from ..hashing import digest_bytes
+from ..keyed import Changes
 from .statedb import StateDatabase
 
 INLINE_MAX_BYTES = 256 * 1024  # larger values live in the blob store
@@ -22,15 +23,13 @@ WHOLE = ""  # the key of a value that is not keyed
 FEW_KEYS = 500
 
 
-class ValueChanges(NamedTuple):
-    changed: list[str]  # keys added or changed
-    removed: list[str]
+class ValueStore:
+    """The stage values, entry by entry (the `entries` table of the build state; values large
+    enough go to `blobs`, the content-addressed store)."""
 
-
-class ValueEntries(StateDatabase):
-    """The `entries` table (values large enough go to `blobs`, the content-addressed store)."""
-
-    blobs: Any
+    def __init__(self, db: StateDatabase, blobs: Any) -> None:
+        self.db = db
+        self.blobs = blobs
 
     def encode(self, value: Any) -> tuple[bytes, bytes]:
         """(digest, stored data) of a value: inline, or a reference into the blob store."""
@@ -65,8 +64,9 @@ class ValueEntries(StateDatabase):
         CacheCorrupt if one fails (the run starts again, every stage planned afresh: a stage
         would trust the entry, or miss that it changed). Tuples, not records: a keyed value
         can have a hundred thousand entries, read at each run."""
-        checked = self.checks.checked("entries")
-        rows = self.execute(
+        db = self.db
+        checked = db.checks.checked("entries")
+        rows = db.execute(
             "SELECT key, gen, digest, "
             + ("data" if data else "NULL")
             + (", data IS NOT NULL, check_" if checked else "")
@@ -75,9 +75,9 @@ class ValueEntries(StateDatabase):
         )
         if checked:
             for key, gen, digest, _, live, check in rows:
-                if not self.checks.verify("entries", check, value, key, gen, digest, live):
+                if not db.checks.verify("entries", check, value, key, gen, digest, live):
                     then = "the run starts again with every stage planned afresh"
-                    raise CacheCorrupt(self.untrusted("entries", f"an entry of {value}", then))
+                    raise CacheCorrupt(db.untrusted("entries", f"an entry of {value}", then))
         return [row[:4] for row in rows]
 
     def entry(self, value: str, key: str = WHOLE) -> Any:
@@ -128,20 +128,21 @@ class ValueEntries(StateDatabase):
         ):
             yield key, self.decode(digest, data)
 
-    def has_value(self, value: str) -> bool:
+    def has(self, value: str) -> bool:
         return bool(self._rows(value, "LIMIT 1"))
 
-    def value_generation(self, value: str) -> int:
+    def generation(self, value: str) -> int:
         """The generation at which any entry of the value last changed (0: never stored)."""
         rows = self._rows(value, "ORDER BY gen DESC LIMIT 1")
         return rows[0][1] if rows else 0
 
-    def changes(self, value: str, since: int) -> ValueChanges:
-        changed: list[str] = []
-        removed: list[str] = []
-        for key, _, digest, _ in self._rows(value, "AND gen > ? ORDER BY key", (since,)):
-            (changed if digest is not None else removed).append(key)
-        return ValueChanges(changed, removed)
+    def changes(self, value: str, since: int) -> Changes:
+        """The keys added or changed, and removed, after generation `since`."""
+        changed: set[str] = set()
+        removed: set[str] = set()
+        for key, _, digest, _ in self._rows(value, "AND gen > ?", (since,)):
+            (changed if digest is not None else removed).add(key)
+        return Changes(frozenset(changed), frozenset(removed))
 
     def put_entries(
         self, value: str, entries: Iterable[tuple[str, Any]], known: dict[str, str] | None = None
@@ -159,22 +160,22 @@ class ValueEntries(StateDatabase):
             digest, data = self.encode(entry)
             if known.get(key) == digest.hex():
                 continue
-            gen = self.generation
-            check = self.checks.check("entries", value, key, gen, digest, 1)
+            gen = self.db.generation
+            check = self.db.checks.check("entries", value, key, gen, digest, 1)
             rows.append((value, key, gen, digest, data, check))
             changed.append(key)
         rows.sort()
-        self.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
+        self.db.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
         return changed
 
     def remove_entries(self, value: str, keys: Iterable[str]) -> list[str]:
         """Tombstone entries (the removal is a change consumers see); returns the keys removed."""
-        gen = self.generation
+        gen = self.db.generation
         rows = sorted(
-            (gen, self.checks.check("entries", value, key, gen, None, 0), value, key)
+            (gen, self.db.checks.check("entries", value, key, gen, None, 0), value, key)
             for key in keys
         )
-        self.execute_many(
+        self.db.execute_many(
             "UPDATE entries SET gen = ?, digest = NULL, data = NULL, check_ = ? WHERE value = ? "
             "AND key = ? AND data IS NOT NULL",
             rows,
@@ -189,4 +190,4 @@ class ValueEntries(StateDatabase):
         return changed + self.remove_entries(value, gone)
 
     def prune_tombstones(self, before: int) -> None:
-        self.execute("DELETE FROM entries WHERE data IS NULL AND gen < ?", (before,))
+        self.db.execute("DELETE FROM entries WHERE data IS NULL AND gen < ?", (before,))

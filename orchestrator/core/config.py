@@ -101,6 +101,7 @@ class Build:
         raw: dict,
         node: Any = None,
         sections: dict[str, Section] | None = None,
+        set_by: dict[str, str] | None = None,
     ) -> None:
         self.path = path
         self.config = config
@@ -111,7 +112,7 @@ class Build:
         self.project_root = _resolve(self.dir, config.project)  # type: ignore[attr-defined]
         self.output_dir = _resolve(self.dir, config.output)  # type: ignore[attr-defined]
         self.cache_dir = _resolve(self.dir, config.cache.path)  # type: ignore[attr-defined]
-        self.set_by: dict[str, str] = {}  # `section.key` → the switch that set it for this run
+        self.set_by = set_by or {}  # `section.key` → the switch that set it for this run
 
     def section(self, name: str) -> Any:
         """A top-level section as plain data with defaults filled in (a dict for mappings)."""
@@ -173,10 +174,13 @@ def load_build(
     path: str | os.PathLike,
     overrides: dict | None = None,
     sections: dict[str, Section] | None = None,
+    set_by: dict[str, str] | None = None,
 ) -> Build:
     """Read and validate a build file; raise ConfigError naming the file, line and key.
 
-    `sections` defaults to the registered ones (registry.py).
+    `overrides` (section → keys) are merged over what it says; `set_by` names the switch that
+    set each overridden `section.key` (for the run record). `sections` defaults to the
+    registered ones (registry.py).
     """
     if sections is None:
         from .registry import registered_sections
@@ -201,7 +205,7 @@ def load_build(
         config = schema.model_validate(raw)
     except ValidationError as exc:
         raise _explain(exc, path, node, schema) from None
-    build = Build(path, config, raw, node, sections)
+    build = Build(path, config, raw, node, sections, set_by)
     if not build.project_root.is_dir():
         raise build.error(f"project folder {build.project_root} does not exist", ("project",))
     _check_output_folder(build)

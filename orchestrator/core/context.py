@@ -5,52 +5,57 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..cache import atomic_write
-from ..cache.state import ScopeState
+from ..cache.state import BuildState
+from ..files.atomic import atomic_write
 from ..files.filetable import FileTable, signature_of
 from ..files.outputs import Ledger, OutputFolder
 from ..files.projectfiles import ProjectFiles, Refusal
-from ..files.reads import to_posix
 from ..hashing import digest_bytes, digest_file
-from ..typing import FileEntry
-from .config import Build
+from ..typing import BuildSettings, FileEntry
 from .outcomes import StageReport
 
 
 class Context:
     """Driver-side services for stages: config sections, the file table, digests, publishing."""
 
-    def __init__(self, build: Build, state: ScopeState, files: FileTable, log) -> None:
+    def __init__(
+        self,
+        build: BuildSettings,
+        project: ProjectFiles,
+        state: BuildState,
+        files: FileTable,
+        log,
+        load_result: Callable[[str], Any],
+    ) -> None:
         self.build = build
-        self.config = build.config
-        self.root = to_posix(str(build.project_root))
-        self.project = ProjectFiles(self.root, build.file_policy)  # what of it the build reads
+        self.project = project  # the project's root and what of it the build reads
+        self.root = project.root
         self.build_dir = build.dir
         self.output_dir = build.output_dir
         self.output_folder = OutputFolder(build.output_dir)
         self.ledger = Ledger(self.output_folder)
-        self.cache_dir = build.cache_dir
         self.log = log
         self.state = state
         self.files = files
         self.published: set[str] = set()
         self.rewritten: list[str] = []
         self.reports: list[StageReport] = []
-        # digest of a stored unit result → the result (set by the scheduler; verified on read)
-        self.load_result: Any = None
-        # this stage's outputs as the last run stored them (set by the scheduler)
-        self.previous: Any = None
+        self.load_result = load_result  # digest of a stored unit result → the result
         self._walk: list[FileEntry] | None = None
         # Files units read whose digest the table could not take (moved since the scan): no
         # digest may be learned for them later in the run (scanning.learn_unread_digests).
         self.unsettled: set[str] = set()
-        self.begin_stage()
+        self.begin_stage(previous=None)
 
-    def begin_stage(self) -> None:
-        """Start recording what the next stage's driver code depends on."""
+    def begin_stage(self, previous: Any) -> None:
+        """Start recording what the next stage's driver code depends on; `previous` is the
+        stage's outputs as the last run stored them (`ctx.previous[name]`), None when it has no
+        record it may use."""
+        self.previous = previous
         self.stage_reads: dict[str, str | None] = {}
         self.stage_walked = False  # the stage listed the project: files added or removed reach it
         self.stage_external: dict[str, str | None] = {}
@@ -116,14 +121,26 @@ class Context:
                 self.unsettled.add(path)
 
     def track_file(self, path: str | os.PathLike) -> str | None:
-        """Digest of a file outside the project that driver code reads (a rule file)."""
+        """Digest of a file outside the project that driver code reads (a rule file), recorded
+        as the stage's: when it changes, the stage runs again."""
         key = str(Path(path).resolve())
-        try:
-            digest = digest_file(key)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            digest = None
+        digest = self.digest_outside(key)
         self.stage_external[key] = digest
         return digest
+
+    @staticmethod
+    def digest_outside(path: str) -> str | None:
+        """Digest of a file outside the project now (None if absent), recording nothing."""
+        try:
+            return digest_file(path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def adopt_published(self, published: Iterable[str]) -> None:
+        """Count files a skipped stage's last run published as published by this run too (so
+        its record keeps them, and `clean` and the prune after a run keep them)."""
+        self.stage_published.update(published)
+        self.published.update(published)
 
     # -- the output folder -------------------------------------------------------------------
     def output_path(self, relpath: str) -> Path:
@@ -138,7 +155,7 @@ class Context:
         st = self.output_folder.lstat(relpath)
         if st is None or not stat.S_ISREG(st.st_mode):
             return False
-        if self.state.output_digest(relpath, st) is None:
+        if self.state.outputs.digest(relpath, st) is None:
             return False
         self.ledger.record(relpath)
         self.published.add(relpath)
@@ -160,11 +177,11 @@ class Context:
 
     def output_digest(self, relpath: str, st: os.stat_result) -> str:
         """The digest of an output file as it is (remembered by signature across runs)."""
-        known = self.state.output_digest(relpath, st)
+        known = self.state.outputs.digest(relpath, st)
         if known is not None:
             return known
         digest = digest_file(self.output_folder.open(relpath, os.O_RDONLY))
-        self.state.put_output(relpath, st, digest)
+        self.state.outputs.put(relpath, st, digest)
         return digest
 
     def publish_bytes(self, relpath: str, data: bytes) -> bool:
@@ -184,6 +201,6 @@ class Context:
         atomic_write(folder, relpath, data)
         written = folder.lstat(relpath)
         assert written is not None  # just renamed into place, the folder locked
-        self.state.put_output(relpath, written, digest_bytes(data))
+        self.state.outputs.put(relpath, written, digest_bytes(data))
         self.rewritten.append(relpath)
         return True

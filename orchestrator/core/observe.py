@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from .outcomes import UnitOutcome
+from ..cache.records import UnitRecord
 
 
 def is_ci() -> bool:
@@ -127,5 +127,5 @@ class ResourceSampler:
         return peak, (sum(cpu) / len(cpu) if cpu else 0.0)
 
 
-def outcome_line(outcome: UnitOutcome) -> str:
-    return f"{outcome.stage}: {outcome.unit}: {outcome.reason}"
+def outcome_line(record: UnitRecord) -> str:
+    return f"{record.stage}: {record.id}: {record.reason}"

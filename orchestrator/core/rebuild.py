@@ -5,19 +5,21 @@ unit's declared key material) plus the files it read, each re-checked against it
 digest ("Build Systems à la Carte"'s constructive traces), so a second checkout, another output
 folder or an edit undone hits what was built before. Misses go to an executor; their results
 are stored by digest and their traces recorded. Every unit that runs carries the reason why
-(`--explain`).
+(`--explain`). Each unit's `UnitRecord` is filled in as this happens: its result, its reads,
+whether and where it ran.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from .. import __version__
 from ..cache import ActionEntry, Cache
-from ..codec import CodecError, dumps, loads
-from ..errors import CacheCorrupt, InternalError, OrchestrateError
+from ..cache.records import UnitRecord
+from ..codec import dumps, loads
+from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, OrchestrateError
 from ..executors import LazyBlobs, WorkItem, run_item
 from ..executors.pool import ExecutorPool
 from ..files.projectfiles import ProjectFiles
@@ -26,42 +28,38 @@ from ..typing import Parts, StoredParts, Unit
 from .context import Context
 from .graph import Stage
 from .observe import Progress, outcome_line
-from .outcomes import StageReport, UnitOutcome
+from .options import RunOptions
+from .outcomes import StageReport
 
 #: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
 #: each, 100,000 of them) are reloaded from the store only if `finish` asks for them.
 KEEP_IN_MEMORY_BYTES = 4 * 1024
 
 
-class DryRunNamed(Exception):
-    """A dry run named the units of a stage no later stage reads without running them: the
-    stage has no values to finish and store."""
+@dataclass
+class RunningStage:
+    """One stage in this run, as its units are planned and run: its declaration and module,
+    the key prefix its units share, its report, its progress, and whether a later stage of the
+    run reads its values (a dry run runs only the stages whose values later stages need)."""
+
+    stage: Stage
+    prefix: bytes
+    report: StageReport
+    progress: Progress
+    needed_later: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.stage.spec.name
 
 
-class Pending(NamedTuple):
-    """A unit that must run (unless the action cache has it), with its keys and the reason."""
-
-    unit: Unit
-    static: str  # the digest its action entries are filed under
-    parts: dict[str, str]  # digests of the key's parts, so --explain can say which changed
-    why: str
-
-
-class Done(NamedTuple):
-    """A unit's result digest and what it read (path → digest, None for a file looked for)."""
-
-    result: str
-    reads: dict[str, str | None]
-    ran: bool  # executed now (not found in the action cache)
-
-
-class Producer(NamedTuple):
-    """What recomputes a stored result should its blob turn out damaged."""
+@dataclass(frozen=True)
+class StagePlan:
+    """What runs a unit of a stage again, should its stored result turn out damaged."""
 
     stage: Stage
     project: ProjectFiles
     shared: Any
-    unit: Unit
 
 
 def library_versions() -> dict[str, str]:
@@ -83,15 +81,6 @@ def library_versions() -> dict[str, str]:
     }
 
 
-def key_parts(key: Any) -> dict[str, str]:
-    """Digest of each top-level field of a unit's key, so --explain can name what changed."""
-    if isinstance(key, Mapping):
-        return {
-            str(k): digest_value(v)[:16] for k, v in sorted(key.items(), key=lambda kv: str(kv[0]))
-        }
-    return {"key": digest_value(key)[:16]}
-
-
 class Rebuilder:
     """Runs units through the action cache and an executor, for one run."""
 
@@ -101,28 +90,18 @@ class Rebuilder:
         executors: ExecutorPool,
         log,
         code: str,
-        *,
-        no_cache: bool = False,
-        dry_run: bool = False,
-        keep_going: bool = False,
-        explain: bool = False,
+        options: RunOptions,
         keep_producers: bool = False,
     ) -> None:
         self.cache = cache
         self.executors = executors
         self.log = log
-        self.no_cache = no_cache
-        self.dry_run = dry_run
-        # In a dry run: whether a later stage reads the current stage's values. Its due units
-        # then run (their results stored in scratch only), since the later stages' plans and
-        # keys depend on them; a stage no later stage reads has its due units named only.
-        self.needed_later = True
-        self.keep_going = keep_going
-        self.explain = explain
+        self.options = options
         self.libs = {**library_versions(), "code": code}
-        self.explained: list[UnitOutcome] = []
-        self.startup_unreported = 0.0  # Ray's startup inside the current stage, reported apart
-        self._producers: dict[str, Producer] = {}  # result digest → what recomputes it
+        self.explained: list[UnitRecord] = []
+        self._startup = 0.0  # Ray's startup inside the current stage, reported apart
+        self._plans: dict[str, StagePlan] = {}  # stage name → what re-runs its units
+        self._producers: dict[str, UnitRecord] = {}  # result digest → the unit that made it
         # A run restarted after damage keeps them all: several damaged blobs are then mended
         # in one pass instead of one restart each.
         self.keep_producers = keep_producers
@@ -144,139 +123,117 @@ class Rebuilder:
     def static_key(prefix: bytes, unit: Unit) -> str:
         return digest_bytes(prefix + canonical_json([unit.key, unit.id]))
 
+    def begin(self, run: RunningStage, project: ProjectFiles, shared: Any) -> None:
+        """The stage's plan is made: its units may run, or be run again if damaged."""
+        self._plans[run.name] = StagePlan(run.stage, project, shared)
+
+    def take_startup(self) -> float:
+        """The seconds spent starting an executor since last asked (reported on their own)."""
+        startup, self._startup = self._startup, 0.0
+        return startup
+
     # -- running ---------------------------------------------------------------------------------
-    def execute(
-        self,
-        stage: Stage,
-        ctx: Context,
-        shared: Any,
-        pending: list[Pending],
-        report: StageReport,
-        progress: Progress,
-    ) -> dict[str, Done]:
-        """Every pending unit's result: from the action cache when a trace still matches, else
-        run (in a dry run, the due units of a stage no later stage reads are only named)."""
-        spec = stage.spec
-        done: dict[str, Done] = {}
-        misses: list[Pending] = []
-        for item in pending:
+    def execute(self, run: RunningStage, ctx: Context, due: list[UnitRecord]) -> None:
+        """Give every due unit its result: from the action cache when a trace still matches,
+        else run (in a dry run, the due units of a stage no later stage reads are only named)."""
+        misses: list[UnitRecord] = []
+        for record in due:
             entry, reason = (
-                (None, None) if self.no_cache else self.lookup(ctx, spec.name, item.static)
+                (None, None) if self.options.no_cache else self.lookup(ctx, run.name, record.static)
             )
             if entry is not None:
-                done[item.unit.id] = Done(entry.result, dict(entry.reads), False)
-                self._producers[entry.result] = Producer(stage, ctx.project, shared, item.unit)
+                record.found(entry.result, dict(entry.reads))
+                self._producers[entry.result] = record
                 continue
-            misses.append(item._replace(why=reason or item.why) if reason else item)
-        if self.dry_run and misses and not self.needed_later:
-            for item in misses:
-                outcome = UnitOutcome(spec.name, item.unit.id, False, item.why)
-                report.outcomes.append(outcome)
-                self.explained.append(outcome)
-            report.built += len(misses)
-            raise DryRunNamed(spec.name)
+            if reason:
+                record.explain(reason)
+            misses.append(record)
+        if self.options.dry_run and misses and not run.needed_later:
+            run.report.ran(misses)
+            self.explained.extend(misses)
+            raise DryRunNamed(run.name)
         if misses:
-            done.update(self._run(stage, ctx, shared, misses, report, progress))
-        return done
+            self._run(run, ctx, misses)
 
-    def _run(
-        self,
-        stage: Stage,
-        ctx: Context,
-        shared: Any,
-        misses: list[Pending],
-        report: StageReport,
-        progress: Progress,
-    ) -> dict[str, Done]:
-        spec = stage.spec
+    def _run(self, run: RunningStage, ctx: Context, misses: list[UnitRecord]) -> None:
         executor, startup = self.executors.for_units(len(misses))
-        self.startup_unreported += startup
-        by_id = {item.unit.id: item for item in misses}
+        self._startup += startup
+        by_id = {record.id: record for record in misses}
         items = [
             WorkItem(
-                item.unit.id,
-                item.unit.payload,
-                self.blobs_for(item.unit),
-                want=item.unit.files,
-                cost=item.unit.cost,
+                record.id,
+                record.planned.payload,
+                self.blobs_for(record.planned),
+                want=record.planned.files,
+                cost=record.planned.cost,
             )
-            for item in misses
+            for record in misses
         ]
-        progress.start(spec.name, len(items))
+        run.progress.start(run.name, len(items))
         failures: list[OrchestrateError] = []
-        done: dict[str, Done] = {}
         try:
-            for finished in executor.execute(stage.module.run, items, shared):
-                item = by_id[finished.unit_id]
-                progress.advance()
+            for finished in executor.execute(
+                run.stage.module.run, items, self._plans[run.name].shared
+            ):
+                record = by_id[finished.unit_id]
+                run.progress.advance()
                 if finished.error is not None:
                     error = finished.error
                     if not isinstance(error, OrchestrateError):
                         error = InternalError(
-                            f"stage {spec.name!r} failed on unit {item.unit.id!r}: "
+                            f"stage {run.name!r} failed on unit {record.id!r}: "
                             f"{type(error).__name__}: {error}\n{finished.error_text}"
                         )
                     failures.append(error)
                     self.log.error(
                         "unit.failed",
-                        stage=spec.name,
-                        unit=item.unit.id,
+                        stage=run.name,
+                        unit=record.id,
                         error=error.describe().splitlines()[0],
                     )
-                    if not self.keep_going:
+                    if not self.options.keep_going:
                         raise error
                     continue
-                producer = Producer(stage, ctx.project, shared, item.unit)
-                digest, _ = self.store(finished.result, producer)
-                self.cache.actions.put(spec.name, item.static, finished.reads, digest)
+                digest, _ = self.store(finished.result, record)
+                self.cache.actions.put(run.name, record.static, finished.reads, digest)
                 ctx.note_reads(finished.reads, finished.signatures)
-                done[item.unit.id] = Done(digest, finished.reads, True)
-                outcome = UnitOutcome(
-                    spec.name,
-                    item.unit.id,
-                    False,
-                    item.why,
-                    finished.seconds,
-                    finished.worker,
-                    finished.start,
-                    result=digest,
+                record.finished(
+                    digest, finished.reads, finished.seconds, finished.worker, finished.start
                 )
-                report.outcomes.append(outcome)
-                report.built += 1
-                if self.explain or self.dry_run:  # a dry run names every unit it ran
-                    self.explained.append(outcome)
-                if self.explain:
-                    self.log.info("explain", unit=outcome_line(outcome))
+                run.report.ran([record])
+                if self.options.explain or self.options.dry_run:  # a dry run names what it ran
+                    self.explained.append(record)
+                if self.options.explain:
+                    self.log.info("explain", unit=outcome_line(record))
         finally:
-            progress.stop()
+            run.progress.stop()
             self.cache.flush()
         if failures:
             raise failures[0]
-        return done
 
-    def store(self, result: Any, producer: Producer) -> tuple[str, dict[str, Any]]:
+    def store(self, result: Any, record: UnitRecord) -> tuple[str, dict[str, Any]]:
         """Store a unit's result, each of its `Parts` first as a result of its own; its digest,
         and each stored value by digest (what `recompute` may be asked for)."""
         made: dict[str, Any] = {}
         if isinstance(result, Parts):
             digests = {}
             for name, value in result.values.items():
-                digests[name] = self._put(value, producer, made, keep=False)
+                digests[name] = self._put(value, record, made, keep=False)
             result = StoredParts(digests)
-        return self._put(result, producer, made, keep=True), made
+        return self._put(result, record, made, keep=True), made
 
-    def _put(self, value: Any, producer: Producer, made: dict[str, Any], keep: bool) -> str:
+    def _put(self, value: Any, record: UnitRecord, made: dict[str, Any], keep: bool) -> str:
         try:
             blob = dumps(value)
         except TypeError as exc:
             raise InternalError(
-                f"stage {producer.stage.name!r}: unit {producer.unit.id!r} returned "
+                f"stage {record.stage!r}: unit {record.id!r} returned "
                 f"a value that cannot be stored: {exc}"
             ) from None
         digest = self.cache.put_blob(blob)
         if keep and len(blob) <= KEEP_IN_MEMORY_BYTES:
             self._memory[digest] = value
-        self._producers[digest] = producer
+        self._producers[digest] = record
         made[digest] = value
         return digest
 
@@ -312,10 +269,11 @@ class Rebuilder:
         self._memory.clear()
         if not self.keep_producers:
             self._producers.clear()
+            self._plans.clear()
 
-    def remember(self, digest: str, producer: Producer) -> None:
+    def remember(self, record: UnitRecord) -> None:
         """How to recompute a stored result found through the state, should it be damaged."""
-        self._producers[digest] = producer
+        self._producers[record.result] = record
 
     def load_result(self, digest: str) -> Any:
         """A stored result; a damaged one is dropped and its unit recomputed in the driver."""
@@ -341,15 +299,15 @@ class Rebuilder:
                     self._producers.setdefault(part, producer)
         return value
 
-    def recompute(self, producer: Producer, expected: str) -> Any:
+    def recompute(self, record: UnitRecord, expected: str) -> Any:
         """Run a unit again in the driver (its stored result was damaged or gone)."""
-        unit = producer.unit
+        unit, plan = record.planned, self._plans[record.stage]
         item = WorkItem(unit.id, unit.payload, self.blobs_for(unit), want=unit.files)
-        project = producer.project
+        project = plan.project
         finished = run_item(
-            producer.stage.module.run,
+            plan.stage.module.run,
             item,
-            producer.shared,
+            plan.shared,
             project.root,
             True,
             "driver",
@@ -357,9 +315,7 @@ class Rebuilder:
         )
         if finished.error is not None:
             raise finished.error
-        _, made = self.store(finished.result, producer)
+        _, made = self.store(finished.result, record)
         if expected not in made:  # not reproducible: restart so every key sees the new value
-            raise CacheCorrupt(
-                f"unit {unit.id!r} of {producer.stage.name!r} recomputed differently"
-            )
+            raise CacheCorrupt(f"unit {unit.id!r} of {record.stage!r} recomputed differently")
         return made[expected]

@@ -9,208 +9,169 @@ the units that do run go to the rebuilder, which may still find them in the acti
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from ..cache.state import ScopeState
-from ..typing import Plan, StageChanges, Unit
+from ..cache.records import UnitRecord
+from ..cache.state import BuildState
+from ..hashing import digest_value
+from ..typing import Plan, StageChanges
 from .context import Context
-from .graph import Stage
-from .observe import Progress
-from .outcomes import StageReport
-from .rebuild import Done, Pending, Producer, Rebuilder, key_parts
+from .rebuild import Rebuilder, RunningStage
 from .staleness import Staleness
 from .values import Results
 
 
-class UnitRun(NamedTuple):
-    """A unit that was due this run: what was planned, its outcome (None if it did not finish:
-    a dry run, a failure under --keep-going) and whether the state held it before."""
+@dataclass(frozen=True)
+class Replanned:
+    """A stage's plan this run, every unit's result, and the records of the units that were
+    due (run, or found in the action cache)."""
 
-    pending: Pending
-    done: Done | None
-    was_stored: bool
-
-
-class Replanned(NamedTuple):
     plan: Plan
     results: Results
-    ran: dict[str, UnitRun]
+    due: list[UnitRecord]
+
+
+def key_parts(key: Any) -> dict[str, str]:
+    """Digest of each top-level field of a unit's key, so --explain can name what changed."""
+    if isinstance(key, Mapping):
+        return {
+            str(k): digest_value(v)[:16] for k, v in sorted(key.items(), key=lambda kv: str(kv[0]))
+        }
+    return {"key": digest_value(key)[:16]}
 
 
 class Replanner:
     """Plans one stage at a time against its stored units."""
 
-    def __init__(self, rebuilder: Rebuilder, state: ScopeState, ctx: Context) -> None:
+    def __init__(self, rebuilder: Rebuilder, state: BuildState, ctx: Context) -> None:
         self.rebuilder = rebuilder
         self.state = state
         self.ctx = ctx
 
-    def units(
-        self,
-        stage: Stage,
-        inputs: Any,
-        staleness: Staleness,
-        prefix: bytes,
-        report: StageReport,
-        progress: Progress,
-    ) -> Replanned:
+    def units(self, run: RunningStage, inputs: Any, staleness: Staleness) -> Replanned:
         """The stage's plan and every unit's result, the due units run."""
-        spec = stage.spec
-        update = getattr(stage.module, "update", None)
+        spec, update = run.stage.spec, getattr(run.stage.module, "update", None)
         if staleness.usable and update is not None:
-            state = self.state
-            rerun = [stored_unit(s) for s in state.units(spec.name, staleness.dirty).values()]
+            assert staleness.record is not None
+            units = self.state.units
+            rerun = [record.planned for record in units.get(spec.name, staleness.dirty).values()]
             changes = StageChanges(
                 staleness.inputs,
                 rerun,
-                staleness.record.get("state") if staleness.record else None,
+                staleness.record.state,
                 staleness.modified_files(),
-                lambda: list(state.unit_keys(spec.name)),
+                lambda: list(units.keys(spec.name)),
             )
             plan = update(self.ctx, inputs, changes)
             if plan is not None:
-                return self._incremental(stage, plan, prefix, staleness, report, progress)
-        plan = stage.module.plan(self.ctx, inputs)
-        return self._full(stage, plan, prefix, staleness, report, progress)
+                return self._incremental(run, plan, staleness)
+        return self._full(run, run.stage.module.plan(self.ctx, inputs), staleness)
 
-    def _full(
-        self,
-        stage: Stage,
-        plan: Plan,
-        prefix: bytes,
-        staleness: Staleness,
-        report: StageReport,
-        progress: Progress,
-    ) -> Replanned:
+    def _full(self, run: RunningStage, plan: Plan, staleness: Staleness) -> Replanned:
         """Every unit planned: those whose key and reads are unchanged keep their results."""
-        spec, dirty, rebuilder = stage.spec, staleness.dirty, self.rebuilder
-        stored = self.state.unit_keys(spec.name) if staleness.usable else {}
-        results = Results(plan, rebuilder.load_result)
-        pending: list[Pending] = []
-        report.units = len(plan.units)
-        reuse = []
+        dirty, rebuilder = staleness.dirty, self.rebuilder
+        stored = self.state.units.keys(run.name) if staleness.usable else {}
+        kept: dict[str, str] = {}
+        due: list[UnitRecord] = []
+        rebuilder.begin(run, self.ctx.project, plan.shared)
         for unit in plan.units:
-            static = rebuilder.static_key(prefix, unit)
             known = stored.get(unit.id)
-            if known is not None and known[0] == static and unit.id not in dirty:
-                results.add(unit.id, known[1])
-                reuse.append((unit, known[1]))
-                report.cached += 1
+            static = rebuilder.static_key(run.prefix, unit)
+            if known is not None and known.static == static and unit.id not in dirty:
+                kept[unit.id] = known.result
+                rebuilder.remember(UnitRecord(run.name, unit, static, {}, result=known.result))
                 continue
-            why = (
+            reason = (
                 staleness.why_all
                 if known is None
                 else f"input changed: {unit.id}"
                 if unit.id in dirty
                 else "declared input changed"
             )
-            pending.append(Pending(unit, static, key_parts(unit.key), why))
-        for unit, digest in reuse:
-            rebuilder.remember(digest, Producer(stage, self.ctx.project, plan.shared, unit))
-        if pending and staleness.usable:
-            self._explain(spec.name, pending, dirty)
-        done = rebuilder.execute(stage, self.ctx, plan.shared, pending, report, progress)
-        for unit_id, outcome in done.items():
-            results.add(unit_id, outcome.result)
-        results.removed = set(stored) - {unit.id for unit in plan.units}
-        ran = {p.unit.id: UnitRun(p, done.get(p.unit.id), p.unit.id in stored) for p in pending}
-        return Replanned(plan, results, ran)
+            due.append(
+                UnitRecord(run.name, unit, static, key_parts(unit.key), reason, known is not None)
+            )
+        run.report.planned(len(plan.units), len(kept))
+        if due and staleness.usable:
+            self._explain(run.name, due, dirty)
+        rebuilder.execute(run, self.ctx, due)
+        for record in due:
+            if record.result:
+                kept[record.id] = record.result
+        removed = set(stored) - {unit.id for unit in plan.units}
+        return Replanned(plan, Results(plan, rebuilder.load_result, kept, removed=removed), due)
 
-    def _incremental(
-        self,
-        stage: Stage,
-        plan: Plan,
-        prefix: bytes,
-        staleness: Staleness,
-        report: StageReport,
-        progress: Progress,
-    ) -> Replanned:
+    def _incremental(self, run: RunningStage, plan: Plan, staleness: Staleness) -> Replanned:
         """Only the units the update returned and those reading changed files run again."""
-        spec, dirty, rebuilder = stage.spec, staleness.dirty, self.rebuilder
+        dirty, rebuilder = staleness.dirty, self.rebuilder
         removed = set(plan.removed)
         units = {unit.id: unit for unit in plan.units}
-        previous = self.state.unit_keys(spec.name)
+        previous = self.state.units.keys(run.name)
         reasons = plan.reasons or {}
-        pending = []
+        due: list[UnitRecord] = []
         for unit in units.values():
-            static = rebuilder.static_key(prefix, unit)
             known = previous.get(unit.id)
-            if known is not None and known[0] == static and unit.id not in dirty:
+            static = rebuilder.static_key(run.prefix, unit)
+            if known is not None and known.static == static and unit.id not in dirty:
                 continue  # returned by the update, but its key did not move
-            why = reasons.get(unit.id) or (
+            reason = reasons.get(unit.id) or (
                 "new unit" if known is None else "declared input changed"
             )
-            pending.append(Pending(unit, static, key_parts(unit.key), why))
-        for stored in self.state.units(spec.name, set(dirty) - removed - set(units)).values():
-            parts = stored.data.get("parts", {}) if isinstance(stored.data, dict) else {}
-            pending.append(Pending(stored_unit(stored), stored.key, parts, "input changed"))
-        self._explain(spec.name, pending, dirty, reasons)
-        report.units = (
+            due.append(
+                UnitRecord(run.name, unit, static, key_parts(unit.key), reason, known is not None)
+            )
+        for record in self.state.units.get(run.name, set(dirty) - removed - set(units)).values():
+            record.explain("input changed")
+            due.append(record)
+        self._explain(run.name, due, dirty, reasons)
+        count = (
             len(previous)
             - len(removed & set(previous))
             + sum(1 for unit_id in units if unit_id not in previous)
         )
-        done = rebuilder.execute(stage, self.ctx, plan.shared, pending, report, progress)
-        report.cached = report.units - report.built
-        results = Results(
-            plan,
-            rebuilder.load_result,
-            {unit_id: result for unit_id, (_, result) in previous.items()},
-        )
+        rebuilder.begin(run, self.ctx.project, plan.shared)
+        rebuilder.execute(run, self.ctx, due)
+        run.report.planned(count, count - run.report.built)
+        digests = {unit_id: known.result for unit_id, known in previous.items()}
         changed = set()
-        for unit_id, outcome in done.items():
-            results.add(unit_id, outcome.result)
-            if previous.get(unit_id, ("", ""))[1] != outcome.result:
-                changed.add(unit_id)
+        for record in due:
+            if record.result:
+                digests[record.id] = record.result
+                if record.id not in previous or previous[record.id].result != record.result:
+                    changed.add(record.id)
         for unit_id in removed:
-            results.discard(unit_id)
-        results.changed = changed
-        results.removed = removed & set(previous)
-        results.before = {
-            unit_id: previous[unit_id][1]
-            for unit_id in changed | results.removed
-            if unit_id in previous
-        }
-        ran = {p.unit.id: UnitRun(p, done.get(p.unit.id), p.unit.id in previous) for p in pending}
-        return Replanned(plan, results, ran)
+            digests.pop(unit_id, None)
+        gone = removed & set(previous)
+        before = {unit_id: previous[unit_id].result for unit_id in (changed | gone) & set(previous)}
+        results = Results(
+            plan, rebuilder.load_result, digests, changed=changed, removed=gone, before=before
+        )
+        return Replanned(plan, results, due)
 
     def _explain(
         self,
-        stage_name: str,
-        pending: list[Pending],
+        stage: str,
+        due: list[UnitRecord],
         dirty: dict[str, list[str]],
         reasons: dict[str, str] | None = None,
     ) -> None:
-        """Sharpen each pending unit's reason with what its stored key parts say (a reason the
+        """Sharpen each due unit's reason with what its stored key parts say (a reason the
         stage gave stands)."""
-        if not pending:
+        if not due:
             return
-        stored = self.state.units(stage_name, [item.unit.id for item in pending])
-        for i, item in enumerate(pending):
-            if item.unit.id in dirty:
-                pending[i] = item._replace(why=f"input changed: {', '.join(dirty[item.unit.id])}")
+        stored = self.state.units.get(stage, [record.id for record in due])
+        for record in due:
+            if record.id in dirty:
+                record.explain(f"input changed: {', '.join(dirty[record.id])}")
                 continue
-            known = stored.get(item.unit.id)
-            if (reasons and item.unit.id in reasons) or known is None:
+            known = stored.get(record.id)
+            if (reasons and record.id in reasons) or known is None:
                 continue
-            if not isinstance(known.data, dict):
-                continue
-            old = known.data.get("parts") or {}
+            old = known.parts
             changed = sorted(
-                k for k in set(old) | set(item.parts) if old.get(k) != item.parts.get(k)
+                k for k in set(old) | set(record.parts) if old.get(k) != record.parts.get(k)
             )
             if changed:
-                pending[i] = item._replace(why=f"declared input changed: {', '.join(changed)}")
-
-
-def stored_unit(stored: Any) -> Unit:
-    """A stored unit as the executor runs it."""
-    data = stored.data
-    return Unit(
-        id=stored.id,
-        payload=data["payload"],
-        key=None,
-        files=tuple(data["files"]),
-        blobs=tuple(data["blobs"]),
-        cost=int(data["cost"]),
-    )
+                record.explain(f"declared input changed: {', '.join(changed)}")

@@ -1,82 +1,52 @@
 """What a stage leaves for the next run, written in one transaction of the build state.
 
-The units that ran (payload, keys, result) and the files each read (the reverse index), the
-stage's output values entry by entry, what it published, and its record. Publishing happens
-inside the transaction: a run killed mid-publish leaves the previous record, so the next run
-does the stage again rather than trusting files it may not have finished.
+The units that ran (their records) and the files each read (the reverse index), the stage's
+output values entry by entry, what it published, and its record. Publishing happens inside the
+transaction: a run killed mid-publish leaves the previous record, so the next run does the stage
+again rather than trusting files it may not have finished.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
-from ..cache.state import WHOLE, ScopeState
+from ..cache.records import Fingerprint, StageRecord, UnitRecord, output_signature
+from ..cache.state import WHOLE, BuildState
 from ..keyed import Keyed, KeyedPatch
-from ..typing import PROJECT
+from ..typing import PROJECT, Plan
 from .context import Context
 from .graph import Stage
-from .replanning import Replanned
-from .staleness import output_signature
 from .values import UNCHANGED
-
-
-class StageRecord(NamedTuple):
-    """What the record of a stage is made from, besides what its context collected."""
-
-    fingerprint: dict
-    units: int  # how many units the stage has (for the report of a skipped run)
-    previous: dict | None  # the record it replaces, when it still applied
-    # Planned without a usable record (none, another fingerprint, --no-cache): the plan is
-    # every unit the stage has, so the stored ones it does not name must go.
-    fresh_start: bool
 
 
 def store_stage(
     stage: Stage,
     ctx: Context,
-    state: ScopeState,
-    replanned: Replanned,
+    state: BuildState,
+    stored: StoredStage,
     outputs: dict,
-    record: StageRecord,
     callbacks: Iterable[Callable] = (),
     publish: bool = True,
 ) -> None:
     """Store the stage's units, reads, values, publications and record, all or nothing
     (without `publish`, a dry run's: the stage's `publish` hook is not called)."""
     spec = stage.spec
+    previous = stored.previous
     state.begin()
     try:
-        rows, reads, existed = [], [], []
-        outside = dict(record.previous.get("outside") or {}) if record.previous else {}
-        for unit_id, (item, done, was_stored) in replanned.ran.items():
-            if done is None:
-                continue
-            if was_stored:
-                existed.append(unit_id)
-            unit = item.unit
-            data = {
-                # Only a unit that read files is ever re-run from the state (when they change)
-                "payload": unit.payload if done.reads else None,
-                "files": list(unit.files),
-                "blobs": list(unit.blobs),
-                "cost": unit.cost,
-                "parts": item.parts,
-            }
-            rows.append((unit_id, item.static, done.result, data))
-            reads += [(unit_id, path) for path in done.reads]
-            for path, digest in done.reads.items():  # what a rescan would not notice
+        finished = [record for record in stored.due if record.result]
+        outside = dict(previous.outside) if previous else {}
+        for record in finished:
+            for path, digest in record.reads.items():  # what a rescan would not notice
                 if not ctx.files.tracks(ctx.root, path, digest):
                     outside[path] = digest
-        if record.fresh_start:
-            state.drop_stage_units(spec.name)
-        if existed:
-            state.drop_units(spec.name, existed)
-        if rows:
-            state.put_units(spec.name, rows)
-            state.put_reads(spec.name, reads)
-        if replanned.results.removed:
-            state.drop_units(spec.name, replanned.results.removed)
+        if previous is None:  # the plan named every unit the stage has: the others go
+            state.units.drop_stage(spec.name)
+        state.units.drop(spec.name, [record.id for record in finished if record.stored])
+        state.units.put(spec.name, finished)
+        state.units.drop(spec.name, stored.removed)
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)
         hook = getattr(stage.module, "publish", None) if publish else None
@@ -86,53 +56,66 @@ def store_stage(
             callback(ctx, outputs)
         published = {}
         for path in sorted(ctx.stage_published):
-            found = ctx.output_folder.lstat(path)
-            if found is not None:
-                published[path] = output_signature(found)
-        state.put_record(
-            spec.name,
-            {
-                "fingerprint": record.fingerprint,
-                "gen": state.generation,
-                "state": replanned.plan.state,
-                "external": dict(ctx.stage_external),
-                "published": published,
-                "outside": outside,
-                "walked": ctx.stage_walked or PROJECT in spec.inputs,
-                "units": record.units,
-            },
+            st = ctx.output_folder.lstat(path)
+            if st is not None:
+                published[path] = output_signature(st)
+        stage_record = StageRecord(
+            fingerprint=stored.fingerprint,
+            generation=state.generation,
+            state=stored.plan.state,
+            external=dict(ctx.stage_external),
+            published=published,
+            outside=outside,
+            walked=ctx.stage_walked or PROJECT in spec.inputs,
+            units=stored.units,
         )
+        state.records.put(spec.name, stage_record)
         state.commit()
     except BaseException:
         state.rollback()
         raise
 
 
-def store_value(state: ScopeState, name: str, value: Any, keyed: bool) -> None:
+@dataclass(frozen=True)
+class StoredStage:
+    """What a stage's run leaves besides its outputs and what its context recorded: its
+    fingerprint, the record it ran against (None: it planned every unit afresh), its plan, the
+    records of the units that were due, the units that went away, and how many it has."""
+
+    fingerprint: Fingerprint
+    previous: StageRecord | None
+    plan: Plan
+    due: list[UnitRecord]
+    removed: set[str]
+    units: int
+
+
+def store_value(state: BuildState, name: str, value: Any, keyed: bool) -> None:
     """One output value: a keyed one entry by entry (a patch touches only its keys)."""
     if value is UNCHANGED:
         return
+    values = state.values
     if keyed:
         if isinstance(value, KeyedPatch):
-            state.put_entries(name, value.set.items())
-            state.remove_entries(name, value.removed)
+            values.put_entries(name, value.set.items())
+            values.remove_entries(name, value.removed)
         else:
-            state.replace_entries(name, dict(value))
+            values.replace_entries(name, dict(value))
     else:
-        state.put_entries(name, [(WHOLE, value)])
+        values.put_entries(name, [(WHOLE, value)])
 
 
 class PreviousValues:
     """A stage's outputs as the last run stored them (`ctx.previous[name]`)."""
 
-    def __init__(self, state: ScopeState, keyed: tuple[str, ...]) -> None:
-        self._state = state
+    def __init__(self, state: BuildState, keyed: tuple[str, ...]) -> None:
+        self._values = state.values
         self._keyed = keyed
         self._whole: dict[str, Any] = {}  # decoded once: `update` and `finish` may both read it
 
     def __getitem__(self, name: str) -> Any:
         if name in self._keyed:
-            return Keyed(name, self._state)
+            return Keyed(name, self._values)
         if name not in self._whole:
-            self._whole[name] = self._state.entry(name, WHOLE)
+            self._whole[name] = self._values.entry(name, WHOLE)
         return self._whole[name]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..cache.state import WHOLE, ScopeState
+from ..cache.entries import WHOLE, ValueStore
 from ..keyed import Keyed, KeyedPatch
 from ..typing import Plan
 
@@ -17,27 +17,24 @@ UNCHANGED = object()
 class Results(Mapping):
     """Unit id → result, loaded lazily from the store; `digest(id)` without loading; the plan
     the stage made this run; after an incremental update, the units whose result `changed`
-    (new ones included) and the units `removed`."""
+    (new ones included), the units `removed` and the results they had `before`."""
 
     def __init__(
-        self, plan: Plan, load: Callable[[str], Any], digests: dict[str, str] | None = None
+        self,
+        plan: Plan,
+        load: Callable[[str], Any],
+        digests: dict[str, str],
+        *,
+        changed: set[str] | None = None,
+        removed: set[str] | None = None,
+        before: dict[str, str] | None = None,
     ) -> None:
         self.plan = plan
         self._load = load
-        self._digests: dict[str, str] = dict(digests or {})
-        self._memory: dict[str, Any] = {}
-        self.changed: set[str] | None = None
-        self.removed: set[str] | None = None
-        self.before: dict[str, str] = {}
-
-    def add(self, unit_id: str, digest: str, value: Any = None, keep: bool = False) -> None:
-        self._digests[unit_id] = digest
-        if keep:
-            self._memory[unit_id] = value
-
-    def discard(self, unit_id: str) -> None:
-        self._digests.pop(unit_id, None)
-        self._memory.pop(unit_id, None)
+        self._digests = digests
+        self.changed = changed
+        self.removed = removed
+        self.before = before or {}
 
     def digest(self, unit_id: str) -> str:
         return self._digests[unit_id]
@@ -46,8 +43,6 @@ class Results(Mapping):
         return dict(self._digests)
 
     def __getitem__(self, unit_id: str) -> Any:
-        if unit_id in self._memory:
-            return self._memory[unit_id]
         return self._load(self._digests[unit_id])
 
     def __iter__(self) -> Iterator[str]:
@@ -63,8 +58,8 @@ class Results(Mapping):
 class RunValues(Mapping):
     """Every value by name: what stages returned in this run, or what the state holds."""
 
-    def __init__(self, state: ScopeState, keyed: set[str], names: list[str]) -> None:
-        self._state = state
+    def __init__(self, store: ValueStore, keyed: set[str], names: list[str]) -> None:
+        self._store = store
         self._keyed = keyed  # names of keyed values (declared by their producers)
         self._names = names  # every value the run's stages produce, in graph order
         self._memory: dict[str, Any] = {}
@@ -74,9 +69,9 @@ class RunValues(Mapping):
         if value is UNCHANGED:
             self._memory.pop(name, None)
         elif name in self._keyed and isinstance(value, KeyedPatch):
-            self._memory[name] = Keyed(name, self._state, overlay=value)
+            self._memory[name] = Keyed(name, self._store, overlay=value)
         elif name in self._keyed and isinstance(value, Mapping) and not isinstance(value, Keyed):
-            self._memory[name] = Keyed(name, self._state, memory=value)
+            self._memory[name] = Keyed(name, self._store, memory=value)
         else:
             self._memory[name] = value
 
@@ -87,9 +82,9 @@ class RunValues(Mapping):
     def __getitem__(self, name: str) -> Any:
         if name not in self._memory:
             if name in self._keyed:
-                self._memory[name] = Keyed(name, self._state)
+                self._memory[name] = Keyed(name, self._store)
             else:
-                self._memory[name] = self._state.entry(name, WHOLE)
+                self._memory[name] = self._store.entry(name, WHOLE)
         return self._memory[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -99,7 +94,7 @@ class RunValues(Mapping):
         return len(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._memory or (isinstance(name, str) and self._state.has_value(name))
+        return name in self._memory or (isinstance(name, str) and self._store.has(name))
 
 
 class StageInputs(Mapping):

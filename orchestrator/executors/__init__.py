@@ -61,6 +61,11 @@ class WorkItem:
     want: tuple[str, ...] = ()  # files it is known to read: preloaded for remote workers
     cost: int = 1
 
+    def forget_files(self) -> None:
+        """Let go of the preloaded bytes (sent already; a resend reads the files again)."""
+        self.files.clear()
+        self.signatures.clear()
+
 
 @dataclass
 class Finished:
@@ -154,33 +159,36 @@ def run_item(
     )
 
 
+@dataclass(frozen=True)
+class Workplace:
+    """Where units run and what they need there: the project's root and what of it they read
+    (`policy`), the cache folder (an executor keeps its own logs there), and the folders of the
+    code a cluster's workers import (the engine's and the registered stages' packages)."""
+
+    root: str
+    cache_dir: str
+    policy: FilePolicy | None = None
+    code_roots: tuple[str, ...] = ()
+
+
 def make_executor(
     kind: str,
-    root: str,
-    cache_dir: str,
+    place: Workplace,
     *,
     workers: int | None = None,
     address: str | None = None,
     shared_paths: bool = False,
     log=None,
-    policy: FilePolicy | None = None,
 ) -> Executor:
-    """An executor by name (its units read the project under `policy`); Ray is imported only
-    when a Ray executor is made (and keeps its own log under `cache_dir`)."""
+    """An executor by name; Ray is imported only when a Ray executor is made."""
     if kind == "local":
         from .local import LocalExecutor
 
-        return LocalExecutor(root, policy)
+        return LocalExecutor(place.root, place.policy)
     if kind == "ray":
         from .ray import RayExecutor
 
         return RayExecutor(
-            root,
-            cache_dir,
-            workers=workers,
-            address=address,
-            shared_paths=shared_paths,
-            log=log,
-            policy=policy,
+            place, workers=workers, address=address, shared_paths=shared_paths, log=log
         )
     raise ValueError(f"unknown executor {kind!r}")

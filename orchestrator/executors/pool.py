@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..files.projectfiles import FilePolicy
-from . import Executor, make_executor
+from . import Executor, Workplace, make_executor
 
 #: Below this many units left to run, `auto` stays in the driver: starting Ray costs seconds.
 AUTO_LOCAL_MAX_UNITS = 400
@@ -27,19 +26,10 @@ class ExecutorPool:
     """The executors of one run, by kind; Ray's startup time is kept for the summary."""
 
     def __init__(
-        self,
-        kind: str | None,
-        root: str,
-        cache_dir: str,
-        settings: Any,
-        workers: int | None,
-        log,
-        policy: FilePolicy | None = None,
+        self, kind: str | None, place: Workplace, settings: Any, workers: int | None, log
     ) -> None:
         self.kind = kind or settings.kind  # the build file's `executor.kind` unless asked
-        self.root = root
-        self.cache_dir = cache_dir  # where an executor keeps its own logs
-        self.policy = policy  # what of the project units read (projectfiles.py)
+        self.place = place
         self.settings = settings  # the build file's `executor` section
         self.workers = workers or settings.workers
         self.log = log
@@ -55,13 +45,11 @@ class ExecutorPool:
             return self._made[kind], 0.0
         executor = make_executor(
             kind,
-            self.root,
-            self.cache_dir,
+            self.place,
             workers=self.workers,
             address=self.settings.address,
             shared_paths=self.settings.shared_paths,
             log=self.log,
-            policy=self.policy,
         )
         self._made[kind] = executor
         startup = 0.0

@@ -33,7 +33,7 @@ import ray
 from ..errors import StepFailed
 from ..files.projectfiles import FilePolicy, ProjectFiles
 from ..files.reads import SentFiles, read_for_worker
-from . import Finished, WorkItem, run_item, worker_label
+from . import Finished, WorkItem, Workplace, run_item, worker_label
 from .raysession import RayLog, cluster_nodes, join, start_local, unreachable
 
 MIN_BATCH_UNITS = 16
@@ -139,17 +139,15 @@ def plan_batches(items: list[WorkItem], workers: int) -> list[list[WorkItem]]:
     return batches
 
 
-def _code_roots() -> list[str]:
-    """Folders of the engine's and the registered stages' packages (shipped to a cluster)."""
-    from ..core.registry import code_roots, registered_stages
-
-    return code_roots(registered_stages())
-
-
 @dataclass
 class Batch:
     items: list[WorkItem]
     attempts: int = 0  # times it was sent and lost with its worker
+
+    def lost(self) -> int:
+        """It was lost with its worker once more: how many times now."""
+        self.attempts += 1
+        return self.attempts
 
 
 @dataclass
@@ -165,27 +163,26 @@ class RayExecutor:
 
     def __init__(
         self,
-        root: str,
-        cache_dir: str,
+        place: Workplace,
         *,
         workers: int | None = None,
         address: str | None = None,
         shared_paths: bool = False,
         log=None,
-        policy: FilePolicy | None = None,
     ) -> None:
+        root, policy = place.root, place.policy
         self.root = root
         self.files = ProjectFiles(root, policy)
         self.log = log
         self.shared_paths = shared_paths
-        self.ray_log = RayLog(Path(cache_dir))
+        self.ray_log = RayLog(Path(place.cache_dir))
         address = address or os.environ.get("RAY_ADDRESS") or None
         started = time.perf_counter()
         if not ray.is_initialized():
             if address:
-                join(address, _code_roots(), self.ray_log)
+                join(address, list(place.code_roots), self.ray_log)
             else:
-                parents = dict.fromkeys(str(Path(root).parent) for root in _code_roots())
+                parents = dict.fromkeys(str(Path(folder).parent) for folder in place.code_roots)
                 path = os.pathsep.join([*parents, *[p for p in sys.path if p]])
                 start_local(workers or os.cpu_count() or 1, path, self.ray_log)
         self.ray_log.route()
@@ -216,7 +213,8 @@ class RayExecutor:
                 while pending and len(in_flight) < limit:
                     batch = pending.pop()
                     if not disk:
-                        batch.items = [self._preload(item) for item in batch.items]
+                        for item in batch.items:
+                            self._preload(item)
                     ref = self._remote.remote(
                         fn,
                         [shared_ref],
@@ -228,7 +226,7 @@ class RayExecutor:
                     )
                     if not disk:  # sent (serialized) already: a resend reads the files again
                         for item in batch.items:
-                            item.files, item.signatures = {}, {}
+                            item.forget_files()
                     in_flight[ref] = batch
                 done, _ = ray.wait(list(in_flight), num_returns=1)
                 for ref in done:
@@ -265,8 +263,7 @@ class RayExecutor:
         named = [node.id for node in nodes if node.id in str(lost)]
         dead = [node.id for node in nodes if not node.alive and node.id not in self._losses.told]
         self._losses.retried[tuple(sorted(named or dead or unreachable(nodes)))] += 1
-        batch.attempts += 1
-        if batch.attempts > TASK_RETRIES:
+        if batch.lost() > TASK_RETRIES:
             self._tell_losses()
             raise StepFailed(
                 f"Ray lost a batch of {len(batch.items)} units {batch.attempts} times "

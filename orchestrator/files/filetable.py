@@ -42,7 +42,9 @@ def signature_of(st: os.stat_result) -> Signature:
 class FileTable:
     """Files sorted by (folder, name); each folder's files are one run of rows."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, policy: FilePolicy | None = None, stored: dict[str, str] | None = None
+    ) -> None:
         self.paths: list[str] = []
         self.columns: dict[str, array] = {name: array("q") for name in COLUMNS}
         self.digests = bytearray()
@@ -53,12 +55,23 @@ class FileTable:
         self.subfolders: list[tuple[str, ...]] = []  # names of each folder's sub-folders
         self._row: dict[str, int] | None = None
         self.changed = False  # digests learned since it was loaded or scanned (worth saving)
-        self.stored: dict[str, str] = {}  # digest of each stored part, as loaded or last saved
+        # digest of each stored part, as loaded or last saved (a rescan takes its table's: only
+        # the parts that moved are written)
+        self.stored: dict[str, str] = dict(stored or {})
         self._folders: set[str] | None = None
         # Entries the build does not read (rows all the same: their changes are listing
         # changes), and the policy that refused them (None: a table of an earlier release).
         self.refused: dict[str, Refusal] = {}
-        self.policy: FilePolicy | None = None
+        self.policy = policy
+
+    def mark_changed(self) -> None:
+        """Worth saving: a scan moved it, or digests were learned."""
+        self.changed = True
+
+    def saved(self, parts: dict[str, str]) -> None:
+        """These parts (name → digest) were just stored; nothing is left to save."""
+        self.stored.update(parts)
+        self.changed = False
 
     # -- lookups -------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -152,39 +165,42 @@ class FileTable:
         return blobs
 
     @classmethod
-    def from_blobs(cls, blobs: dict[str, bytes]) -> FileTable:
-        """The table stored by `to_blobs`; ValueError when the blobs do not agree."""
-        table = cls()
+    def from_blobs(cls, blobs: dict[str, bytes], stored: dict[str, str] | None = None) -> FileTable:
+        """The table stored by `to_blobs` (`stored`: the digests of those parts); ValueError when
+        the blobs do not agree."""
+        policy = orjson.loads(blobs.get("policy", b"null"))
+        table = cls(FilePolicy(*policy) if policy is not None else None, stored)
+        table._restore(blobs)
+        return table
+
+    def _restore(self, blobs: dict[str, bytes]) -> None:
         shape = array("q")
         shape.frombytes(blobs["shape"])
         n, f = shape
         text = blobs["paths"].decode("utf-8", "surrogateescape")
-        table.paths = text.split("\0") if n else []
+        self.paths = text.split("\0") if n else []
         for name in COLUMNS:
-            table.columns[name].frombytes(blobs[name])
-        table.digests = bytearray(blobs["digests"])
+            self.columns[name].frombytes(blobs[name])
+        self.digests = bytearray(blobs["digests"])
         text = blobs["folders"].decode("utf-8", "surrogateescape")
-        table.folders = text.split("\0") if f else []
-        table.folder_mtime.frombytes(blobs["folder_mtime"])
-        table.folder_ino.frombytes(blobs["folder_ino"])
-        table.folder_start.frombytes(blobs["folder_start"])
+        self.folders = text.split("\0") if f else []
+        self.folder_mtime.frombytes(blobs["folder_mtime"])
+        self.folder_ino.frombytes(blobs["folder_ino"])
+        self.folder_start.frombytes(blobs["folder_start"])
         text = blobs["subfolders"].decode("utf-8", "surrogateescape")
         parts = text.split("\0") if f else []
-        table.subfolders = [tuple(p.split("/")) if p else () for p in parts]
+        self.subfolders = [tuple(p.split("/")) if p else () for p in parts]
         refused = orjson.loads(blobs.get("refused", b"{}"))
-        table.refused = {path: Refusal(*why) for path, why in refused.items()}
-        policy = orjson.loads(blobs.get("policy", b"null"))
-        table.policy = FilePolicy(*policy) if policy is not None else None
+        self.refused = {path: Refusal(*why) for path, why in refused.items()}
         if (
-            len(table.paths) != n
-            or len(table.folders) != f
-            or any(len(c) != n for c in table.columns.values())
-            or len(table.digests) != n * DIGEST_SIZE
-            or len(table.folder_mtime) != f
-            or len(table.folder_ino) != f
-            or len(table.subfolders) != f
-            or len(table.folder_start) != f + 1
-            or (f and table.folder_start[-1] != n)
+            len(self.paths) != n
+            or len(self.folders) != f
+            or any(len(c) != n for c in self.columns.values())
+            or len(self.digests) != n * DIGEST_SIZE
+            or len(self.folder_mtime) != f
+            or len(self.folder_ino) != f
+            or len(self.subfolders) != f
+            or len(self.folder_start) != f + 1
+            or (f and self.folder_start[-1] != n)
         ):
             raise ValueError("file table columns disagree")
-        return table

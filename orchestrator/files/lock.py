@@ -14,8 +14,8 @@ import os
 import time
 from pathlib import Path
 
-from ..cache import TEMP_PREFIX
 from ..errors import OutputLocked
+from .atomic import TEMP_PREFIX
 from .confined import ConfinedFolder
 from .outputs import LOCK, OutputFolder
 

@@ -20,33 +20,16 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..hashing import digest_bytes
+from .changes import FileChanges
 from .filetable import COLUMNS, DIGEST_SIZE, NO_DIGEST, UNKNOWN, FileTable, Signature, signature_of
 from .listing import Entry, Listing, list_folder
 from .projectfiles import ProjectFiles, Refusal
 from .statpass import GONE, check_signatures
 
 RACY_NS = 2_000_000_000
-
-
-@dataclass
-class FileChanges:
-    """What a scan found moved since the last one."""
-
-    added: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    modified: list[str] = field(default_factory=list)  # signature changed (content may not have)
-    old_digests: dict[str, str] = field(default_factory=dict)  # modified path → digest before
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.modified)
-
-    @property
-    def listing_changed(self) -> bool:
-        return bool(self.added or self.removed)
 
 
 class ScanResult(NamedTuple):
@@ -121,8 +104,7 @@ def learn_unread_digests(files: ProjectFiles, table: FileTable, read: set[str]) 
 def _rescan_all(root: str, skip: set[str], files: ProjectFiles) -> ScanResult:
     """A first scan: list every folder."""
     fresh_after = time.time_ns() - RACY_NS
-    table, racy, listed = FileTable(), 0, []
-    table.policy = files.policy
+    table, racy, listed = FileTable(files.policy), 0, []
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -174,7 +156,7 @@ def _append_row(
     c["ctime"].append(sig.ctime)
     c["ino"].append(sig.ino)
     c["dev"].append(sig.dev)
-    table.digests += digest
+    table.digests.extend(digest)
     return int(racy)
 
 
@@ -315,9 +297,7 @@ def _relist(
         {rel for rel in old.folders if exists(rel)}
         | {rel for rel, found in listings.items() if found is not None}
     )
-    table = FileTable()
-    table.stored = old.stored  # what is saved already: only the parts that moved are written
-    table.policy = old.policy
+    table = FileTable(old.policy, old.stored)  # only the parts that moved are written again
     racy = 0
     c, oc = table.columns, old.columns
     for rel in names:
@@ -332,7 +312,7 @@ def _relist(
             table.paths.extend(old.paths[start:end])
             for column in COLUMNS:
                 c[column].extend(oc[column][start:end])
-            table.digests += old.digests[start * DIGEST_SIZE : end * DIGEST_SIZE]
+            table.digests.extend(old.digests[start * DIGEST_SIZE : end * DIGEST_SIZE])
             continue
         mtime, ino, entries, subfolders = found
         racy += _append_folder(table, rel, mtime, ino, subfolders, fresh_after)

@@ -131,12 +131,10 @@ def write_profile(path: str | Path, reports: list[StageReport], t0: float) -> No
     tracks: dict[str, int] = {}
     for report in reports:
         for outcome in report.outcomes:
-            if outcome.cached:
-                continue
             tid = tracks.setdefault(outcome.worker, len(tracks) + 1)
             events.append(
                 {
-                    "name": outcome.unit,
+                    "name": outcome.id,
                     "cat": outcome.stage,
                     "ph": "X",
                     "ts": round((outcome.start - t0) * 1e6),

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import atomic_write
-from ..core.outcomes import StageReport, UnitOutcome
+from ..cache.records import UnitRecord
+from ..core.outcomes import StageReport
 from ..errors import OrchestrateError
 from ..typing import Problem, ReportFiles
 
@@ -84,8 +85,6 @@ def worker_slices(reports: Iterable[StageReport], started: float) -> list[dict]:
     slices: dict[tuple[str, str], dict] = {}
     for report in reports:
         for outcome in report.outcomes:
-            if outcome.cached:
-                continue
             key = (report.name, outcome.worker)
             entry = slices.get(key)
             end = outcome.start + outcome.seconds
@@ -112,11 +111,11 @@ def worker_slices(reports: Iterable[StageReport], started: float) -> list[dict]:
 def ran_units(reports: Iterable[StageReport], started: float, limit: int = RAN_LIMIT) -> dict:
     """The units that ran and why: counted by stage and kind of reason, and the first `limit`
     listed (in stage order, then by unit id) with their reason, worker and timing."""
-    ran: list[UnitOutcome] = []
+    ran: list[UnitRecord] = []
     counts: Counter[tuple[str, str]] = Counter()
     examples: dict[tuple[str, str], str] = {}
     for report in reports:
-        outcomes = sorted((o for o in report.outcomes if not o.cached), key=lambda o: o.unit)
+        outcomes = sorted(report.outcomes, key=lambda o: o.id)
         for outcome in outcomes:
             key = (report.name, reason_kind(outcome.reason))
             counts[key] += 1
@@ -132,7 +131,7 @@ def ran_units(reports: Iterable[StageReport], started: float, limit: int = RAN_L
         "units": [
             {
                 "stage": o.stage,
-                "unit": o.unit,
+                "unit": o.id,
                 "reason": o.reason,
                 "worker": o.worker,
                 "start": offset(o.start, started),

@@ -42,9 +42,7 @@ def load(build_file: str, executor: str | None = None, overrides: dict | None = 
         merged.setdefault(section, {}).update(keys)
     if executor:
         merged.setdefault("executor", {})["kind"] = executor
-    build = load_build(build_file, merged or None)
-    build.set_by = switched.set_by
-    return build
+    return load_build(build_file, merged or None, set_by=switched.set_by)
 
 
 def log_switches(build: Build, log: Any) -> None:
@@ -125,7 +123,7 @@ def run_command(build_file: str, options: RunOptions) -> int:
             write_profile(options.profile, result.reports, t0)
         if dry_run:
             for outcome in result.explained:
-                click.echo(f"would run {outcome.stage}: {outcome.unit} ({outcome.reason})")
+                click.echo(f"would run {outcome.stage}: {outcome.id} ({outcome.reason})")
             if not result.explained:
                 click.echo("nothing to do")
             return 0
