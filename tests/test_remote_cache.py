@@ -163,7 +163,8 @@ def test_a_header_that_cannot_be_sent_names_the_variable(tmp_path, monkeypatch, 
     assert "令牌" not in refused.value.message
 
 
-def test_help_and_builds_without_a_remote_do_not_import_the_http_client():
+def test_help_and_the_cache_modules_do_not_import_the_http_client():
+    """urllib3 is imported when a build names a remote, not before."""
     code = (
         "import sys; from orchestrator.shell.cli import main\ntry:\n main(['--help'])\n"
         "except SystemExit: pass\nimport orchestrator.cache, orchestrator.core.config\n"
@@ -204,6 +205,23 @@ def test_a_fresh_agent_builds_from_the_server_alone(tmp_path, project, nginx):
     offline = agent(project, checkout, tmp_path / "cache-b", None, key_env=KEY_ENV)
     again = lawkit.build(offline)
     assert not again.ran_anything() and again.outputs == outputs
+
+
+def test_a_stale_agent_takes_what_another_built_of_the_new_commit(tmp_path, project, nginx):
+    """Agent A built commit N; agent B built N+1 (one payload edited) and sent it; A, moved to
+    N+1, finds the edited units' entries of N in its folder, which no longer match, and takes
+    B's from the server: it runs nothing."""
+    url, _ = nginx.folder()
+    checkout = tmp_path / "workspace"
+    stale = lawkit.build(agent(project, checkout, tmp_path / "cache-a", url, key_env=KEY_ENV))
+    assert not stale.error and stale.ran_anything()
+    payload = sorted((checkout / "project").rglob("texture.data"))[0]
+    payload.write_bytes(payload.read_bytes() + b"commit N+1")
+    other = lawkit.build(agent(project, checkout, tmp_path / "cache-b", url, key_env=KEY_ENV))
+    assert other.ran.get("cook"), "the edit reaches no cook unit"
+    moved = lawkit.build(agent(project, checkout, tmp_path / "cache-a", url, key_env=KEY_ENV))
+    assert not moved.ran_anything(), moved.ran
+    assert moved.planned.get("cook") and moved.outputs == other.outputs
 
 
 def test_an_agent_that_only_reads_writes_nothing_to_the_server(tmp_path, project, nginx):
