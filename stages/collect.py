@@ -33,7 +33,8 @@ SPEC = StageSpec(
     name="collect",
     # 3: assets, index and source as values of their own (assets keyed by id), patched in place.
     # 4: problems are the engine's records (orchestrator.typing.Problem)
-    version=4,
+    # 5: indexes hold project-relative paths (no value depends on where the checkout lies)
+    version=5,
     inputs=(PROJECT,),
     outputs=("assets", "index", "source"),
     keyed=("assets",),

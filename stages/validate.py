@@ -285,8 +285,8 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, files: list[PlannedFile]) -> Unit
     }
     if any(rule.uses_index for rule in rules.values()):
         key["index"] = ruleset.index_digest
-    if any(rule.func_str for rule in rules.values()):
-        key["root"] = ctx.root  # custom code sees absolute paths
+    if any(rule.sees_root for rule in rules.values()):
+        key["root"] = ctx.root  # its rule code may see where the checkout lies
     return Unit(
         id=unit_id,
         payload=tuple(FileCheck(planned.path, planned.rules) for planned in files),

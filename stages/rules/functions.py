@@ -99,20 +99,36 @@ def index_is_available(index: Any) -> bool:
 
 
 class IndexView:
-    """Read-only views of one index, built lazily and shared by every rule in a process."""
+    """Read-only views of one index, built lazily and shared by every rule in a process.
+
+    `stored` is the index as the build keeps it: a Messiah index holds project-relative paths
+    there (so that it is the same value wherever the checkout lies); `index` is the same with
+    the absolute paths of the spec's sets under `root`, made the first time rule code reads a
+    path (sets keyed by GUID answer `d in S` from the stored index)."""
 
     def __init__(self, index: Any, root: str, key: str = "") -> None:
         self.key = key  # identifies the index in per-process caches (custom code namespaces)
-        self.index = index
+        self.stored = index
         self.root = root
         self.available = index_is_available(index)
+        self._index: Any = None
         self._namespaces: tuple | None = None
         self._by_resource_path: dict[str, Any] | None = None
 
+    @property
+    def index(self) -> Any:
+        """The index as rule code sees it: its paths absolute."""
+        if self._index is None:
+            at = getattr(self.stored, "at", None) if self.available else None
+            self._index = self.stored if at is None else at(self.root)
+        return self._index
+
     def container(self, set_name: str):
         """The dict or set answering `d in S` for a predefined set (empty without an index)."""
-        attribute, _ = PREDEFINED_SETS[set_name]
-        return getattr(self.index, attribute) if self.available else frozenset()
+        attribute, paths = PREDEFINED_SETS[set_name]
+        if not self.available:
+            return frozenset()
+        return getattr(self.index if paths else self.stored, attribute)
 
     def namespaces(self) -> tuple[Any, Any]:
         """(res_store, res_filter), the objects `import res_store` / `import res_filter` give:
@@ -245,6 +261,8 @@ PREDEFINED_FUNCTIONS: dict[str, tuple[Callable, bool]] = {
     "res_filter.getResourcesInILevel": (resources_in_ilevel, False),
     "res_filter.validGUID": (valid_guid, False),
 }
+#: The functions whose values are absolute paths (where the checkout lies shows in them).
+PATH_FUNCTIONS = frozenset({"res_filter.guidToRealPath", "res_filter.guidToResourcePath"})
 
 
 # -- the same functions for custom code ----------------------------------------------------------

@@ -21,7 +21,7 @@ from orchestrator import RuleFileError, digest_value, read_yaml, unknown_key_mes
 from . import registry
 from .conditions import Condition, ConditionError, compile_condition
 from .custom.host import CustomCode, CustomCodeError, custom_code_host
-from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
+from .functions import INDEX_MODULES, PATH_FUNCTIONS, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
 from .paths import PathSyntaxError, XmlQuery
 from .regex import Regex, compile_regex
 from .sandbox import CustomCodeTimeout, names_used
@@ -95,6 +95,10 @@ class CompiledRule:
     condition: Condition
     func_str: str | None
     uses_index: bool
+    # Rule code may see where the checkout lies (an absolute path reaching a condition, custom
+    # code): the units checking it key on the project's root. Others do not, so a checkout at
+    # another path finds the units another agent ran.
+    sees_root: bool = False
     code_key: str = ""  # keys this rule's func_str namespace in each process
     name: str = ""
     file: str = ""
@@ -214,7 +218,7 @@ def load_rules(
                 allow_custom_code=allow_custom_code,
                 timeout=timeout,
             )
-    kept = {f"{rule.code_key}:{view.key}" for rule in ruleset.rules if rule.func_str}
+    kept = {_defined_key(rule.code_key, view) for rule in ruleset.rules if rule.func_str}
     ruleset.defined = {key: names for key, names in ruleset.defined.items() if key in kept}
     return ruleset
 
@@ -346,6 +350,9 @@ def _compile_fields(
             for ref in (filter_ref, subfilter)
         )
     )
+    sees_root = func_str is not None or sees_absolute_paths(
+        condition, filter_ref, not_filter, subxpath, subfilter
+    )
     if condition.check is not None:  # a plug-in's own version decides its results too
         digest = digest_value([digest, condition.check.target, condition.check.version])
     warnings = [
@@ -369,11 +376,37 @@ def _compile_fields(
         condition,
         func_str,
         uses_index,
+        sees_root=sees_root,
         code_key=code_key,
         name=str(raw.get("name") or ""),
         file=where,
     )
     return rule, warnings
+
+
+def sees_absolute_paths(
+    condition: Condition,
+    filter_ref: FilterRef | None,
+    not_filter: Regex | None,
+    subxpath: PathRef | None,
+    subfilter: FilterRef | None,
+) -> bool:
+    """Whether absolute paths of the index (the predefined sets hold them) reach what decides
+    the rule's outcome: a condition on a set of paths or an expression over the index, the
+    values of a path function when no subxpath turns them into project files (or a not_filter
+    sees them first), a path function as subfilter. A built-in check sees them too, but is the
+    product's code: it answers from what the paths hold, never from where they lie."""
+
+    def path_function(ref: FilterRef | None) -> bool:
+        return ref is not None and ref.kind == "predefined" and ref.name in PATH_FUNCTIONS
+
+    path_set = condition.set_name is not None and PREDEFINED_SETS[condition.set_name][1]
+    return (
+        path_set
+        or (condition.method == "expr" and condition.uses_index)
+        or path_function(subfilter)
+        or (path_function(filter_ref) and (subxpath is None or not_filter is not None))
+    )
 
 
 def _rule_digest(raw: dict) -> str:
@@ -402,7 +435,7 @@ def _run_custom_code(
         raise _RuleProblem(f"func_str does not compile: {exc.msg} (line {exc.lineno})") from None
     if uses_index and not view.available:
         raise _RuleProblem("func_str uses res_store/res_filter, which need a Messiah project index")
-    known = defined.get(f"{digest}:{view.key}")
+    known = defined.get(_defined_key(digest, view))
     if known is not None:  # defined when a worker first calls it
         return frozenset(known), uses_index
     try:
@@ -413,8 +446,15 @@ def _run_custom_code(
         if str(exc).startswith("raised SyntaxError:"):
             raise _RuleProblem(f"func_str does not compile: {str(exc)[20:]}") from None
         raise _RuleProblem(f"func_str {exc}") from None
-    defined[f"{digest}:{view.key}"] = sorted(names)
+    defined[_defined_key(digest, view)] = sorted(names)
     return frozenset(names), uses_index
+
+
+def _defined_key(code_key: str, view) -> str:
+    """What the functions a func_str defines are remembered by (`RuleSet.defined`): its code
+    and the index's digest, not where the checkout lies (the names are kept in the validate
+    stage's state, which another checkout of the project may take whole)."""
+    return f"{code_key}:{view.key.partition(':')[0]}"
 
 
 def _regex(key: str, text: str | None) -> Regex | None:

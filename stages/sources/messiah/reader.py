@@ -449,22 +449,16 @@ class _Assembler:
         self._refs: dict[tuple[str, str, str], Ref] = {}
         self._dep_refs: dict[str, Ref] = {}  # the same for (target, HARD, "Deps")
 
-    def absolute(self, relpath: str) -> str:
-        return f"{self.root}/{relpath}" if relpath else self.root
-
     def repository_name(self, repository_file: str) -> str:
         folder = _parent(repository_file)
         return folder[folder.rfind("/") + 1 :] if folder else posixpath.basename(self.root)
 
     def repository(self, repository_dir: str) -> tuple[str, str]:
-        """(name, absolute path of its resource.repository) of a repository folder."""
+        """(name, path of its resource.repository) of a repository folder."""
         known = self._repositories.get(repository_dir)
         if known is None:
             path = f"{repository_dir}/{REPOSITORY_FILE}" if repository_dir else REPOSITORY_FILE
-            known = self._repositories[repository_dir] = (
-                self.repository_name(path),
-                self.absolute(path),
-            )
+            known = self._repositories[repository_dir] = (self.repository_name(path), path)
         return known
 
     def result(self) -> SourceResult:
@@ -560,7 +554,6 @@ class _Assembler:
             else:
                 known.append(resource)
         res_in_disk: dict[str, list[ResourceFile]] = {}
-        prefix = f"{self.root}/"
         new_file = tuple.__new__
         repository_dir, (repository, own_repository) = "", self.repository("")
         for folder in self.layout.folders:  # sorted folder order
@@ -574,10 +567,10 @@ class _Assembler:
                     guid,
                     repository,
                     self.folder_type(folder, own_repository, res_in_repo.get(guid, ())),
-                    prefix + folder.attribute,
-                    prefix + folder.data if folder.data else None,
-                    prefix + folder.hdr if folder.hdr else None,
-                    prefix + folder.source if folder.source else None,
+                    folder.attribute,
+                    folder.data,
+                    folder.hdr,
+                    folder.source,
                 ),
             )
             files_of_guid = res_in_disk.get(guid)
@@ -585,11 +578,9 @@ class _Assembler:
                 res_in_disk[guid] = [entry]
             else:
                 files_of_guid.append(entry)
-        ilevels = frozenset(
-            self.absolute(level) for path in self.layout.worlds for level in map_parts[path].refs
-        )
+        ilevels = frozenset(level for path in self.layout.worlds for level in map_parts[path].refs)
         return MessiahIndex(
-            root=self.root,
+            root="",  # paths project-relative: stored, it does not depend on the checkout's place
             res_in_repo=res_in_repo,
             res_in_disk={g: tuple(fs) for g, fs in res_in_disk.items()},
             res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()},
@@ -598,17 +589,19 @@ class _Assembler:
         )
 
     def index_digest(self) -> str:
-        """The index is a function of the root, the listing's resource folders and the parts of
-        the repositories and worlds: with their stored digests, that names it ("" without)."""
+        """The index is a function of the listing's resource folders and the parts of the
+        repositories and worlds (and of the root's name when a repository lies at the root: it
+        names that repository): with their stored digests, that names it ("" without)."""
         digests = getattr(self.parts, "digests", None)
         if digests is None:
             return ""
         layout = self.layout
+        named_by_root = REPOSITORY_FILE in layout.repositories
         return digest_value(
             [
                 "messiah-index",
-                2,  # 2: repositories in repository_order (segment by segment)
-                self.root,
+                3,  # 3: project-relative paths; 2: repositories in repository_order
+                self.repository_name(REPOSITORY_FILE) if named_by_root else "",
                 index_layout_digest(layout),
                 [digests[f"repo:{path}"] for path in layout.repositories],
                 [digests[f"map:{path}"] for path in layout.worlds],
@@ -730,7 +723,9 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     """Plan, parse and assemble a Messiah project in this process, reading from disk.
 
     `options` is the build file's `collect` section; a malformed resource.repository raises
-    `ProjectError` unless `skip_broken` is true (then it is only reported in `problems`).
+    `ProjectError` unless `skip_broken` is true (then it is only reported in `problems`). The
+    index holds absolute paths, as the spec's predefined sets do (the build stores it with
+    project-relative ones: index.py).
     """
     options = dict(options or {})
     files = walk_project(root)
@@ -743,6 +738,7 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     parts = {unit.id: SOURCE.parse(unit, reader, options) for unit in SOURCE.plan(files, options)}
     result = SOURCE.assemble(reader.root, files, parts, options)
     raise_on_fatal(result.problems, bool(options.get("skip_broken", False)))
+    result.index = result.index.at(reader.root)  # the sets as the spec has them: absolute
     return result
 
 
