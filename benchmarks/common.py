@@ -273,6 +273,32 @@ def output_dir(project: Project, name: str) -> Path:
     return project.dir / "runs" / name / "out"
 
 
+def agent_checkout(
+    project: Project, name: str, cache: Path | dict, output: str, shared_paths: bool = True
+) -> Path:
+    """The build file of another agent's checkout of the project: a copy of it at another path
+    (runs/<name>/checkout, copied once), building into `output` (relative to the copy: a new
+    output folder is a new build state, so each call can be a fresh agent) with `cache` (a
+    folder another agent's builds filled, or the `cache:` mapping of a cache server)."""
+    import yaml
+
+    checkout = project.dir / "runs" / name / "checkout"
+    if not (checkout / "build.yaml").is_file():
+        shutil.rmtree(checkout, ignore_errors=True)
+        checkout.mkdir(parents=True)
+        shutil.copytree(project.root, checkout / "project", symlinks=True)
+        for file in ("build.yaml", "rules.yaml"):
+            shutil.copy2(project.dir / file, checkout / file)
+    raw = yaml.safe_load((project.dir / "build.yaml").read_text(encoding="utf-8"))
+    raw["cache"] = cache if isinstance(cache, dict) else str(cache)
+    shutil.rmtree(checkout / output, ignore_errors=True)
+    raw["output"] = output
+    raw["executor"] = {**(raw.get("executor") or {}), "shared_paths": shared_paths}
+    path = checkout / f"agent-{output.replace('/', '-')}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
+
+
 # -- running orchestrate ---------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """Profile the runs the incremental engine's targets are about, with py-spy: the cold build, the
-no-op rerun and one edited attribute file, each `orchestrate run build.yaml` as a user runs it
-(executor `auto`, a fresh process through benchmarks/runner.py `--stage-frames`).
+no-op rerun, one edited attribute file and a fresh checkout (a copy of the project at another
+path, no build state, the same warm cache folder), each `orchestrate run build.yaml` as a user
+runs it (executor `auto`, a fresh process through benchmarks/runner.py `--stage-frames`).
 
     python benchmarks/profile_runs.py --size 100000
     python benchmarks/profile_runs.py --size 10000 --runs noop,one-edit --rate 200
@@ -26,11 +27,12 @@ from pathlib import Path
 import common
 import profiles
 
-RUNS = ("cold", "noop", "one-edit")
+RUNS = ("cold", "noop", "one-edit", "fresh")
 TITLES = {
     "cold": "cold build (empty cache)",
     "noop": "no-op rerun (nothing changed since the cold build)",
     "one-edit": "one edited attribute file",
+    "fresh": "a fresh checkout at another path with the warm cache folder (no build state)",
 }
 PROFILES = common.RESULTS / "profiles"
 
@@ -142,16 +144,19 @@ def main(argv: list[str] | None = None) -> int:
         if what not in runs:
             continue
         common.log(f"profiling the {what} run")
-        detail = ""
+        detail, target = "", build
         if what == "one-edit":
             targets = common.pick_edit_targets(project)
             detail = f" (Width of {targets.texture_xml.relative_to(project.root)})"
             with common.edited(project, targets.texture_xml, common.change_width(1)):
                 run, stacks, collapsed = profile_run(py_spy, build, run_dir, what, args.rate)
             common.run_orchestrate(build)  # the cache matches the restored file again
+        elif what == "fresh":
+            target = common.agent_checkout(project, "profile-fresh", run_dir / "cache", "out")
+            run, stacks, collapsed = profile_run(py_spy, target, run_dir, what, args.rate)
         else:
             run, stacks, collapsed = profile_run(py_spy, build, run_dir, what, args.rate)
-        lines = header(what, detail, project, build, run, args.rate)
+        lines = header(what, detail, project, target, run, args.rate)
         lines.append(f"collapsed stacks: {shown(collapsed)}")
         text = profiles.render(profiles.summarise(stacks, args.rate), lines, top=args.top)
         path = args.out / f"{date}-{size_label(args.size)}-{what}.txt"

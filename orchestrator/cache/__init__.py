@@ -41,6 +41,7 @@ from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
 from .actions import ActionCache, ActionEntry
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
+from .entries import named_blobs
 from .housekeeping import ACTIONS, cache_stats, clear_cache, collect_garbage
 from .remote import AC, ADDRESS_BYTES, CAS, BlobAddress, RemoteSettings, RemoteStore, blob_key
 from .signing import EntryKey
@@ -57,6 +58,7 @@ __all__ = [
     "append_lines",
     "atomic_write",
     "line_checksum",
+    "named_blobs",
     "seal",
     "unseal",
 ]

@@ -43,6 +43,7 @@ from .outcomes import StageReport
 from .rebuild import Rebuilder, RunningStage
 from .registry import code_roots, registered_stages
 from .replanning import Replanner
+from .stageentries import StageEntries
 from .staleness import assess, fingerprint, must_run
 from .storing import PreviousValues, StoredStage, store_stage
 from .values import RunValues, StageInputs
@@ -107,6 +108,7 @@ class Scheduler:
         self.rebuilder = Rebuilder(
             self.cache, self.executors, log, code, options, keep_producers=forget_state
         )
+        self.wholes = StageEntries(self.cache, log, use=not options.no_cache)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -259,6 +261,18 @@ class Scheduler:
         ctx.begin_stage(PreviousValues(state, spec.keyed) if staleness.usable else None)
         inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
         prefix = self.rebuilder.key_prefix(stage, slice_value)
+        dry = self.options.dry_run  # stored in scratch for the later stages; nothing published
+        # Planning afresh: another build's whole run of the stage may serve (stageentries.py).
+        whole = None
+        if not staleness.usable:
+            whole = self.wholes.find(stage, prefix, now, ctx, state, take=voided is None)
+            if whole.found is not None:
+                taken = () if dry else callbacks
+                outputs = StageInputs(values, list(spec.outputs))  # read from the rows taken
+                units = self.wholes.take(whole, ctx, state, outputs, taken, not dry)
+                report.planned(units, units)
+                self._close(report, started, step)
+                return
         run = RunningStage(stage, prefix, report, step.progress, needed_later)
         try:
             replanned = Replanner(self.rebuilder, state, ctx).units(run, inputs, staleness)
@@ -276,12 +290,13 @@ class Scheduler:
             )
         for name, value in outputs.items():
             values.add(name, value)
-        dry = self.options.dry_run  # stored in scratch for the later stages; nothing published
         removed = replanned.results.removed or set()
         stored = StoredStage(
             now, staleness.record, replanned.plan, replanned.due, removed, report.units
         )
         store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
+        if whole is not None and not dry:
+            self.wholes.keep(whole, ctx, state, replanned.due)
         self._close(report, started, step)
 
     def _close(self, report: StageReport, started: float, step: Stepping) -> None:
