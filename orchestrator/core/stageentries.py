@@ -102,15 +102,18 @@ class StageEntries:
                     rows = loads(self.cache.get_blob(entry.result))
                 except (CacheCorrupt, CodecError):
                     continue  # counted and logged where it was found: the stage plans afresh
-                # the large values it names are read by later stages: here, or fetched now
-                if isinstance(rows, StageRows) and all(
-                    self.cache.has_blob(blob)
-                    for values in rows.values.values()
-                    for blob in named_blobs(values)
-                ):
+                if isinstance(rows, StageRows) and self._blobs_at_hand(rows):
                     self.cache.actions.touch(WHOLE + name, key, entry.result)
                     return rows
         return None
+
+    def _blobs_at_hand(self, rows: StageRows) -> bool:
+        """Whether the blobs the rows name are in the folder, or fetched into it now from the
+        cache server: the large values later stages read, and each unit's result (a later
+        run that updates the stage reads them, with the server or without it)."""
+        results = (bytes(unit[2]).hex() for unit in rows.units if unit[2])
+        values = (blob for entries in rows.values.values() for blob in named_blobs(entries))
+        return all(self.cache.has_blob(blob) for blob in (*values, *results))
 
     @staticmethod
     def _holds(ctx: Context, path: str, digest: str | None) -> bool:
