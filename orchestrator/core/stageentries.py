@@ -113,7 +113,7 @@ class StageEntries:
         run that updates the stage reads them, with the server or without it)."""
         results = (bytes(unit[2]).hex() for unit in rows.units if unit[2])
         values = (blob for entries in rows.values.values() for blob in named_blobs(entries))
-        return all(self.cache.has_blob(blob) for blob in (*values, *results))
+        return self.cache.has_blobs([*values, *results])
 
     @staticmethod
     def _holds(ctx: Context, path: str, digest: str | None) -> bool:
