@@ -721,6 +721,8 @@ How the figures are taken:
   Then a cold build on a two-node cluster on this machine: `ray start --head` and `ray start
   --address` on loopback, one CPU each, as docs/cluster.md's steps say (`tests/raystart.py`),
   the build file's `executor.address` naming the head; its CPU counts the nodes' processes too.
+  On a 2-core machine the driver and two workers share the cores: the 2-worker figure shows
+  the machine's bound as much as the engine's; the driver's share is what carries to a farm.
 - Profiles (py-spy) of the cold build, the no-op, the one-edit run and a fresh checkout at
   another path: `python benchmarks/profile_runs.py --size N` writes
   `benchmarks/results/profiles/<date>-<size>-<run>.txt` (top functions, time by stage).
