@@ -182,10 +182,33 @@ def test_a_broken_rule_file_is_reported_then_picked_up(project):
     try:
         line = watch.settle()
         assert " error " in line and "rules.yaml" in line, line
+        assert run_record(build_file)["exit_code"] == 2  # the report says so too
     finally:
         save(rules, good)
     line = watch.settle()
     assert line.split(" ")[1] in ("built", "failed"), line
+    assert run_record(build_file)["exit_code"] in (0, 1)
+
+
+def run_record(build_file: Path) -> dict:
+    return json.loads((build_file.parent / "build" / "out" / "reports" / "run.json").read_text())
+
+
+def test_the_project_folder_moved_away_and_back_is_watched_again(project):
+    """The project folder goes (its watch dies with it) and comes back: the watch waits for
+    it, watches it anew and looks at every file; a save after that is seen."""
+    build_file, watch = project
+    root = build_file.parent / "project"
+    root.rename(build_file.parent / "away")
+    try:
+        assert "waiting for it to come back" in watch.line(), watch.seen
+    finally:
+        (build_file.parent / "away").rename(root)
+    line = watch.settle()
+    assert "every file looked at: the watch was lost" in line, line
+    texture = textures(build_file)[0]
+    save(texture, texture.read_bytes())
+    assert "changed: " in watch.settle(), watch.seen
 
 
 def test_a_broken_build_file_waits_for_its_fix(project):
@@ -243,8 +266,24 @@ def test_ctrl_c_exits_130_and_the_next_run_skips_every_stage(tmp_path):
     assert watch.stop() == 130
     _, err = waiting.communicate(timeout=300)
     assert waiting.returncode in (0, 1), err
-    record = json.loads((build_file.parent / "build" / "out" / "reports" / "run.json").read_text())
+    record = run_record(build_file)
     assert all(stage["skipped"] for stage in record["stages"]), record["stages"]
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.25, 0.5])
+def test_ctrl_c_during_a_build_leaves_a_consistent_state(tmp_path, delay):
+    """Ctrl-C at some point of a build after a save (or just before it): exit 130, and the
+    next `run` publishes what a clean build of the same files publishes."""
+    build_file = make_project(tmp_path, assets=120)
+    watch = LiveWatch(build_file)
+    watch.outcome()
+    texture = textures(build_file)[0]
+    save(texture, texture.read_bytes().replace(b"<Width>", b"<Width>1", 1))
+    time.sleep(delay)
+    assert watch.stop() == 130
+    assert run_cli("run", str(build_file), "--executor", "local").returncode in (0, 1)
+    clean = clean_build(build_file, output="clean/out", cache="clean/cache")
+    assert published(build_file.parent / "build" / "out") == clean.outputs
 
 
 def test_an_idle_watch_costs_next_to_no_cpu(project):
@@ -257,3 +296,38 @@ def test_an_idle_watch_costs_next_to_no_cpu(project):
     after, seconds = process.cpu_times(), time.monotonic() - started
     used = (after.user + after.system) - (before.user + before.system)
     assert used / seconds < 0.05, used
+
+
+def test_a_bug_is_shown_with_its_trace_and_the_next_build_starts_afresh(
+    tmp_path, monkeypatch, capsys
+):
+    """A stage that fails with a bug: its trace and an `internal error` line, the session let
+    go; the next save builds in a session opened afresh."""
+    import stages.cook
+    from orchestrator.core.options import RunOptions
+    from orchestrator.files.watcher import Batch
+    from orchestrator.shell.present import setup_logging
+    from orchestrator.shell.watch import Watch
+
+    build_file = make_project(tmp_path, assets=120)
+    watch = Watch(str(build_file), RunOptions(executor="local", progress=False), setup_logging())
+    try:
+        watch.start()
+        texture = textures(build_file)[0]
+        rel = texture.relative_to(build_file.parent / "project").as_posix()
+        save(texture, texture.read_bytes().replace(b"<Width>", b"<Width>1", 1))
+
+        def broken(*args):
+            raise RuntimeError("a bug in a stage")
+
+        monkeypatch.setattr(stages.cook, "finish", broken)
+        watch.handle(Batch(changed=frozenset({rel})))
+        out, err = capsys.readouterr()
+        assert "internal error" in out and "a bug in a stage" in out
+        assert "Traceback" in err and watch.session is None
+        monkeypatch.undo()
+        watch.handle(Batch(changed=frozenset({rel})))
+        out, _ = capsys.readouterr()
+        assert re.search(r" (built|failed a gate) in ", out), out
+    finally:
+        watch.close()
