@@ -56,9 +56,9 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         "rules": ruleset.total,
         "sources_checked": sum(counts.values()),
         "failures": failures,
-        "rule_errors": [dict(e) for e in ruleset.rule_errors],
-        "skipped": [dict(s) for s in ruleset.skipped],
-        "warnings": [dict(w) for w in ruleset.warnings],
+        "rule_errors": [e._asdict() for e in ruleset.rule_errors],
+        "skipped": [s._asdict() for s in ruleset.skipped],
+        "warnings": [w._asdict() for w in ruleset.warnings],
         # what a person reads for a rule known by its id (the build report shows it)
         "rule_names": {
             rule.label: rule.name for rule in ruleset.rules if rule.name and rule.name != rule.label
