@@ -248,7 +248,8 @@ def _parse_settings(reader: Reader) -> SettingsScan:
             ),
         )
     scenes = []
-    for _header, doc in documents:
+    for document in documents:
+        doc = document.body
         body: Any = next(iter(doc.values()), {}) if isinstance(doc, dict) else {}
         for scene in (body.get("m_Scenes") or []) if isinstance(body, dict) else []:
             if isinstance(scene, dict) and scene.get("path"):
