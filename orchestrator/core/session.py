@@ -73,7 +73,13 @@ class Session:
     def _open_cache(self) -> Cache:
         # A dry run is a run with nothing kept: the state and the cache in scratch.
         options, build = self.options, self.build
-        return Cache(build.cache_dir, log=self.log, scratch=options.dry_run, key=build.cache_key())
+        return Cache(
+            build.cache_dir,
+            log=self.log,
+            scratch=options.dry_run,
+            key=build.cache_key(),
+            remote=build.cache_remote(),
+        )
 
     def open_state(self) -> BuildState:
         """The build state for one build: a generation of its own."""
