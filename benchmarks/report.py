@@ -44,6 +44,7 @@ def output_seconds(figures: dict, name: str) -> float | None:
 
 
 ISSUE_15 = "issue 15"  # the incremental engine's targets: the first table
+ISSUE_29 = "issue 29"  # the developer loop: `orchestrate watch`
 EARLIER = "earlier"  # targets of earlier issues that are still measured
 
 
@@ -213,6 +214,24 @@ def targets(figures: dict) -> list[dict]:
         "n/a" if page is None else f"{page / MB:.2f} MB",
         "≤ 5 MB",
         page is not None and page <= 5 * MB,
+    )
+    latency, idle = f("watch.save_to_manifest"), f("watch.idle_cpu")
+    add(
+        ISSUE_29,
+        "one attribute file with `orchestrate watch`: save → manifest published",
+        latency,
+        f"{fmt_s(latency)} (from the save until manifest.json changed, polled every 2 ms)",
+        "≤ 0.5 s",
+        latency is not None and latency <= 0.5,
+    )
+    seconds = f("watch.idle_cpu", "seconds")
+    add(
+        ISSUE_29,
+        "`orchestrate watch` idle: CPU with nothing changing",
+        idle,
+        f"{_pct(idle)} of a core over {seconds or '?'} s",
+        "< 1 % of a core",
+        idle is not None and idle < 0.01,
     )
     return rows
 
@@ -487,7 +506,11 @@ def targets_markdown(figures: dict) -> list[str]:
     """Issue 15's targets, then the earlier ones still measured (each table only when it has
     rows)."""
     out = []
-    titles = {ISSUE_15: "Targets (issue 15)", EARLIER: "Earlier targets, still measured"}
+    titles = {
+        ISSUE_15: "Targets (issue 15)",
+        ISSUE_29: "Targets (issue 29: the developer loop)",
+        EARLIER: "Earlier targets, still measured",
+    }
     rows = targets(figures)
     for group, title in titles.items():
         mine = [row for row in rows if row["group"] == group]

@@ -29,9 +29,9 @@ def store_stage(
     outputs: dict,
     callbacks: Iterable[Callable] = (),
     publish: bool = True,
-) -> None:
+) -> StageRecord:
     """Store the stage's units, reads, values, publications and record, all or nothing
-    (without `publish`, a dry run's: the stage's `publish` hook is not called)."""
+    (without `publish`, a dry run's: the stage's `publish` hook is not called); the record."""
     spec = stage.spec
     previous = stored.previous
     state.begin()
@@ -74,6 +74,7 @@ def store_stage(
     except BaseException:
         state.rollback()
         raise
+    return stage_record
 
 
 @dataclass(frozen=True)
