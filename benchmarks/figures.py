@@ -57,6 +57,7 @@ class Options:
     per_rule_fraction: float | None = None  # None: all files up to 10,000 assets, else 2 %
     tools: dict = field(default_factory=dict)
     shared_paths: bool = True  # executor.shared_paths of the benchmark build files
+    idle_seconds: float = 60.0  # how long an idle `orchestrate watch` is measured
 
 
 def section(name: str):
@@ -225,6 +226,27 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
         figure["what"] = what
         figure["engine_median"] = median([r.engine_s for r in runs])
         results.put(name, figure)
+
+
+# -- orchestrate watch -------------------------------------------------------------------------------
+
+
+@section("watch")
+def watching(project: Project, results: SizeResults, options: Options) -> None:
+    """`orchestrate watch` on the warm build: one texture's Width saved, the seconds until the
+    manifest changed (a fresh edit each repeat, the file saved back untimed between them), then
+    its CPU over `options.idle_seconds` with nothing changing."""
+    from watching import manifest_of, measure
+
+    build = _warm_build(project, WARM_BUILD, AUTO, options)
+    texture = pick_edit_targets(project).texture_xml
+    manifest = manifest_of(output_dir(project, WARM_BUILD))
+    latencies, share, _ = measure(
+        build, texture, manifest, options.repeat, options.idle_seconds, options.timeout
+    )
+    figure = timed_figure(latencies, what="one texture's Width saved → manifest.json changed")
+    results.put("watch.save_to_manifest", figure)
+    results.put("watch.idle_cpu", {"median": share, "seconds": options.idle_seconds})
 
 
 # -- collect + dependency ---------------------------------------------------------------------------

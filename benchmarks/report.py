@@ -45,6 +45,7 @@ def output_seconds(figures: dict, name: str) -> float | None:
 
 ISSUE_15 = "issue 15"  # the incremental engine's targets: the first table
 ISSUE_28 = "issue 28"  # the farm's: a fresh agent from a warm cache, scaling out
+ISSUE_29 = "issue 29"  # the developer loop: `orchestrate watch`
 EARLIER = "earlier"  # targets of earlier issues that are still measured
 
 
@@ -249,6 +250,24 @@ def targets(figures: dict) -> list[dict]:
         "n/a" if page is None else f"{page / MB:.2f} MB",
         "≤ 5 MB",
         page is not None and page <= 5 * MB,
+    )
+    latency, idle = f("watch.save_to_manifest"), f("watch.idle_cpu")
+    add(
+        ISSUE_29,
+        "one attribute file with `orchestrate watch`: save → manifest published",
+        latency,
+        f"{fmt_s(latency)} (from the save until manifest.json changed, polled every 2 ms)",
+        "≤ 0.5 s",
+        latency is not None and latency <= 0.5,
+    )
+    seconds = f("watch.idle_cpu", "seconds")
+    add(
+        ISSUE_29,
+        "`orchestrate watch` idle: CPU with nothing changing",
+        idle,
+        f"{_pct(idle)} of a core over {seconds or '?'} s",
+        "< 1 % of a core",
+        idle is not None and idle < 0.01,
     )
     return rows
 
@@ -562,6 +581,7 @@ def targets_markdown(figures: dict) -> list[str]:
     titles = {
         ISSUE_15: "Targets (issue 15)",
         ISSUE_28: "Targets (issue 28: the farm)",
+        ISSUE_29: "Targets (issue 29: the developer loop)",
         EARLIER: "Earlier targets, still measured",
     }
     rows = targets(figures)

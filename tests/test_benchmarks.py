@@ -127,7 +127,7 @@ def test_issue_15_targets_come_first_in_the_issues_order():
     ones still measured."""
     rows = report.targets(issue_15_figures())
     groups = [row["group"] for row in rows]
-    order = [report.ISSUE_15, report.ISSUE_28, report.EARLIER]
+    order = [report.ISSUE_15, report.ISSUE_28, report.EARLIER, report.ISSUE_29]
     assert groups == sorted(groups, key=order.index)
     assert [r["target"] for r in rows if r["group"] == report.ISSUE_15] == ISSUE_15_TARGETS
     verdicts = {row["target"]: row["met"] for row in rows}
@@ -192,6 +192,21 @@ def test_targets_are_judged_from_the_figures():
         verdicts = {row["target"]: row["met"] for row in report.targets(figures)}
         assert verdicts[target] is False, target
         assert sum(1 for t in ISSUE_15_TARGETS if verdicts[t] is False) == 1, target
+
+
+def test_the_watch_targets_are_judged_from_its_figures():
+    """Issue 29's watch targets: save → manifest within 0.5 s, idle under 1 % of a core."""
+    figures = issue_15_figures()
+    watch = [r for r in report.targets(figures) if r["group"] == report.ISSUE_29]
+    assert [r["met"] for r in watch] == [None, None]
+    figures["watch.save_to_manifest"] = {"median": 0.31}
+    figures["watch.idle_cpu"] = {"median": 0.002, "seconds": 60}
+    watch = [r for r in report.targets(figures) if r["group"] == report.ISSUE_29]
+    assert [r["met"] for r in watch] == [True, True]
+    figures["watch.save_to_manifest"] = {"median": 0.6}
+    figures["watch.idle_cpu"] = {"median": 0.02, "seconds": 60}
+    watch = [r for r in report.targets(figures) if r["group"] == report.ISSUE_29]
+    assert [r["met"] for r in watch] == [False, False]
 
 
 def test_markdown_has_the_issue_15_table_first():

@@ -28,7 +28,7 @@ def recorded_options(build_file) -> dict:
 def test_the_command_line_makes_one_run_options(tmp_path, monkeypatch):
     """Every flag of `orchestrate run` lands in the one RunOptions `run_command` is given."""
     given = []
-    monkeypatch.setattr(runs, "run_command", lambda *args: given.append(args) or 0)
+    monkeypatch.setattr(runs, "run_command", lambda *args, wait: given.append(args) or 0)
     with pytest.raises(SystemExit):
         main(
             [

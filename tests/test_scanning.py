@@ -197,51 +197,94 @@ def _set_mtime(path: Path, offset_s: int) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
+def _apply(root: Path, ops, offset: int) -> tuple[set[str], set[str]]:
+    """Apply the ops; (the files written, every path a file watcher would name: each file and
+    folder made, written or removed)."""
+    written: set[str] = set()
+    touched: set[str] = set()
+
+    def made(folder: Path) -> None:
+        for parent in [folder, *folder.parents]:
+            if parent == root:
+                break
+            touched.add(parent.relative_to(root).as_posix())
+
+    for op, folder, name in ops:
+        d = root / f"f{folder}" / f"s{folder % 2}"
+        f = d / f"n{name}.txt"
+        rel = f.relative_to(root).as_posix()
+        if op in ("write", "append") and not d.exists():
+            d.mkdir(parents=True)
+            made(d)
+        if op == "write":
+            f.write_text("w" * name)
+            _set_mtime(f, offset)
+            written.add(rel)
+            touched.add(rel)
+        elif op == "append" and f.exists():
+            with f.open("a") as handle:
+                handle.write("+")
+            _set_mtime(f, offset)
+            written.add(rel)
+            touched.add(rel)
+        elif op == "remove" and f.exists():
+            f.unlink()
+            touched.add(rel)
+        elif op == "mkdir":
+            (d / f"sub{name}").mkdir(parents=True, exist_ok=True)
+            made(d / f"sub{name}")
+        elif op == "rmdir" and d.exists():
+            for p in sorted(d.rglob("*"), key=lambda p: -len(p.parts)):
+                touched.add(p.relative_to(root).as_posix())
+                p.rmdir() if p.is_dir() else p.unlink()
+            d.rmdir()
+            touched.add(d.relative_to(root).as_posix())
+    for dirpath, _, _ in os.walk(root):  # folders old again, files as the ops left them
+        _set_mtime(Path(dirpath), offset)
+    return written, touched
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(steps=st.lists(OPS, min_size=1, max_size=4))
-def test_incremental_scan_equals_a_fresh_scan(tmp_path_factory, steps):
+@given(steps=st.lists(OPS, min_size=1, max_size=4), watched=st.booleans())
+def test_incremental_scan_equals_a_fresh_scan(tmp_path_factory, steps, watched):
     """After any edits, a rescan from the stored table lists what a scan from nothing lists,
-    and reports exactly the files added, removed and rewritten."""
+    and reports exactly the files added, removed and rewritten; so does a rescan told by a file
+    watcher which paths moved (`watched`: only those and their folders are looked at)."""
     root = tmp_path_factory.mktemp("tree") / "p"
     root.mkdir()
     age(root)
     table = scan(str(root), set(), None).table
     for offset, ops in enumerate(steps, 1):
-        written = set()
-        for op, folder, name in ops:
-            d = root / f"f{folder}" / f"s{folder % 2}"
-            f = d / f"n{name}.txt"
-            if op in ("write", "append") and not d.exists():
-                d.mkdir(parents=True)
-            if op == "write":
-                f.write_text("w" * name)
-                _set_mtime(f, offset)
-                written.add(f.relative_to(root).as_posix())
-            elif op == "append" and f.exists():
-                with f.open("a") as handle:
-                    handle.write("+")
-                _set_mtime(f, offset)
-                written.add(f.relative_to(root).as_posix())
-            elif op == "remove" and f.exists():
-                f.unlink()
-            elif op == "mkdir":
-                (d / f"sub{name}").mkdir(parents=True, exist_ok=True)
-            elif op == "rmdir" and d.exists():
-                for p in sorted(d.rglob("*"), key=lambda p: -len(p.parts)):
-                    p.rmdir() if p.is_dir() else p.unlink()
-                d.rmdir()
-        for dirpath, _, _ in os.walk(root):  # folders old again, files as the ops left them
-            _set_mtime(Path(dirpath), offset)
+        written, touched = _apply(root, ops, offset)
         before = set(table.paths)
-        result = scan(str(root), set(), stored(table))
+        result = scan(str(root), set(), stored(table), paths=touched if watched else None)
         table = result.table
         now = plain_walk(root)
         assert listed(table) == now == listed(scan(str(root), set(), None).table)
         assert set(result.changes.added) == set(now) - before
         assert set(result.changes.removed) == before - set(now)
         assert set(result.changes.modified) <= (written & before & set(now))
+        if watched:  # what no watcher named is not looked at: its signature stays as stored
+            assert not set(result.changes.modified) - touched
+
+
+def test_a_watched_rescan_looks_only_at_the_paths_named(tmp_path):
+    """A rewrite no watcher named is not seen by a watched rescan (it trusts the watcher), and
+    is by a full one."""
+    root = tmp_path / "p"
+    (root / "d").mkdir(parents=True)
+    (root / "a.txt").write_text("a")
+    (root / "d" / "b.txt").write_text("b")
+    age(root)
+    table = scan(str(root), set(), None).table
+    (root / "a.txt").write_text("aa")
+    (root / "d" / "b.txt").write_text("bb")
+    age(root, offset_s=5)
+    watched = scan(str(root), set(), stored(table), paths=["d/b.txt"])
+    assert watched.changes.modified == ["d/b.txt"]
+    assert scan(str(root), set(), stored(table)).changes.modified == ["a.txt", "d/b.txt"]
 
 
 # -- the scheduler's use of it ------------------------------------------------------------------

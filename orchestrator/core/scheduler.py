@@ -15,34 +15,29 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cache import Cache
-from ..cache.records import UnitRecord
+from ..cache.records import StageRecord, UnitRecord
 from ..cache.state import BuildState
-from ..codec import allow_package
 from ..errors import CacheCorrupt, DryRunNamed, InternalError, OrchestrateError
-from ..executors import Workplace
-from ..executors.pool import ExecutorPool
 from ..files.changes import FileChanges
 from ..files.filetable import FileTable
-from ..files.projectfiles import ProjectFiles
 from ..files.scanning import learn_unread_digests, scan
 from ..hashing import digest_bytes
 from ..typing import PROJECT
 from .config import Build
 from .context import Context
-from .graph import Stage, select
-from .identity import code_digest
+from .graph import Stage
 from .observe import Progress, ResourceSampler
 from .options import RunOptions
 from .outcomes import StageReport
 from .rebuild import Rebuilder, RunningStage
-from .registry import code_roots, registered_stages
 from .replanning import Replanner
+from .session import Session
 from .stageentries import StageEntries
 from .staleness import assess, fingerprint, must_run
 from .storing import PreviousValues, StoredStage, store_stage
@@ -64,63 +59,49 @@ class RunResult:
     workers_peak_rss: int = 0  # bytes, all child processes together (ResourceSampler.workers_peak)
     scan_seconds: float = 0.0
     file_changes: FileChanges | None = None
+    # Files the stages depend on that no scan of the project sees (rule files their driver
+    # code read, files outside the project their units read): what a watcher watches besides.
+    outside_files: frozenset[str] = frozenset()
     concluded: Any = None  # what run_build's `conclude` made of the run
 
 
 class Scheduler:
-    """Runs the stage graph for one build file."""
+    """Runs the stage graph once, in a session (session.py): `changed`, the project's paths a
+    file watcher saw move since the session's last build (None: any may have, every file is
+    looked at)."""
 
     def __init__(
         self,
-        build: Build,
-        options: RunOptions,
-        log,
-        stages: Sequence[Stage] | None = None,
+        session: Session,
+        changed: Collection[str] | None = None,
         forget_state: bool = False,
     ) -> None:
-        self.build = build
+        self.session = session
+        self.build = session.build
+        self.changed = changed
         self.forget_state = forget_state  # after a stored result went missing: plan afresh
-        self.options = options
-        self.log = log
-        self.root = str(build.project_root).replace("\\", "/")
-        if stages is None:
-            stages = registered_stages()
-        self.stages = select(list(stages), options.stages)
-        for stage in self.stages:  # their results may hold records of their packages' types
-            allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
-        # A dry run is this run with nothing kept: the state and the cache in scratch.
-        self.cache = Cache(
-            build.cache_dir,
-            log=log,
-            scratch=options.dry_run,
-            key=build.cache_key(),
-            remote=build.cache_remote(),
-        )
-        self.files = ProjectFiles(self.root, build.file_policy)
-        place = Workplace(
-            self.root, str(build.cache_dir), build.file_policy, tuple(code_roots(self.stages))
-        )
-        settings = build.config.executor  # type: ignore[attr-defined]
-        self.executors = ExecutorPool(options.executor, place, settings, options.workers, log)
-        code = code_digest(
-            getattr(s.module, "__name__", type(s.module).__module__) for s in self.stages
-        )
+        self.options = session.options
+        self.log = session.log
+        self.root = session.root
+        self.stages = session.stages
+        self.cache = session.cache
+        self.files = session.files
+        self.executors = session.executors
         self.rebuilder = Rebuilder(
-            self.cache, self.executors, log, code, options, keep_producers=forget_state
+            self.cache,
+            self.executors,
+            self.log,
+            session.code,
+            self.options,
+            keep_producers=forget_state,
         )
-        self.wholes = StageEntries(self.cache, log, use=not options.no_cache)
+        self.wholes = StageEntries(self.cache, self.log, use=not self.options.no_cache)
+        self.outside_files: set[str] = set()  # RunResult.outside_files, stage by stage
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        state = BuildState(
-            self.build.cache_dir,
-            self.root,
-            str(self.build.output_dir),
-            self.cache,
-            self.log,
-            scratch=self.options.dry_run,
-            key=self.cache.key,
-        )
+        state = self.session.open_state()
+        ray_before, dropped_before = self.executors.ray_startup, self.cache.corrupt_dropped
         if self.forget_state:
             state.forget_stages()
         try:
@@ -154,28 +135,26 @@ class Scheduler:
                     if not isinstance(error, CacheCorrupt):
                         # The digests units found are true whatever stopped the build: without
                         # them, the next touch of those files would look like an edit.
-                        state.files.save(scanned.table)
+                        self._save(state, scanned.table)
                     raise
                 finally:
                     gc.unfreeze()
                     progress.stop()
             if scanned.racy:
                 hashed += learn_unread_digests(self.files, scanned.table, ctx.unsettled)
-            if scanned.table.changed:
-                state.files.save(scanned.table)  # the signatures scanned and the digests learned
+            self._save(state, scanned.table)  # the signatures scanned and the digests learned
         finally:
             try:
-                self.cache.close()
+                self.cache.flush()
             finally:
                 state.close()
-                self.executors.close()
         return RunResult(
             values,
             ctx.reports,
             ctx,
             self.stages,
-            self.executors.ray_startup,
-            self.cache.corrupt_dropped,
+            self.executors.ray_startup if ray_before is None else None,
+            self.cache.corrupt_dropped - dropped_before,
             hashed,
             explained=self.rebuilder.explained,
             driver_peak_rss=sampler.driver_peak,
@@ -183,20 +162,32 @@ class Scheduler:
             workers_peak_rss=sampler.workers_peak,
             scan_seconds=scan_seconds,
             file_changes=scanned.changes,
+            outside_files=frozenset(self.outside_files),
         )
+
+    def _save(self, state: BuildState, table: FileTable) -> None:
+        """Store the table when it moved, and hand it back to the session: what the state
+        holds now, the next build starts from."""
+        if table.changed:
+            state.files.save(table)
+        self.session.keep_table(table)
 
     def _scan(self, state: BuildState) -> Scanned:
         """This run's file table, and its content changes logged in the state (a file whose
         signature moved but whose bytes did not is no change)."""
         skip = {str(self.build.output_dir), str(self.build.cache_dir)}
-        previous = state.files.load()
+        held = self.session.take_table()
+        previous = held if held is not None else state.files.load()
         if previous is not None and previous.policy != self.files.policy:
             previous = None  # scanned under another policy: what it refused is no longer known
         if previous is None:
             # Without the table the records cannot tell what changed since (not even which
             # files went away): every stage plans afresh, the action cache sparing the work.
             state.forget_stages()
-        result = scan(self.root, skip, previous, self.files)
+        # A watcher's paths tell what moved since the table the session held; a table read
+        # from the state may be older than what the watcher has seen, so all is looked at.
+        paths = self.changed if held is not None else None
+        result = scan(self.root, skip, previous, self.files, paths)
         changes, table = result.changes, result.table
         trusted = previous is not None and not self.forget_state
         if previous is None:
@@ -250,6 +241,7 @@ class Scheduler:
             assert staleness.record is not None
             ctx.begin_stage(previous=None)
             ctx.adopt_published(staleness.record.published)  # as published by this run too
+            self._depends_outside(staleness.record)
             report.skip(staleness.record.units)
             for callback in callbacks:
                 callback(ctx, {name: values[name] for name in spec.outputs})
@@ -269,8 +261,9 @@ class Scheduler:
             if whole.found is not None:
                 taken = () if dry else callbacks
                 outputs = StageInputs(values, list(spec.outputs))  # read from the rows taken
-                units = self.wholes.take(whole, ctx, state, outputs, taken, not dry)
-                report.planned(units, units)
+                kept = self.wholes.take(whole, ctx, state, outputs, taken, not dry)
+                report.planned(kept.units, kept.units)
+                self._depends_outside(kept)
                 self._close(report, started, step)
                 return
         run = RunningStage(stage, prefix, report, step.progress, needed_later)
@@ -294,10 +287,18 @@ class Scheduler:
         stored = StoredStage(
             now, staleness.record, replanned.plan, replanned.due, removed, report.units
         )
-        store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
+        record = store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
+        self._depends_outside(record)
         if whole is not None and not dry:
             self.wholes.keep(whole, ctx, state, replanned.due)
         self._close(report, started, step)
+
+    def _depends_outside(self, record: StageRecord) -> None:
+        """Note the files outside the file table that a stage's record depends on."""
+        self.outside_files.update(record.external)
+        self.outside_files.update(
+            os.path.normpath(os.path.join(self.root, p)) for p in record.outside
+        )
 
     def _close(self, report: StageReport, started: float, step: Stepping) -> None:
         # Ray's startup is reported on its own, not in the stage that needed it.
@@ -346,26 +347,37 @@ def run_build(
     stages: Sequence[Stage] | None = None,
     conclude: Callable[[RunResult], Any] | None = None,
 ) -> RunResult:
-    """Run a build; a damaged cache entry found mid-run is set aside and the run started
-    again. `conclude(result)` (kept as `result.concluded`) reads what the run left while it
-    still holds the cache: a stored value it finds damaged starts the run again too."""
+    """Run a build once: a session opened for it and closed after (session.py)."""
+    with Session(build, options, log, stages) as session:
+        return run_in_session(session, None, conclude)
+
+
+def run_in_session(
+    session: Session,
+    changed: Collection[str] | None = None,
+    conclude: Callable[[RunResult], Any] | None = None,
+) -> RunResult:
+    """Run a build in a session (`changed`: the paths a watcher saw move since its last build,
+    None when any may have); a damaged cache entry found mid-run is set aside and the run
+    started again. `conclude(result)` (kept as `result.concluded`) reads what the run left while
+    it still holds the cache: a stored value it finds damaged starts the run again too."""
     from ..cache.housekeeping import temporary_files_in
-    from ..files.lock import CacheLock
     from ..memory import relaxed_gc
 
     for attempt in range(3):
         # Again after damage: the state may name results that are gone (`cache gc`, another
-        # machine's cleanup), so the retry plans every stage afresh; the action cache and the
-        # file table still spare the work.
-        scheduler = Scheduler(build, options, log, stages, forget_state=attempt > 0)
+        # machine's cleanup), so the retry plans every stage afresh and looks at every file;
+        # the action cache and the file table still spare the work.
+        scheduler = Scheduler(session, changed if attempt == 0 else None, attempt > 0)
         try:
-            with CacheLock(build.cache_dir), relaxed_gc(), temporary_files_in(build.cache_dir):
+            with relaxed_gc(), temporary_files_in(session.build.cache_dir):
                 result = scheduler.run()
                 if conclude is None:
                     return result
                 return dataclasses.replace(result, concluded=conclude(result))
         except CacheCorrupt as exc:
-            log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
+            session.log.warning("cache.corrupt", message=exc.message, action="dropped; rerunning")
+            session.reopen_cache()
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")

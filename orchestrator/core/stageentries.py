@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import Cache, named_blobs
-from ..cache.records import Fingerprint, StageRows, UnitRecord
+from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord
 from ..cache.state import BuildState
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
@@ -133,21 +133,19 @@ class StageEntries:
         outputs: Mapping[str, Any],
         callbacks: Iterable[Callable],
         publish: bool,
-    ) -> int:
+    ) -> StageRecord:
         """Store what another build of the stage left as this run's and publish its outputs
-        (`outputs`: the run's values of them, read from the rows once stored). Returns how
-        many units the stage has."""
+        (`outputs`: the run's values of them, read from the rows once stored); its record."""
         rows = whole.found
         assert rows is not None
         external = {
             str(ctx.build_dir / path): digest for path, digest in rows.record.external.items()
         }
         record = dataclasses.replace(rows.record, fingerprint=whole.fingerprint, external=external)
-        adopt_stage(
-            whole.stage, ctx, state, rows._replace(record=record), outputs, callbacks, publish
-        )
+        taken = rows._replace(record=record)
+        kept = adopt_stage(whole.stage, ctx, state, taken, outputs, callbacks, publish)
         self.log.debug("stage.taken", stage=whole.stage.spec.name, units=record.units)
-        return record.units
+        return kept
 
     # -- filing one ------------------------------------------------------------------------------
     def keep(self, whole: WholeStage, ctx: Context, state: BuildState, due: list[UnitRecord]):

@@ -30,9 +30,9 @@ def store_stage(
     outputs: dict,
     callbacks: Iterable[Callable] = (),
     publish: bool = True,
-) -> None:
+) -> StageRecord:
     """Store the stage's units, reads, values, publications and record, all or nothing
-    (without `publish`, a dry run's: the stage's `publish` hook is not called)."""
+    (without `publish`, a dry run's: the stage's `publish` hook is not called); the record."""
     spec = stage.spec
     previous = stored.previous
     state.begin()
@@ -60,11 +60,12 @@ def store_stage(
             walked=ctx.stage_walked or PROJECT in spec.inputs,
             units=stored.units,
         )
-        _publish(stage, ctx, state, stage_record, outputs, callbacks, publish)
+        stage_record = _publish(stage, ctx, state, stage_record, outputs, callbacks, publish)
         state.commit()
     except BaseException:
         state.rollback()
         raise
+    return stage_record
 
 
 def adopt_stage(
@@ -75,21 +76,23 @@ def adopt_stage(
     outputs: Mapping[str, Any],
     callbacks: Iterable[Callable] = (),
     publish: bool = True,
-) -> None:
+) -> StageRecord:
     """Store what another build of the stage left (its rows, as stored: nothing decoded,
     encoded or hashed again) as this run's, then publish its outputs (`outputs`, read from
-    those rows) and keep its record with what this run published: all or nothing."""
+    those rows) and keep its record with what this run published: all or nothing; the
+    record."""
     state.begin()
     try:
         state.units.put_rows(stage.spec.name, taken.units, taken.reads)
         for name, rows in taken.values.items():
             state.values.put_rows(name, rows)
         record = dataclasses.replace(taken.record, generation=state.generation, published={})
-        _publish(stage, ctx, state, record, outputs, callbacks, publish)
+        record = _publish(stage, ctx, state, record, outputs, callbacks, publish)
         state.commit()
     except BaseException:
         state.rollback()
         raise
+    return record
 
 
 def _publish(
@@ -100,9 +103,9 @@ def _publish(
     outputs: Mapping[str, Any],
     callbacks: Iterable[Callable],
     publish: bool,
-) -> None:
+) -> StageRecord:
     """Publish the stage's outputs (its `publish` hook, unless a dry run), tell the callbacks,
-    and keep its record with the signatures of the files it published."""
+    and keep its record with the signatures of the files it published; the record kept."""
     hook = getattr(stage.module, "publish", None) if publish else None
     if hook is not None:
         hook(ctx, outputs)
@@ -113,7 +116,9 @@ def _publish(
         st = ctx.output_folder.lstat(path)
         if st is not None:
             published[path] = output_signature(st)
-    state.records.put(stage.spec.name, dataclasses.replace(record, published=published))
+    kept = dataclasses.replace(record, published=published)
+    state.records.put(stage.spec.name, kept)
+    return kept
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import OutputLocked
@@ -23,28 +24,68 @@ CACHE_LOCK = "lock"
 
 
 class OutputLock:
-    def __init__(self, output_dir: Path, keep: tuple[Path, ...] = ()) -> None:
+    """One command at a time publishes into an output folder. The lock file says who holds it
+    and how that holder is stopped (`orchestrate watch` holds it until Ctrl-C), so a command
+    refused names both; with `wait` (seconds, `inf` for as long as it takes) it waits instead,
+    telling `waiting` once who it waits for."""
+
+    POLL_SECONDS = 0.2
+
+    def __init__(
+        self,
+        output_dir: Path,
+        keep: tuple[Path, ...] = (),
+        holder: str = "orchestrate",
+        stop_hint: str = "wait for it to finish",
+        wait: float = 0.0,
+        waiting: Callable[[str], None] | None = None,
+        wait_option: str | None = None,
+    ) -> None:
         self.folder = OutputFolder(output_dir)
         self.path = self.folder.path(LOCK)
         self._keep = {os.path.realpath(p) for p in keep}  # e.g. a cache folder inside the output
         self._fd: int | None = None
+        self._says = f"{holder} (process {os.getpid()})\n{stop_hint}\n"
+        self.wait = wait
+        self.waiting = waiting
+        self.wait_option = wait_option
 
     def __enter__(self) -> OutputLock:
         fd = self.folder.open(LOCK, os.O_RDWR | os.O_CREAT)  # no link followed on the way
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "another run"
-            os.close(fd)
-            raise OutputLocked(
-                f"the output folder is in use by {holder}; wait for it to finish",
-                file=str(self.path.parent.parent),
-            ) from None
+        deadline = time.monotonic() + self.wait
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder, hint = self._holder(fd)
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    if self.wait_option:
+                        hint = f"{hint}, or give {self.wait_option} to wait for it"
+                    where = str(self.path.parent.parent)
+                    raise OutputLocked(
+                        f"the output folder is in use by {holder}; {hint}", file=where
+                    ) from None
+                if not told and self.waiting is not None:
+                    self.waiting(holder)
+                    told = True
+                time.sleep(self.POLL_SECONDS)
         os.ftruncate(fd, 0)
-        os.write(fd, f"process {os.getpid()}".encode("ascii"))
+        os.pwrite(fd, self._says.encode("utf-8"), 0)
         self._fd = fd
         self._remove_partial_files()
         return self
+
+    @staticmethod
+    def _holder(fd: int) -> tuple[str, str]:
+        """Who holds the lock and how it is stopped, as its holder wrote them (an earlier
+        release wrote only `process N`)."""
+        text = os.pread(fd, 1024, 0).decode("utf-8", "replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        holder = lines[0] if lines else "another run"
+        return holder, lines[1] if len(lines) > 1 else "wait for it to finish"
 
     def _remove_partial_files(self) -> None:
         """Delete the temporary files (`atomic_write`'s `.tmp-*`) of runs that died mid-write."""

@@ -7,7 +7,8 @@ mtime or inode moved (adding, removing or renaming an entry updates its folder's
 machine with more than one core the stats are split between the driver and a forked child. A
 file or folder modified within the clock's granularity of the scan is stored as unknown, so a
 second change inside the same tick cannot hide behind an equal signature (git's "racily clean"
-rule).
+rule). A resident process told by a file watcher what moved (`orchestrate watch`) rescans only
+those entries and their folders, by the same rules.
 
 Entries the build does not read (`projectfiles.py`: a link leading out, a special file, a file
 over the size limit, a name with a control character) are rows too, marked in `table.refused`
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..hashing import digest_bytes
@@ -27,7 +29,7 @@ from .changes import FileChanges
 from .filetable import COLUMNS, DIGEST_SIZE, NO_DIGEST, UNKNOWN, FileTable, Signature, signature_of
 from .listing import Entry, Listing, list_folder
 from .projectfiles import ProjectFiles, Refusal
-from .statpass import GONE, check_signatures
+from .statpass import GONE, check_paths, check_signatures
 
 RACY_NS = 2_000_000_000
 
@@ -40,16 +42,25 @@ class ScanResult(NamedTuple):
 
 
 def scan(
-    root: str, skip: set[str], previous: FileTable | None, files: ProjectFiles | None = None
+    root: str,
+    skip: set[str],
+    previous: FileTable | None,
+    files: ProjectFiles | None = None,
+    paths: Iterable[str] | None = None,
 ) -> ScanResult:
     """The table of the project under `root` now (links to folders not followed; folders in
     `skip`, absolute paths, left out; entries `files` refuses marked), with what changed since
-    `previous` (scanned under the same policy: the caller drops a table of another)."""
+    `previous` (scanned under the same policy: the caller drops a table of another). `paths`
+    (relative to the root): only these entries can have moved since `previous` (a file
+    watcher's word), so only they and their folders are looked at; None: every entry."""
     files = files or ProjectFiles(root)
     if previous is None or not previous.folders:
         return _rescan_all(root, skip, files)
     fresh_after = time.time_ns() - RACY_NS
-    moved, changed = check_signatures(files, previous)
+    if paths is None:
+        moved, changed = check_signatures(files, previous)
+    else:
+        moved, changed = check_paths(files, previous, paths)
     if not moved and not changed:
         return ScanResult(previous, FileChanges(), 0, 0)  # a no-op: the table as it was
     changes = FileChanges()

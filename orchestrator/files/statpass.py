@@ -4,12 +4,14 @@ than one core (the table is shared copy-on-write; the child sends back only what
 
 It applies the policy the scan does (`projectfiles.py`) to what moved: a file that moved and is
 now refused (larger than the limit, a link leading out), or an entry refused before that moved,
-is reported as gone, so that its folder is listed again and the listing decides."""
+is reported as gone, so that its folder is listed again and the listing decides. A file
+watcher's paths narrow the pass to those entries and their folders (`check_paths`)."""
 
 from __future__ import annotations
 
 import os
 import stat as statmod
+from collections.abc import Collection, Iterable
 
 from .filetable import FileTable, Signature, signature_of
 from .projectfiles import LINK_OUTSIDE, UNSAFE_NAME, ProjectFiles
@@ -30,11 +32,45 @@ def check_signatures(files: ProjectFiles, old: FileTable) -> tuple[set[int], dic
 def check_range(
     files: ProjectFiles, old: FileTable, f0: int, f1: int, r0: int, r1: int
 ) -> tuple[set[int], dict[int, Signature]]:
+    return check_rows(files, old, range(f0, f1), range(r0, r1))
+
+
+def check_paths(
+    files: ProjectFiles, old: FileTable, paths: Iterable[str]
+) -> tuple[set[int], dict[int, Signature]]:
+    """What `check_signatures` finds, among only the entries a file watcher saw change (paths
+    relative to the root): each known file among them, each known folder among them and the
+    folder holding each. A path below a folder the table does not know (made since) stands for
+    its nearest known ancestor, whose listing moved when the new folder was made."""
+    index = {rel: i for i, rel in enumerate(old.folders)}
+    folders: set[int] = set()
+    rows: set[int] = set()
+    for path in paths:
+        path = path.strip("/")
+        row = old.row(path)
+        if row is not None:
+            rows.add(row)
+        if path + "/" in index:
+            folders.add(index[path + "/"])
+        parent = path.rpartition("/")[0]
+        while parent and parent + "/" not in index:
+            parent = parent.rpartition("/")[0]
+        holder = index.get(parent + "/" if parent else "")
+        if holder is not None:
+            folders.add(holder)
+    return check_rows(files, old, sorted(folders), sorted(rows))
+
+
+def check_rows(
+    files: ProjectFiles, old: FileTable, folders: Iterable[int], rows: Collection[int]
+) -> tuple[set[int], dict[int, Signature]]:
+    """(the folders among `folders` whose mtime or inode moved or that vanished, the rows among
+    `rows` whose signature moved → the new signature or GONE)."""
     root = files.root
     moved: set[int] = set()
     lstat, stat = os.lstat, os.stat
     mt, ino = old.folder_mtime, old.folder_ino
-    for i in range(f0, f1):
+    for i in folders:
         rel = old.folders[i]
         try:
             st = lstat(f"{root}/{rel}") if rel else stat(root)
@@ -48,7 +84,7 @@ def check_range(
     size, mtime, ctime, inode, dev = c["size"], c["mtime"], c["ctime"], c["ino"], c["dev"]
     prefix = root + "/"
     paths = old.paths
-    for r in range(r0, r1):
+    for r in rows:
         try:
             st = stat(prefix + paths[r])
         except OSError:
@@ -63,7 +99,7 @@ def check_range(
         ):
             changed[r] = signature_of(st) if statmod.S_ISREG(st.st_mode) else GONE
     if old.refused:
-        _check_refused(files, old, r0, r1, changed)
+        _check_refused(files, old, rows, changed)
     for r, sig in changed.items():
         if sig != GONE and sig.size > files.policy.max_size:
             changed[r] = GONE
@@ -76,13 +112,13 @@ def check_range(
 
 
 def _check_refused(
-    files: ProjectFiles, old: FileTable, r0: int, r1: int, changed: dict[int, Signature]
+    files: ProjectFiles, old: FileTable, rows: Collection[int], changed: dict[int, Signature]
 ) -> None:
-    """Refused entries in rows r0..r1: unmoved ones are no change (a link that leads out is
+    """Refused entries among `rows`: unmoved ones are no change (a link that leads out is
     known by its own signature, not its target's); moved ones are listed again (GONE)."""
     for path, refusal in old.refused.items():
         r = old.row(path)
-        if r is None or not r0 <= r < r1:
+        if r is None or r not in rows:
             continue
         try:
             if refusal.kind in (LINK_OUTSIDE, UNSAFE_NAME):

@@ -160,6 +160,16 @@ def cli() -> None:
     "stages are planned from run in scratch).",
 )
 @click.option("--keep-going", is_flag=True, help="Other units go on after a unit fails.")
+@click.option(
+    "--wait",
+    type=float,
+    is_flag=False,
+    flag_value=float("inf"),
+    default=0.0,
+    metavar="[SECONDS]",
+    help="While another command (`orchestrate watch`) holds the output folder, wait for it "
+    "(as long as it takes, or SECONDS) instead of refusing at once.",
+)
 @click.option("-v", "--verbose", is_flag=True)
 def run(
     build_file,
@@ -172,6 +182,7 @@ def run(
     no_cache,
     dry_run,
     keep_going,
+    wait,
     verbose,
 ) -> None:
     """Build everything the build file describes."""
@@ -190,7 +201,44 @@ def run(
         log_format=log_format,
         verbose=verbose,
     )
-    sys.exit(run_command(build_file, options))
+    sys.exit(run_command(build_file, options, wait=wait))
+
+
+@cli.command(cls=SwitchedCommand)
+@build_file_argument()
+@click.option(
+    "--executor",
+    type=click.Choice(["auto", "local", "ray"]),
+    default=None,
+    help="Where units run (default: the build file's executor.kind, else auto).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Ray worker processes for a local Ray.",
+)
+@click.option("--stages", default=None, help="Comma-separated stages to run (and what they need).")
+@click.option("--explain", is_flag=True, help="Say why each unit ran.")
+@click.option("--log-format", type=click.Choice(["console", "json"]), default="console")
+@click.option("--keep-going", is_flag=True, help="Other units go on after a unit fails.")
+@click.option("-v", "--verbose", is_flag=True)
+def watch(build_file, executor, workers, stages, explain, log_format, keep_going, verbose) -> None:
+    """Build, then build again on every save until Ctrl-C (a line per build)."""
+    from ..core.options import RunOptions
+    from .watch import watch_command
+
+    options = RunOptions(
+        executor=executor,
+        workers=workers,
+        stages=stages.split(",") if stages else None,
+        explain=explain,
+        keep_going=keep_going,
+        progress=False,
+        log_format=log_format,
+        verbose=verbose,
+    )
+    sys.exit(watch_command(build_file, options))
 
 
 # -- cache -----------------------------------------------------------------------------------
