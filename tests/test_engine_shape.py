@@ -152,3 +152,14 @@ def test_contributing_maps_every_engine_module():
         if path.name not in layout and not (path.name == "__init__.py" and path.parent != ENGINE)
     ]
     assert missing == []
+
+
+def test_no_layer_imports_the_packages_face():
+    """`orchestrator/__init__.py` stands above every layer (it re-exports them): a module of the
+    engine that imports from it runs an arrow back up (the version was once read so)."""
+    face = [
+        name
+        for name, targets in engine_graph().items()
+        if name != "orchestrator" and "orchestrator" in targets
+    ]
+    assert face == [], face

@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__
 from ..cache import ActionEntry, Cache
 from ..cache.records import UnitRecord
 from ..codec import dumps, loads
@@ -25,6 +24,7 @@ from ..executors.pool import ExecutorPool
 from ..files.projectfiles import ProjectFiles
 from ..hashing import canonical_json, digest_bytes, digest_value
 from ..typing import Parts, StoredParts, Unit
+from ..version import __version__
 from .context import Context
 from .graph import Stage
 from .observe import Progress, outcome_line
