@@ -186,7 +186,8 @@ class Section:
 
 
 class ProjectReader(Protocol):
-    """How `run` reads project files; every read and miss enters the unit's cache key."""
+    """How `run` reads project files; every read and miss enters the unit's cache key, and so
+    does every entry of an input it looks up (`entry`) or a whole input it iterates (`whole`)."""
 
     root: str
 
@@ -196,6 +197,8 @@ class ProjectReader(Protocol):
     def relpath(self, path: str) -> str | None: ...
     def blob(self, digest: Digest) -> Any: ...
     def prefetch(self, relpaths: list[str]) -> None: ...
+    def entry(self, value: str, key: str, entries: Mapping[str, Any]) -> Any: ...
+    def whole(self, value: str) -> None: ...
 
 
 class UnitResults(Protocol):
