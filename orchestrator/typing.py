@@ -121,10 +121,15 @@ class StageChanges:
     state: Any
     files_modified: tuple[str, ...] = ()  # project files whose content changed
     stored_ids: Any = None  # () → the ids of every unit the last run left
+    # (ids) → {id: Unit} of those the last run left, as it left them (the payload kept when the
+    # unit read files): what an update re-plans a unit from
+    stored_units: Any = None
 
     def __post_init__(self) -> None:
         if self.stored_ids is None:
             self.stored_ids = list
+        if self.stored_units is None:
+            self.stored_units = lambda ids: {}
 
 
 class FileEntry(NamedTuple):

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+import toy_stages.lookups as lookups
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import toy_stages.lookups as lookups
 from orchestrator.codec import digest
 from orchestrator.core.config import load_build
 from orchestrator.core.options import RunOptions

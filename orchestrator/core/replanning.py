@@ -64,6 +64,7 @@ class Replanner:
                 staleness.record.state,
                 staleness.modified_files(),
                 lambda: list(units.keys(spec.name)),
+                lambda ids: {i: record.planned for i, record in units.get(spec.name, ids).items()},
             )
             plan = update(self.ctx, inputs, changes)
             if plan is not None:

@@ -180,8 +180,7 @@ class EntryDigests:
                 consumed = set(inputs)
             if read.value not in consumed:
                 raise InternalError(
-                    f"a unit read entries of {read.value!r}, which its stage does not take as "
-                    "input"
+                    f"a unit read entries of {read.value!r}, which its stage does not take as input"
                 )
             if digest == FOUND:
                 found.setdefault(read.value, {})[path] = read

@@ -34,6 +34,7 @@ from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
 from .paths import DocumentError, element_label
 from .regex import RegexTimeout, regex_time_limit
 from .sandbox import CustomCodeTimeout, unit_time_limits
+from .traced import TracedView
 from .xmleval import evaluate as xml_evaluate
 
 
@@ -217,7 +218,9 @@ def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str, role: str)
     code = CustomCode(rule.code_key, rule.label, rule.func_str or "")
 
     def call(**kwargs):
-        return custom_code_host().call(code, ctx.view, name, role, kwargs, ctx.timeout)
+        if rule.custom_index:  # custom code holds the index whole: it may read any of it
+            ctx.view.whole()
+        return custom_code_host().call(code, ctx.view.shared, name, role, kwargs, ctx.timeout)
 
     return call
 
@@ -348,7 +351,7 @@ def check_files(items, shared: Shared, reader: Any) -> tuple:
         unit_time_limits(),
         regex_time_limit(shared.timeout),
     ):
-        view = index_view(shared.index, shared.index_digest, shared.root)
+        view = TracedView(index_view(shared.index, shared.index_digest, shared.root), reader)
         ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
         documents = _Documents(ctx)
         unit = _UnitOutcomes()
