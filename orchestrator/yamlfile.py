@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import yaml
 
@@ -151,8 +151,13 @@ def _documents(text: str | bytes, loader: type, composed: bool) -> list[Any]:
         reader.dispose()
 
 
-def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any, Any]:
-    """(node tree, data) of a UTF-8 YAML file (BOM allowed); `what` names it in messages."""
+class YamlFile(NamedTuple):
+    node: Any  # the node tree (its marks give line numbers)
+    data: Any
+
+
+def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> YamlFile:
+    """A UTF-8 YAML file (BOM allowed); `what` names it in messages."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -177,4 +182,4 @@ def read_yaml(path: Path, error: type[OrchestrateError], what: str) -> tuple[Any
     finally:
         if loader is not None:
             loader.dispose()
-    return node, data
+    return YamlFile(node, data)

@@ -41,6 +41,17 @@ class ClosureJob(NamedTuple):
     bundles: dict  # shaped as the build file's `bundles` section: layout, assigned
 
 
+@record
+class CookSummary(NamedTuple):
+    """What the end of a run reports and gates on (the `cook_summary` value): small enough to
+    load on a no-op rerun, where the whole cook list is not."""
+
+    cooked: int  # assets in the cook list
+    missing: dict[str, str]  # referenced id → reason
+    ambiguous: int  # names that denote more than one asset
+    cycles: int  # dependency cycles among cooked assets
+
+
 class ClosureShared(NamedTuple):
     """What the unit reads of the project: every asset by id, and the source's own facts."""
 
@@ -92,14 +103,10 @@ def finish(ctx, inputs: dict, results) -> dict:
     return {"cooklist": cooklist, "cook_summary": summarize(cooklist)}
 
 
-def summarize(cooklist) -> dict:
-    """What the end of a run reports and gates on, small enough to load on a no-op rerun."""
-    return {
-        "cooked": len(cooklist.cooked),
-        "missing": dict(cooklist.missing),
-        "ambiguous": len(cooklist.ambiguous),
-        "cycles": len(cooklist.cycles),
-    }
+def summarize(cooklist) -> CookSummary:
+    return CookSummary(
+        len(cooklist.cooked), dict(cooklist.missing), len(cooklist.ambiguous), len(cooklist.cycles)
+    )
 
 
 def publish(ctx, outputs: dict) -> None:
@@ -113,15 +120,15 @@ def publish(ctx, outputs: dict) -> None:
 
 def verdict(build, outputs) -> list[str]:
     """Missing references fail the build when `cook.fail_on_missing` says so."""
-    missing = outputs["cook_summary"]["missing"]
+    missing = outputs["cook_summary"].missing
     if build.section("cook")["fail_on_missing"] and missing:
         return [f"{len(missing)} missing reference(s) and cook.fail_on_missing is true"]
     return []
 
 
 def summary(build, outputs) -> list[str]:
-    cooked = outputs["cook_summary"]
+    cooked: CookSummary = outputs["cook_summary"]
     return [
-        f"cook list: {cooked['cooked']} assets, {len(cooked['missing'])} missing, "
-        f"{cooked['ambiguous']} ambiguous, {cooked['cycles']} cycles"
+        f"cook list: {cooked.cooked} assets, {len(cooked.missing)} missing, "
+        f"{cooked.ambiguous} ambiguous, {cooked.cycles} cycles"
     ]

@@ -83,7 +83,7 @@ def _units(ctx, archived, names: list[str]) -> list[Unit]:
 
 def run(job: HashJob, shared, reader) -> BundleFile:
     archived = reader.blob(job.archived)
-    _, toc = read_toc(archived.data)
+    toc = read_toc(archived.data).entries
     content = content_hash(toc)
     return BundleFile(
         job.bundle,

@@ -65,6 +65,14 @@ class Documents(NamedTuple):
     staging: bytes
 
 
+@record
+class PatchedBundles(NamedTuple):
+    """The state of a plan `update` made by patching the last manifest: the bundles whose files
+    changed, which `finish` patches in the last output the same way."""
+
+    names: list[str]  # sorted
+
+
 class PublishedBundle(NamedTuple):
     """A bundle as `publish_build` sees it."""
 
@@ -116,12 +124,10 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     ufs = {entry["bundle"]: entry for entry in staging["ufs"]}
     ufs.update((name, staging_entry(bundle_file)) for name, bundle_file in changed.items())
     staging["ufs"] = sorted(ufs.values(), key=lambda entry: entry["file"])
-    plan = _plan(manifest, staging)
-    plan.state = {"patched": sorted(changed)}  # finish patches the last output the same way
-    return plan
+    return _plan(manifest, staging, PatchedBundles(sorted(changed)))
 
 
-def _plan(manifest: dict | bytes, staging: dict) -> Plan:
+def _plan(manifest: dict | bytes, staging: dict, state: PatchedBundles | None = None) -> Plan:
     """One unit holding the documents' bytes, keyed by them: a patched manifest and one made
     afresh with the same content are the same unit."""
     documents = Documents(
@@ -129,7 +135,7 @@ def _plan(manifest: dict | bytes, staging: dict) -> Plan:
         to_json_bytes(staging),
     )
     key = {"manifest": digest_bytes(documents.manifest), "staging": digest_bytes(documents.staging)}
-    return Plan(units=[Unit(id="manifest", payload=documents, key=key)])
+    return Plan(units=[Unit(id="manifest", payload=documents, key=key)], state=state)
 
 
 def run(documents: Documents, shared, reader) -> Documents:
@@ -139,12 +145,12 @@ def run(documents: Documents, shared, reader) -> Documents:
 
 def finish(ctx, inputs: dict, results) -> dict:
     documents: Documents = results["manifest"]
-    patched = (results.plan.state or {}).get("patched")
-    if patched is not None:  # only these bundles' files changed since the last output
+    patched = results.plan.state
+    if isinstance(patched, PatchedBundles):  # only these bundles' files changed since the last
         previous: BuildOutput = ctx.previous["manifest"]
         rows = {row[0]: row for row in previous.bundle_files}
         archived = dict(previous.archived)
-        for name in patched:
+        for name in patched.names:
             rows[name] = published_row(inputs["bundle_files"][name])
             archived[name] = inputs["archived"][name]
         files = [rows[name] for name in sorted(rows)]
@@ -166,9 +172,7 @@ def publish(ctx, outputs: dict) -> None:
         out.manifest,
     )
     if getattr(ctx, "log", None) is not None:
-        ctx.log.info(
-            "manifest.published", written=len(done["written"]), removed=len(done["removed"])
-        )
+        ctx.log.info("manifest.published", written=len(done.written), removed=len(done.removed))
 
 
 def summary(build, outputs) -> list[str]:

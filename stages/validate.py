@@ -46,15 +46,7 @@ from stages.rules.parts import (
     split_rules,
     unit_cost,
 )
-from stages.rules.report import (
-    build_document,
-    gate_fails,
-    gate_reason,
-    highest_severity,
-    patch_document,
-    render,
-    summary_line,
-)
+from stages.rules.report import ValidationSummary, build_document, patch_document, render, summarize
 from stages.rules.traced import ILEVELS, ROOT
 from stages.settings import rule_file_paths, worker_limits
 from stages.sources.base import WHOLE_INDEX, index_of
@@ -82,6 +74,21 @@ class FileCheck(NamedTuple):
 
     path: str
     rules: tuple[int, ...]
+
+
+@record
+class ValidateState(NamedTuple):
+    """What the next run's `update` starts from (the plan's state)."""
+
+    rules: str  # the rule library's key (`_rules_key`)
+    # what its custom code defines: loading the same rules again runs none of it
+    defined: dict[str, list[str]]
+    shards: int
+    # the index's identity in the caches of the processes that read it (a token, kept while
+    # the index is unchanged: a digest of the whole would read all of it) and whether it
+    # offers the predefined sets: an unchanged index is decoded only if a rule reads it
+    index_digest: str
+    index_available: bool
 
 
 class PlannedFile(NamedTuple):
@@ -187,16 +194,14 @@ def plan(ctx, inputs: dict) -> Plan:
     )
 
 
-def _state(ruleset: RuleSet, shards: int, index) -> dict:
-    """What the next run starts from: the rule library's key, what its custom code defines (so
-    loading the same rules again runs none of it), the number of shards, and the index's digest
-    and shape (so that an unchanged index is neither decoded nor digested again)."""
-    return {
-        "rules": _rules_key(ruleset),
-        "defined": ruleset.defined,
-        "shards": shards,
-        "index": [ruleset.index_digest, index_is_available(index)],
-    }
+def _state(ruleset: RuleSet, shards: int, index) -> ValidateState:
+    return ValidateState(
+        _rules_key(ruleset),
+        ruleset.defined,
+        shards,
+        ruleset.index_digest,
+        index_is_available(index),
+    )
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
@@ -212,21 +217,20 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         and (changes.inputs["cooklist"] or changes.inputs["assets"])
     ):
         return None
-    known = changes.state if isinstance(changes.state, dict) else {}
-    if not isinstance(known.get("index"), list):
+    known = changes.state
+    if not isinstance(known, ValidateState):
         return None
-    identity, available = known["index"]
-    index = stored_index(inputs["index"], None if index_changes else identity)
-    if index.available != available:
+    index = stored_index(inputs["index"], None if index_changes else known.index_digest)
+    if index.available != known.index_available:
         return None
-    ruleset = _load(ctx, index, known.get("defined"))
-    if _rules_key(ruleset) != known.get("rules"):
+    ruleset = _load(ctx, index, known.defined)
+    if _rules_key(ruleset) != known.rules:
         return None
     project = changes.inputs[PROJECT]
     added = sorted(project.changed - set(changes.files_modified))
     if section.get("scope") == "cooked" and added:
         return None
-    shards = int(known.get("shards") or 1)
+    shards = known.shards or 1
     units: list[Unit] = []
     removed: tuple[str, ...] = ()
     reasons = {}
@@ -343,16 +347,16 @@ def finish(ctx, inputs: dict, results) -> dict:
     if document is None:
         document = build_document(ruleset, (results[unit_id] for unit_id in results))
     fail_on = ctx.section("rules").get("fail_on", "error")
+    summary = summarize(document)
     ctx.log.info(
         "validate.done",
-        rules=document["rules"],
-        checked=document["sources_checked"],
-        failures=len(document["failures"]),
-        rule_errors=len(document["rule_errors"]),
-        worst=highest_severity(document),
-        gate_fails=gate_fails(document, fail_on),
+        rules=summary.rules,
+        checked=summary.sources_checked,
+        failures=summary.failure_count(),
+        rule_errors=summary.broken,
+        worst=summary.highest_severity(),
+        gate_fails=summary.gate_fails(fail_on),
     )
-    summary = {key: value for key, value in document.items() if not key.startswith("_")}
     return {"validation": document, "validation_summary": summary}
 
 
@@ -370,9 +374,10 @@ def publish(ctx, outputs: dict) -> None:
 
 def verdict(build, outputs) -> list[str]:
     """Rule failures (and broken rules) at or above `rules.fail_on` fail the build."""
-    reason = gate_reason(outputs["validation_summary"], build.section("rules")["fail_on"])
+    summary: ValidationSummary = outputs["validation_summary"]
+    reason = summary.gate_reason(build.section("rules")["fail_on"])
     return [reason] if reason else []
 
 
 def summary(build, outputs) -> list[str]:
-    return [summary_line(outputs["validation_summary"])]
+    return [outputs["validation_summary"].line()]

@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from orchestrator.codec import dumps
 from orchestrator.shell.cli import main
 from stages.algorithms.priority import natural_key
 from stages.cooking.cookers import unpack_files
 from stages.sources.cocos import collect_cocos
-from stages.sources.cocos.atlas import AtlasOptions, cook_page, layout_pages
+from stages.sources.cocos.atlas import AtlasOptions, FrameSize, cook_page, layout_pages
 from stages.sources.cocos.atlas_plan import atlas_options
 
 
@@ -148,12 +149,14 @@ def test_the_page_is_cooked_with_every_frames_pixels(atlas_project):
     )
     # Padding bleed: the pixel just outside a frame repeats its edge.
     assert page.getpixel((one["x"] - 1, one["y"])) == (255, 0, 0, 255)
-    # Another interpreter (another process, as a worker is) writes the same bytes.
+    # Another interpreter (another process, as a worker is) writes the same bytes, from the
+    # recipe as the store gives it back.
     code = (
         "import json,sys; from stages.sources.cocos.atlas import cook_page; "
+        "from orchestrator.codec import loads; "
         "d=json.loads(sys.stdin.read()); "
         "files={k: bytes.fromhex(v) for k, v in d['files'].items()}; "
-        "sys.stdout.write(cook_page(d['id'], files, d['data']).hex())"
+        "sys.stdout.write(cook_page(d['id'], files, loads(bytes.fromhex(d['data']))).hex())"
     )
     other = subprocess.run(
         [sys.executable, "-c", code],
@@ -163,7 +166,7 @@ def test_the_page_is_cooked_with_every_frames_pixels(atlas_project):
         input=json.dumps(
             {
                 "id": atlas.pages[0].image,
-                "data": recipe.data,
+                "data": dumps(recipe.data).hex(),
                 "files": {k: v.hex() for k, v in files.items()},
             }
         ),
@@ -191,7 +194,7 @@ def test_frames_that_need_several_pages_warn_and_each_page_has_its_own_id(tmp_pa
 def test_layout_is_deterministic_and_respects_the_page():
     """Same frames, same placements; every rectangle inside the page with its padding."""
     options = AtlasOptions(max_width=64, max_height=64, padding=1)
-    frames = [(f"f{n}", 5 + n, 9 - n % 4) for n in range(12)]
+    frames = [FrameSize(f"f{n}", 5 + n, 9 - n % 4) for n in range(12)]
     first = layout_pages(frames, options)
     assert first == layout_pages(list(frames), options)
     for page in first:
@@ -252,9 +255,9 @@ def test_any_pac_options_lay_out_frames_inside_their_page(user, sizes):
     included."""
     options = atlas_options(user)
     assert options.padding >= 0 and options.max_width >= 1 and options.max_height >= 1
-    frames = [(f"f{n}", w, h) for n, (w, h) in enumerate(sizes) if options.fits(w, h)]
+    frames = [FrameSize(f"f{n}", w, h) for n, (w, h) in enumerate(sizes) if options.fits(w, h)]
     pages = layout_pages(frames, options)
-    assert sorted(p.frame for page in pages for p in page) == sorted(f[0] for f in frames)
+    assert sorted(p.frame for page in pages for p in page) == sorted(f.frame for f in frames)
     border = options.border
     for page in pages:
         for p in page:

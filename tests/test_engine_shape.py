@@ -19,8 +19,9 @@ from test_layout import REPO, imports_of, modules
 ENGINE = REPO / "orchestrator"
 #: Bounds of the layers' graph (issue 27: at most 9 levels and 90 edges; 13 and 137 before).
 LAYERS_MAX_DEPTH, LAYERS_MAX_EDGES = 9, 90
-#: Bounds of the modules' graph, as the refactor left it (12 levels, 228 edges): a guard.
-MODULES_MAX_DEPTH, MODULES_MAX_EDGES = 12, 240
+#: Bounds of the modules' graph, as the refactor left it (12 levels, 228 edges): a guard. 246
+#: since issue 29: entry reads (files/reads.py) are part of every trace the core handles.
+MODULES_MAX_DEPTH, MODULES_MAX_EDGES = 12, 248
 #: Attributes the engine sets on objects that are not its own, and why each may be.
 OUTSIDE_ASSIGNMENTS = {
     # The process's temporary folder, for the length of a run: the build's temporary files go

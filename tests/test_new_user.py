@@ -62,7 +62,7 @@ def test_a_build_with_rule_failures_says_it_published_and_names_the_worst_rules(
     """Exit 1 is a published build that failed a gate, not a failed build: the last line says
     so and names the rules with the most severe, most numerous failures and their counts; the
     `report:` lines name the pages a person opens, not the caches kept beside them."""
-    from stages.rules.report import WORST_RULES_SHOWN, worst_rules
+    from stages.rules.report import WORST_RULES_SHOWN, failure_runs, worst_rules
 
     build = make_project(tmp_path, 100, 3, executor={"kind": "local"})
     assert run_inprocess("run", str(build)) == 1
@@ -74,7 +74,7 @@ def test_a_build_with_rule_failures_says_it_published_and_names_the_worst_rules(
     failures = json.loads((output / "reports" / "validate.json").read_text())["failures"]
     gating = [f for f in failures if f["severity"] == "error"]
     assert f"{len(gating)} rule failure(s)" in last
-    worst = worst_rules(gating)
+    worst = worst_rules(failure_runs(gating))
     assert len(worst) > WORST_RULES_SHOWN  # the planted defects fail several rules
     shown = re.findall(r"([\w.-]+) \((\d+) (\w+)\)", last.partition("worst rules: ")[2])
     assert shown == [(w.rule, str(w.failures), w.severity) for w in worst[:WORST_RULES_SHOWN]]
@@ -86,7 +86,7 @@ def test_a_build_with_rule_failures_says_it_published_and_names_the_worst_rules(
 
 
 def test_worst_rules_orders_by_severity_then_count_then_rule_order():
-    from stages.rules.report import worst_rules
+    from stages.rules.report import failure_runs, worst_rules
 
     failures = [
         {"rule": "a", "severity": "warning"},
@@ -97,7 +97,7 @@ def test_worst_rules_orders_by_severity_then_count_then_rule_order():
         {"rule": "c", "severity": "error"},
         {"rule": "d", "severity": "error"},
     ]
-    assert [(w.rule, w.failures) for w in worst_rules(failures)] == [
+    assert [(w.rule, w.failures) for w in worst_rules(failure_runs(failures))] == [
         ("c", 2),
         ("b", 1),
         ("d", 1),

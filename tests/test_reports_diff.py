@@ -19,7 +19,7 @@ from reportkit import (
 )
 
 from stages.reports.diff import diff_states, diff_text
-from stages.reports.state import AssetState, BuildState, BundleState, state_of
+from stages.reports.state import AssetState, BuildState, BundleState, LooseState, state_of
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -202,13 +202,13 @@ def two_states() -> tuple[BuildState, BuildState]:
             "x": AssetState("X", ("a",), "e1", 10),
             "y": AssetState("Y", ("gone",), "e2", 20),
         },
-        {"link.xml": (30, "l1"), "manifest.json": (40, "m1")},
+        {"link.xml": LooseState(30, "l1"), "manifest.json": LooseState(40, "m1")},
         ["Asm: Asm.Mesh", "Asm: Asm.Texture"],
     )
     new = BuildState(
         {"a": BundleState("a_1", 100, "h1", "r1"), "b": BundleState("b_1", 70, "h3", "r3")},
         {"x": AssetState("X", ("a", "b"), "e1", 10)},
-        {"link.xml": (31, "l2"), "manifest.json": (40, "m1")},
+        {"link.xml": LooseState(31, "l2"), "manifest.json": LooseState(40, "m1")},
         ["Asm: Asm.Mesh", "Asm: Asm.Shader"],
     )
     return old, new

@@ -27,9 +27,10 @@ from stages.rules.expressions import (
     compile_expression,
     expression_globals,
 )
+from stages.rules.functions import RuleModules
 from stages.rules.sandbox import CustomCodeTimeout, time_limit
 
-NAMESPACES = (
+NAMESPACES = RuleModules(
     SimpleNamespace(res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()),
     SimpleNamespace(ALL_RES={"g1": [("Dev/a", 1)]}, ALL_RES_GUID={}, ALL_USED_FILTER=set()),
 )

@@ -15,6 +15,7 @@ from stages.rules.conditions import (
     lines_of,
 )
 from stages.rules.expressions import expression_globals
+from stages.rules.functions import RuleModules
 
 RES_IN_REPO = {"g1": ("r1",), "g2": ("r2a", "r2b")}
 
@@ -35,7 +36,7 @@ class Env:
     def expression_globals(self):
         res_store = SimpleNamespace(res_in_repo=RES_IN_REPO)
         res_filter = SimpleNamespace(ALL_RES={k: list(v) for k, v in RES_IN_REPO.items()})
-        return expression_globals((res_store, res_filter))
+        return expression_globals(RuleModules(res_store, res_filter))
 
 
 def run(condition: list, values: list, lines: list | None = None):

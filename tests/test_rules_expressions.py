@@ -15,6 +15,7 @@ from stages.rules.expressions import (
     compile_expression,
     expression_globals,
 )
+from stages.rules.functions import RuleModules
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -159,7 +160,7 @@ def test_each_construct_the_decision_lists_is_a_rule_error_naming_it(tmp_path, s
     ruleset = load_rules([path], root=tmp_path.as_posix(), allow_custom_code=False)
     assert ruleset.rules == []
     [error] = ruleset.rule_errors
-    assert error["rule"] == "r" and construct in error["message"], error["message"]
+    assert error.rule == "r" and construct in error.message, error.message
     assert not sentinel.exists()
 
 
@@ -195,7 +196,7 @@ def test_at_run_time_what_the_decision_refuses_fails_that_value_only():
         assert reason in verdict.message and source in verdict.message, verdict.message
 
 
-NAMESPACES = (
+NAMESPACES = RuleModules(
     SimpleNamespace(res_in_repo={"g1": ("r1",)}, res_in_disk={}, res_virt_info={}, ilevels=set()),
     SimpleNamespace(ALL_RES={"g1": [("Dev/a", 1)]}, ALL_RES_GUID={}, ALL_USED_FILTER=set()),
 )

@@ -10,7 +10,7 @@ import pytest
 from rules_helpers import make_index
 
 from orchestrator.errors import RuleFileError
-from stages.rules.loader import load_rules
+from stages.rules.loader import SkippedRule, load_rules
 
 GOOD = {"rpath": "resource.repository$", "xpath": "*/Items/Item,GUID", "condition": ["exists"]}
 
@@ -33,7 +33,7 @@ def error_of(tmp_path, **fields) -> str:
     ruleset = load(tmp_path, rule_yaml(**fields))
     assert not ruleset.rules, "expected a rule error"
     assert len(ruleset.rule_errors) == 1
-    message = ruleset.rule_errors[0]["message"]
+    message = ruleset.rule_errors[0].message
     where = re.match(r"[^:/]+\.yaml:\d+: ", message)
     assert where is not None, f"the rule file and line are not named: {message!r}"
     return message[where.end() :]
@@ -76,7 +76,7 @@ def test_label_is_id_else_name(tmp_path):
 def test_rule_without_id_or_name_is_labelled_by_position(tmp_path):
     """A rule with neither id nor name is a rule error labelled #N (1-based)."""
     ruleset = load(tmp_path, rule_yaml(id="a") + "- {rpath: x, xpath: R, condition: [exists]}\n")
-    assert ruleset.rule_errors[0]["rule"] == "#2" and ruleset.total == 2
+    assert ruleset.rule_errors[0].rule == "#2" and ruleset.total == 2
 
 
 def test_unknown_field_suggests_the_close_one(tmp_path):
@@ -91,7 +91,7 @@ def test_misspelt_required_field_is_named_with_its_suggestion(tmp_path):
 
     rule = {"id": "a", "rpath": "x", "xpaht": "*,Name"}
     ruleset = load(tmp_path, yaml.safe_dump([rule]))
-    message = ruleset.rule_errors[0]["message"]
+    message = ruleset.rule_errors[0].message
     assert "unknown field 'xpaht' (did you mean 'xpath'?)" in message
     assert "'xpath' is missing" not in message
     assert "required field 'condition' is missing" in message
@@ -111,7 +111,7 @@ def test_missing_or_null_required_field(tmp_path, field):
     import yaml
 
     ruleset = load(tmp_path, yaml.safe_dump([rule]))
-    assert f"'{field}' is missing" in ruleset.rule_errors[0]["message"]
+    assert f"'{field}' is missing" in ruleset.rule_errors[0].message
     assert f"'{field}' is null" in error_of(tmp_path, id="a", **{field: None})
 
 
@@ -232,7 +232,7 @@ def test_func_str_runs_once_at_load_with_predefined_modules(tmp_path):
 def test_disabled_rules_are_skipped_and_their_code_never_runs(tmp_path):
     """enabled: false lists the rule in skipped; its func_str is not run."""
     ruleset = load(tmp_path, rule_yaml(id="a", enabled=False, func_str="raise SystemExit(3)\n"))
-    assert ruleset.skipped == [{"rule": "a", "reason": "disabled (enabled: false)"}]
+    assert ruleset.skipped == [SkippedRule("a", "disabled (enabled: false)")]
     assert not ruleset.rules and not ruleset.rule_errors and ruleset.total == 1
 
 
@@ -241,21 +241,21 @@ def test_custom_code_forbidden_skips_rules_with_func_str(tmp_path):
     ruleset = load(
         tmp_path, rule_yaml(id="a", func_str="raise SystemExit(3)\n"), allow_custom_code=False
     )
-    assert ruleset.skipped == [{"rule": "a", "reason": "rules.allow_custom_code is false"}]
+    assert ruleset.skipped == [SkippedRule("a", "rules.allow_custom_code is false")]
 
 
 def test_mixed_and_or_gives_a_warning(tmp_path):
     """A path mixing & and | loads, with a warning."""
     ruleset = load(tmp_path, rule_yaml(id="a", xpath="*/I.A==1|B==2&C==3,G"))
-    assert ruleset.rules and ruleset.warnings[0]["rule"] == "a"
-    assert "mixed" in ruleset.warnings[0]["message"]
+    assert ruleset.rules and ruleset.warnings[0].rule == "a"
+    assert "mixed" in ruleset.warnings[0].message
 
 
 def test_other_rules_still_load_beside_broken_ones(tmp_path):
     """A rule error does not stop the other rules."""
     ruleset = load(tmp_path, rule_yaml(id="bad", rpath="[") + rule_yaml(id="good"))
     assert [r.label for r in ruleset.rules] == ["good"]
-    assert [e["rule"] for e in ruleset.rule_errors] == ["bad"]
+    assert [e.rule for e in ruleset.rule_errors] == ["bad"]
 
 
 def test_compiled_rules_pickle(tmp_path):
@@ -286,5 +286,5 @@ def test_predefined_sets_without_an_index_are_rule_errors(tmp_path):
         + rule_yaml(id="d", filter="artfunc_res_filter.validGUID"),
         index=None,
     )
-    assert [e["rule"] for e in ruleset.rule_errors] == ["a", "b", "c"]
+    assert [e.rule for e in ruleset.rule_errors] == ["a", "b", "c"]
     assert [r.label for r in ruleset.rules] == ["d"]

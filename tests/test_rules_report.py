@@ -9,7 +9,7 @@ from lxml import etree
 from rules_helpers import REPOSITORY, make_index, write_files
 
 from stages.rules.engine import validate_project
-from stages.rules.report import gate_fails, highest_severity, public, render
+from stages.rules.report import public, render, summarize
 
 RULES = """
 - {id: warn-names, severity: 一般, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Package',
@@ -78,15 +78,16 @@ def test_rule_names_tell_what_a_rule_known_by_its_id_is_about(tmp_path):
 )
 def test_gate(document, fail_on, fails):
     """fail_on gates on the highest failing severity; rule errors count as errors."""
-    assert highest_severity(document) == "error"
-    assert gate_fails(document, fail_on) is fails
+    summary = summarize(document)
+    assert summary.highest_severity() == "error"
+    assert summary.gate_fails(fail_on) is fails
 
 
 def test_gate_on_warnings_only():
     """Only warnings: fail_on error passes, fail_on warning fails."""
-    doc = {"failures": [{"severity": "warning"}], "rule_errors": []}
-    assert not gate_fails(doc, "error") and gate_fails(doc, "warning")
-    assert highest_severity({"failures": [], "rule_errors": []}) is None
+    summary = summarize({"failures": [{"rule": "r", "severity": "warning"}], "rule_errors": []})
+    assert not summary.gate_fails("error") and summary.gate_fails("warning")
+    assert summarize({"failures": [], "rule_errors": []}).highest_severity() is None
 
 
 def test_json_rendering_round_trips(document):

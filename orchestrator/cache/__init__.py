@@ -10,6 +10,10 @@ Layout under the cache folder:
                                 its rows signed as the action rows are
   lock                          held shared by builds, alone by `cache gc` and `cache clear`
 
+With `cache.remote` the folder sits in front of a cache server (remote.py): a blob or an action
+entry the folder lacks is looked for there, checked as the folder's own are and kept in the
+folder; what a build stores goes to both.
+
 Blobs are written through a temporary file and a rename or appended in verified ranges, and
 every read is checked against the digest; a database that SQLite finds damaged is set aside,
 and the rows that hold results, values, units, records and the file table carry a digest of
@@ -26,6 +30,7 @@ only costs recomputing them (docs/cluster.md, "When things fail").
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import tempfile
 from pathlib import Path
@@ -37,6 +42,7 @@ from ..hashing import digest_bytes
 from .actions import ActionCache, ActionEntry
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
 from .housekeeping import ACTIONS, cache_stats, clear_cache, collect_garbage
+from .remote import AC, ADDRESS_BYTES, CAS, BlobAddress, RemoteSettings, RemoteStore, blob_key
 from .signing import EntryKey
 
 __all__ = [
@@ -46,6 +52,7 @@ __all__ = [
     "CacheCorrupt",
     "ConfinedFolder",
     "EntryKey",
+    "RemoteSettings",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
@@ -63,7 +70,12 @@ class Cache:
     entries it records and the hits it notes are dropped."""
 
     def __init__(
-        self, root: Path, log=None, scratch: bool = False, key: EntryKey | None = None
+        self,
+        root: Path,
+        log=None,
+        scratch: bool = False,
+        key: EntryKey | None = None,
+        remote: RemoteSettings | None = None,
     ) -> None:
         self.root = Path(root)
         self.log = log
@@ -72,10 +84,22 @@ class Cache:
         self.key = key  # the farm's key: signs the action rows and the build states written
         self.folder = ConfinedFolder(self.root, "cache folder")  # every file is reached through it
         self.packs = BlobPacks(self.folder.path("cas/packs"), self)
+        # The cache server behind the folder (a dry run reads it and writes nothing to it).
+        self.remote = None if remote is None else RemoteStore(remote, log)
+        self.uploads = remote is not None and remote.upload and not scratch
+        self._addresses: dict[str, BlobAddress] = {}  # blob → where the server holds it
+        self._on_server: set[str] = set()  # blobs this run fetched or sent: never sent again
+        self._unfetchable: set[str] = set()  # blobs the server lacks or sent wrong this run
+        self._refused_remotely = False  # a remote forgery is reported once a run
         self.actions = ActionCache(self.folder.path(ACTIONS), self, scratch, key)
         self.scratch: Cache | None = None
         if scratch:
             self.scratch = Cache(Path(tempfile.mkdtemp(prefix="orchestrate-dry-run-")), log)
+        if self.remote is not None and key is None and log is not None:
+            log.warning(
+                f"remote cache {self.remote.url} is read without a cache key: whoever can write "
+                'to it chooses this build\'s results (docs/cluster.md, "The cache key")'
+            )
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob_path(self, digest: str) -> Path:
@@ -92,37 +116,112 @@ class Cache:
         if self.scratch is not None:
             return self.scratch.put_blob(data)
         digest = digest_bytes(data)
+        self._keep(digest, data)
+        if self.uploads and digest not in self._on_server:
+            assert self.remote is not None
+            self._on_server.add(digest)
+            self.remote.submit(functools.partial(self._send, digest, data), len(data))
+        return digest
+
+    def _keep(self, digest: str, data: bytes) -> None:
+        """Store verified bytes in the folder."""
         if len(data) < LARGE_BLOB_BYTES:
             self.packs.put(digest, data)
-            return digest
+            return
         relpath = self._blob_file(digest)
         # an existing blob may be damaged: only a verified copy spares the write
         found = self.folder.lstat(relpath)
         if found is None or found.st_size != len(data) or self.folder.read(relpath) != data:
             atomic_write(self.folder, relpath, data)
-        return digest
 
     def has_blob(self, digest: str) -> bool:
+        """Whether the blob can be had: from the folder, else fetched from the remote now
+        (a result found in the action cache is read soon after)."""
         if self.scratch is not None and self.scratch.has_blob(digest):
             return True
-        return self.packs.has(digest) or self.folder.lstat(self._blob_file(digest)) is not None
+        if self.packs.has(digest) or self.folder.lstat(self._blob_file(digest)) is not None:
+            return True
+        return self._fetch(digest) is not None
 
     def get_blob(self, digest: str) -> bytes:
-        """The blob's bytes; raises CacheCorrupt (after dropping it) if missing or mismatched."""
+        """The blob's bytes, from the folder or else the remote; raises CacheCorrupt (after
+        dropping a damaged copy) if neither has it intact."""
         if self.scratch is not None and self.scratch.has_blob(digest):
             return self.scratch.get_blob(digest)
+        try:
+            data = self._local_blob(digest)
+        except CacheCorrupt:
+            mended = self._fetch(digest)
+            if mended is None:
+                raise
+            return mended
+        if data is None:
+            data = self._fetch(digest)
+        if data is None:
+            raise CacheCorrupt(f"blob {digest[:12]} vanished from the cache")
+        return data
+
+    def _local_blob(self, digest: str) -> bytes | None:
         data = self.packs.get(digest)
         if data is not None:
             return data
         relpath = self._blob_file(digest)
         found = self.folder.read(relpath)
         if found is None:
-            raise CacheCorrupt(f"blob {digest[:12]} vanished from the cache")
+            return None
         if digest_bytes(found) != digest:
             self.dropped(self._blob_path(digest), f"blob {digest[:12]} does not match its digest")
             self._unlink(relpath)
             raise CacheCorrupt(f"blob {digest[:12]} was corrupt and has been dropped")
         return found
+
+    # -- the remote ------------------------------------------------------------------------------
+    def _send(self, digest: str, data: bytes) -> None:
+        """Upload a blob and its address (on an upload thread): the content first."""
+        assert self.remote is not None
+        address = BlobAddress.of(data)
+        if self.remote.put(CAS, address.sha256, data) and self.remote.put(
+            AC, blob_key(digest), address.encode()
+        ):
+            self._addresses[digest] = address
+
+    def _fetch(self, digest: str) -> bytes | None:
+        """A blob from the remote, verified and kept in the folder; None if it has none."""
+        remote = self.remote
+        if remote is None or not remote.available or digest in self._unfetchable:
+            return None
+        address = self._addresses.get(digest)
+        if address is None:
+            found = remote.get(AC, blob_key(digest), ADDRESS_BYTES)
+            address = None if found is None else BlobAddress.decode(found)
+        data = None if address is None else remote.get(CAS, address.sha256, address.size)
+        if data is None or digest_bytes(data) != digest:
+            self._unfetchable.add(digest)
+            if data is not None:
+                self.refused_remotely(
+                    f"blob {digest[:12]} on the server does not match its digest: refused; "
+                    "what it holds is made again"
+                )
+            return None
+        (self.scratch or self)._keep(digest, data)
+        self._on_server.add(digest)
+        return data
+
+    def learn_address(self, digest: str, address: BlobAddress) -> None:
+        """Where the server holds a blob, as an action entry found there says."""
+        self._addresses.setdefault(digest, address)
+
+    def address_of(self, digest: str) -> BlobAddress | None:
+        """Where the server holds a blob this run sent or fetched (None: unknown)."""
+        return self._addresses.get(digest)
+
+    def refused_remotely(self, why: str) -> None:
+        """Count an entry or blob of the server refused; the first of a run is reported (a
+        server full of forgeries is one line, not one per unit)."""
+        self.refused_entries += 1
+        if not self._refused_remotely and self.log is not None and self.remote is not None:
+            self._refused_remotely = True
+            self.log.warning("cache.refused", file=self.remote.url, reason=why)
 
     def refuse(self, digest: str, why: str) -> None:
         """Drop a blob that matches its digest but holds no value this build stores (planted in
@@ -130,6 +229,7 @@ class Cache:
         name it, so that no run finds it again."""
         self.dropped(self._blob_path(digest), f"blob {digest[:12]} was refused: {why}")
         self._unlink(self._blob_file(digest))
+        self._unfetchable.add(digest)
         self.packs.refuse(digest)
         self.actions.drop_result(digest)
 
@@ -140,15 +240,20 @@ class Cache:
     # -- durability and housekeeping ---------------------------------------------------------
     def flush(self) -> None:
         """Make what was written durable for the next run: blobs before the action entries
-        that name them."""
+        that name them, in the folder and on the remote."""
         self.packs.flush()
+        if self.remote is not None:
+            self.remote.wait()
         self.actions.flush()
 
     def close(self) -> None:
-        """Flush, and let go of open files and databases (and of a scratch cache's folder)."""
+        """Flush, and let go of open files and databases (and of a scratch cache's folder),
+        and of the remote once its uploads are done."""
         try:
             self.flush()
         finally:
+            if self.remote is not None:
+                self.remote.close()
             self.packs.close_readers()
             self.actions.close()
             if self.scratch is not None:

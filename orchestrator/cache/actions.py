@@ -7,20 +7,28 @@ database per cache folder (WAL: concurrent runs share it); each row carries a di
 content, so a damaged row is skipped like a missing one, and, when the build has the farm's key,
 a signature (signing.py): a reader with the key refuses a row that is unsigned or signed by
 anyone else, deletes it, and the unit runs again.
+
+With a remote cache (remote.py), a key none of whose rows matches is looked up on the server
+too: its entry there is checked as a row is (its check, and with the key its signature, over
+the same fields), and kept in the database when it serves a hit. What a build records goes to
+both, the server's copy after the blobs it names. The server holds one entry per key (the last
+written); the database keeps a few.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgpack
 
 from ..errors import CacheCorrupt
-from ..hashing import digest_bytes
 from .db import is_damage, open_db, raise_if_outside, set_aside
+from .remote import AC, MAX_ENTRY_BYTES, RemoteEntry, action_key, row_check
 from .signing import EntryKey
 
 ENTRIES_PER_KEY = 4
@@ -53,6 +61,8 @@ class ActionCache:
         self._used: list[tuple] = []  # entries that served a hit: their stamp moves (gc is LRU)
         self._damaged: list[tuple] = []  # entries that failed their check: deleted at the flush
         self._refused: list[tuple] = []  # results refused: the entries naming them go too
+        self._fetched: dict[tuple, RemoteEntry] = {}  # the remote's entries this run has read
+        self._adopted: list[tuple] = []  # …that served a hit: written here, not sent back
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -72,7 +82,7 @@ class ActionCache:
         entries = []
         for result, reads, check, signature in rows:
             result, reads = bytes(result), bytes(reads)
-            if digest_bytes(result + reads).encode("ascii")[:16] != bytes(check):
+            if row_check(result, reads) != bytes(check):
                 self._owner.dropped(self.path, f"a damaged action entry of {stage} was skipped")
                 self._damaged.append((stage, raw_key, result))
                 continue
@@ -95,11 +105,52 @@ class ActionCache:
                 self._damaged.append((stage, bytes.fromhex(key), bytes(result)))
         return entries
 
+    def candidates(self, stage: str, key: str) -> Iterator[ActionEntry]:
+        """The key's entries here, newest first, then (asked for only if none of those served)
+        the remote's, when it differs from them."""
+        entries = self.get(stage, key)
+        yield from entries
+        found = self._from_remote(stage, key)
+        if found is not None and found not in entries:
+            yield found
+
+    def _from_remote(self, stage: str, key: str) -> ActionEntry | None:
+        """The remote's entry for the key, verified as a row is; None if it has none."""
+        remote = self._owner.remote
+        if remote is None:
+            return None
+        raw_key = bytes.fromhex(key)
+        data = remote.get(AC, action_key(stage, raw_key), MAX_ENTRY_BYTES)
+        if data is None:
+            return None
+        entry = RemoteEntry.decode(data)
+        reads = None
+        if entry is not None and (entry.stage, entry.key) == (stage, raw_key) and entry.intact:
+            reads = _trace(entry.reads)
+        if entry is None or reads is None:
+            self._owner.refused_remotely(
+                f"an action entry of {stage} on the server is damaged or not orchestrate's: "
+                "refused; its unit runs again"
+            )
+            return None
+        if self._key is not None and not self._key.verify(
+            entry.signature, *_signed(stage, raw_key, entry.result, entry.reads)
+        ):
+            signed = "unsigned" if entry.signature is None else "not signed with this build's key"
+            self._owner.refused_remotely(
+                f"an action entry of {stage} (key {key[:12]}) on the server is {signed} "
+                f"({self._key.source}): refused; its unit runs again"
+            )
+            return None
+        self._owner.learn_address(entry.result.hex(), entry.address)
+        self._fetched[(stage, raw_key, entry.result)] = entry
+        return ActionEntry(reads, entry.result.hex())
+
     def put(self, stage: str, key: str, reads: dict[str, str | None], result: str) -> None:
         """Record an entry (written with the next flush)."""
         packed = msgpack.packb(sorted([path, digest] for path, digest in reads.items()))
         raw, raw_key = bytes.fromhex(result), bytes.fromhex(key)
-        check = digest_bytes(raw + packed).encode("ascii")[:16]
+        check = row_check(raw, packed)
         signature = (
             None if self._key is None else self._key.sign(*_signed(stage, raw_key, raw, packed))
         )
@@ -110,16 +161,29 @@ class ActionCache:
         self._refused.append((bytes.fromhex(result),))
 
     def touch(self, stage: str, key: str, result: str) -> None:
-        """Note that an entry served a hit (its stamp moves with the next flush)."""
-        self._used.append((time.time_ns(), stage, bytes.fromhex(key), bytes.fromhex(result)))
+        """Note that an entry served a hit (its stamp moves with the next flush; one of the
+        remote's is written here)."""
+        raw_key, raw_result = bytes.fromhex(key), bytes.fromhex(result)
+        fetched = self._fetched.pop((stage, raw_key, raw_result), None)
+        if fetched is not None:
+            self._adopted.append(
+                (stage, raw_key, raw_result, fetched.reads, time.time_ns(), fetched.check,
+                 fetched.signature)
+            )  # fmt: skip
+            return
+        self._used.append((time.time_ns(), stage, raw_key, raw_result))
 
     def flush(self) -> None:
         """Write what was recorded, and delete what was found damaged, in one transaction."""
         if self.scratch:
             self._pending, self._used, self._damaged, self._refused = [], [], [], []
-        if not self._pending and not self._used and not self._damaged and not self._refused:
+            self._adopted = []
+        work = (self._pending, self._adopted, self._used, self._damaged, self._refused)
+        if not any(work):
             return
-        rows, self._pending = sorted(self._pending), []
+        recorded, self._pending = sorted(self._pending), []
+        rows = sorted(recorded + self._adopted)
+        self._adopted = []
         used, self._used = sorted(self._used), []
         damaged, self._damaged = sorted(set(self._damaged)), []
         refused, self._refused = sorted(set(self._refused)), []
@@ -137,6 +201,20 @@ class ActionCache:
             db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             self._fail(exc)
+        self._send(recorded)
+
+    def _send(self, rows: list[tuple]) -> None:
+        """Upload what this run recorded (the blobs they name are on the server by now)."""
+        remote = self._owner.remote
+        if remote is None or not self._owner.uploads:
+            return
+        for stage, raw_key, result, reads, _stamp, check, signature in rows:
+            address = self._owner.address_of(result.hex())
+            if address is None:  # its blob did not reach the server: nor does the entry
+                continue
+            value = RemoteEntry(stage, raw_key, result, address, reads, check, signature).encode()
+            send = functools.partial(remote.put, AC, action_key(stage, raw_key), value)
+            remote.submit(send, len(value))
 
     def _query(self, sql: str, args: tuple) -> list:
         try:
@@ -164,6 +242,23 @@ class ActionCache:
 
     def count(self) -> int:
         return self._query("SELECT COUNT(*) FROM actions", ())[0][0]
+
+
+def _trace(reads: bytes) -> list | None:
+    """The files an entry read, `[[path, digest or None], …]`; None if it holds no such list
+    (a server's entry is checked as closely as a row of the folder's database)."""
+    try:
+        trace = msgpack.unpackb(reads)
+    except (ValueError, msgpack.ExtraData, TypeError):
+        return None
+    if not isinstance(trace, list):
+        return None
+    for read in trace:
+        if not (isinstance(read, list) and len(read) == 2 and isinstance(read[0], str)):
+            return None
+        if not isinstance(read[1], str | None):
+            return None
+    return trace
 
 
 def _signed(stage: str, key: bytes, result: bytes, reads: bytes) -> tuple[bytes, ...]:

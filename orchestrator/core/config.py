@@ -23,14 +23,15 @@ from pydantic import (
     ValidationError,
     create_model,
     field_validator,
-    model_validator,
 )
 
+from ..cache.remote import RemoteSettings
 from ..cache.signing import EntryKey
 from ..errors import ConfigError
 from ..files.projectfiles import FilePolicy
 from ..typing import Section
 from ..yamlfile import read_yaml
+from .cachesettings import CacheConfig, read_key, read_remote
 
 ENGINE_KEYS = ("project", "output", "cache", "executor")
 PATH_KEYS = ("project", "output", "cache")  # not part of any stage's slice: paths are not content
@@ -43,23 +44,6 @@ class ExecutorConfig(BaseModel):
     address: str | None = None
     workers: int | None = Field(default=None, ge=1)
     shared_paths: bool = False
-
-
-class CacheConfig(BaseModel):
-    """`cache:` a folder (`cache: build/cache`), or the folder and the farm's key that signs
-    its entries (docs/cluster.md, "The cache key")."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    path: str = "build/cache"
-    key_file: str | None = None  # a file holding the key (relative to the build file)
-    key_env: str | None = None  # or the environment variable holding it
-
-    @model_validator(mode="after")
-    def _one_key(self) -> CacheConfig:
-        if self.key_file is not None and self.key_env is not None:
-            raise ValueError("give the key in key_file or in key_env, not both")
-        return self
 
 
 class EngineConfig(BaseModel):
@@ -135,29 +119,12 @@ class Build:
 
     def cache_key(self) -> EntryKey | None:
         """The farm's key that signs and checks cache entries, read now; None without one."""
-        settings: CacheConfig = self.config.cache  # type: ignore[attr-defined]
-        if settings.key_file is not None:
-            where = ("cache", "key_file")
-            path = _resolve(self.dir, settings.key_file)
-            try:
-                secret = path.read_bytes().strip()
-            except OSError as exc:
-                raise self.error(
-                    f"cannot read the cache key {path}: {exc.strerror}", where
-                ) from None
-            source = f"cache.key_file {path}"
-        elif settings.key_env is not None:
-            where = ("cache", "key_env")
-            secret = os.environ.get(settings.key_env, "").strip().encode("utf-8")
-            if not secret:
-                raise self.error(f"the environment variable {settings.key_env} is not set", where)
-            source = f"cache.key_env {settings.key_env}"
-        else:
-            return None
-        try:
-            return EntryKey(secret, source)
-        except ValueError as exc:
-            raise self.error(str(exc), where) from None
+        return read_key(self.config.cache, self.dir, self.error)  # type: ignore[attr-defined]
+
+    def cache_remote(self) -> RemoteSettings | None:
+        """The cache server behind the cache folder, its header's value read now; None
+        without one."""
+        return read_remote(self.config.cache, self.error)  # type: ignore[attr-defined]
 
     def error(self, message: str, key: tuple[str, ...]) -> ConfigError:
         """A ConfigError about `key` (a path of keys and list indices) naming this file's line."""

@@ -242,9 +242,9 @@ class Rebuilder:
         self, ctx: Context, stage_name: str, static: str
     ) -> tuple[ActionEntry | None, str | None]:
         """(entry, None) on a hit; (None, reason) when the trace no longer matches."""
-        entries = self.cache.actions.get(stage_name, static)
         reason = None
-        for entry in entries:
+        # the remote cache, if any, is asked only when no entry of the folder matches
+        for entry in self.cache.actions.candidates(stage_name, static):
             changed = next(
                 (
                     path

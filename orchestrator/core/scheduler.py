@@ -88,7 +88,13 @@ class Scheduler:
         for stage in self.stages:  # their results may hold records of their packages' types
             allow_package(getattr(stage.module, "__name__", type(stage.module).__module__))
         # A dry run is this run with nothing kept: the state and the cache in scratch.
-        self.cache = Cache(build.cache_dir, log=log, scratch=options.dry_run, key=build.cache_key())
+        self.cache = Cache(
+            build.cache_dir,
+            log=log,
+            scratch=options.dry_run,
+            key=build.cache_key(),
+            remote=build.cache_remote(),
+        )
         self.files = ProjectFiles(self.root, build.file_policy)
         place = Workplace(
             self.root, str(build.cache_dir), build.file_policy, tuple(code_roots(self.stages))

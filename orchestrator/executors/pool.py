@@ -9,7 +9,7 @@ Ray.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import Executor, Workplace, make_executor
 
@@ -20,6 +20,11 @@ AUTO_LOCAL_MAX_UNITS = 400
 #: local executor measured faster at every size (docs/benchmarks.md: 8.3 s against 21.9 s for a
 #: cold build of 10,000 resources; 188 s against 316 s at 100,000).
 AUTO_LOCAL_RAY_MIN_CPUS = 4
+
+
+class Chosen(NamedTuple):
+    executor: Executor
+    startup: float  # seconds spent starting it just now
 
 
 class ExecutorPool:
@@ -36,13 +41,13 @@ class ExecutorPool:
         self.ray_startup: float | None = None
         self._made: dict[str, Executor] = {}
 
-    def for_units(self, count: int) -> tuple[Executor, float]:
-        """The executor for `count` units, and the seconds spent starting it just now."""
+    def for_units(self, count: int) -> Chosen:
+        """The executor for `count` units."""
         kind = self.kind
         if kind == "auto":
             kind = "ray" if self.ray_pays_off(count) else "local"
         if kind in self._made:
-            return self._made[kind], 0.0
+            return Chosen(self._made[kind], 0.0)
         executor = make_executor(
             kind,
             self.place,
@@ -56,7 +61,7 @@ class ExecutorPool:
         if kind == "ray":
             self.ray_startup = getattr(executor, "startup_seconds", None)
             startup = self.ray_startup or 0.0
-        return executor, startup
+        return Chosen(executor, startup)
 
     def ray_pays_off(self, units: int) -> bool:
         """`auto`'s choice: a cluster whenever one is named; a local Ray for big work when

@@ -65,6 +65,17 @@ def inside(relpath: str) -> bool:
     return not (relpath == ".." or relpath.startswith(("../", "/")) or "/../" in relpath)
 
 
+class FileRead(NamedTuple):
+    """A project file as read: its bytes and the `fstat` of the descriptor read (both None
+    when it is absent or refused)."""
+
+    data: bytes | None
+    stat: os.stat_result | None
+
+
+NOT_READ = FileRead(None, None)
+
+
 class ProjectFiles:
     """The project's files as the build may read them under a policy (module docstring).
 
@@ -118,25 +129,24 @@ class ProjectFiles:
             self._leaving[folder] = known
         return known
 
-    def read(self, relpath: str) -> tuple[bytes | None, os.stat_result | None]:
-        """(a project file's bytes, the `fstat` of the descriptor read); (None, None) when it is
-        absent or refused (module docstring); ProjectError naming it when it exists but cannot
-        be read."""
+    def read(self, relpath: str) -> FileRead:
+        """A project file, NOT_READ when it is absent or refused (module docstring);
+        ProjectError naming it when it exists but cannot be read."""
         abspath = f"{self.root}/{relpath}" if relpath else self.root
         guarded = not self.policy.follow_outside and inside(relpath)
         if guarded and self._folder_leads_out(relpath.rpartition("/")[0]):
-            return None, None
+            return NOT_READ
         fd = self._open(abspath, _READ | (_NOFOLLOW if guarded else 0))
         if fd == -errno.ELOOP and guarded:  # a link, or a loop: followed while it stays inside
             fd = -errno.ENOENT if self.leads_out(abspath) is not None else self._open(abspath)
         if fd < 0:
-            return None, None
+            return NOT_READ
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > self.policy.max_size:
-                return None, None
+                return NOT_READ
             data = _read_to_end(fd, st.st_size, self.policy.max_size)
-            return (data, st) if data is not None else (None, None)
+            return FileRead(data, st) if data is not None else NOT_READ
         except OSError as exc:
             raise ProjectError(f"cannot read: {exc.strerror}", file=abspath) from None
         finally:

@@ -12,7 +12,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import blake3
 import lz4.block
@@ -161,7 +161,12 @@ def read_header(data: bytes) -> Header:
     return Header(version, CODEC_NAMES[codec], level, count, toc_size, data_offset)
 
 
-def read_toc(data: bytes) -> tuple[Header, list[TocEntry]]:
+class Toc(NamedTuple):
+    header: Header
+    entries: list[TocEntry]
+
+
+def read_toc(data: bytes) -> Toc:
     """Header and table of contents from the first `header.data_offset` bytes of a bundle."""
     header = read_header(data)
     if len(data) < header.data_offset:
@@ -178,7 +183,7 @@ def read_toc(data: bytes) -> tuple[Header, list[TocEntry]]:
         raise BundleFormatError(f"corrupt table of contents: {exc}") from None
     if pos != header.data_offset:
         raise BundleFormatError("table of contents size does not match the header")
-    return header, entries
+    return Toc(header, entries)
 
 
 def _unpack_text(data: bytes, pos: int) -> tuple[str, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from typing import NamedTuple
 
 import orjson
 
@@ -99,9 +100,16 @@ def remove_stale(output_dir: str | os.PathLike, previous: list[str], keep: set[s
     return remove_published(folder, stale)
 
 
+class Published(NamedTuple):
+    """What `publish_build` changed in the output folder."""
+
+    written: list[str]  # bundle files written (the others already held their bytes)
+    removed: list[str]  # stale files removed
+
+
 def publish_build(
     ctx, bundle_files, load: Callable[[str], bytes], loose: dict[str, bytes], manifest: bytes
-) -> dict:
+) -> Published:
     """Publish in the safe order: bundles, loose files, manifest, then remove stale bundles.
 
     `bundle_files` are `hash.BundleFile` records; `load(bundle name)` fetches a bundle's bytes
@@ -129,4 +137,4 @@ def publish_build(
         ctx.publish_bytes(relpath, loose[relpath])
     ctx.publish_bytes(MANIFEST, manifest)
     removed = remove_stale(output_dir, previous, {r.file for r in bundle_files})
-    return {"written": written, "removed": removed}
+    return Published(written, removed)

@@ -201,7 +201,7 @@ def diff_states(old: BuildState, new: BuildState) -> PatchDiff:
     for relpath in sorted(new.loose):
         if old.loose.get(relpath) != new.loose[relpath]:
             why = "added" if relpath not in old.loose else "changed"
-            patch.files.append(ShippedFile(relpath, new.loose[relpath][0], why))
+            patch.files.append(ShippedFile(relpath, new.loose[relpath].size, why))
     patch.files.sort(key=lambda f: f.file)
     new_files = {b.file for b in new.bundles.values()} | set(new.loose)
     patch.deleted_files = sorted(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .outputs import (
     COOKLIST_JSON,
@@ -43,6 +43,14 @@ class Tile:
     size: int
     kind: str
     assets: int
+
+
+class FileColumns(NamedTuple):
+    """A bundle's file, size and hash as the page's bundle columns hold them."""
+
+    file: int | str  # FILE_IS_NAME_AND_HASH, FILE_IS_NAME, or the file's name spelt out
+    size: int
+    hash: str  # the first HASH_DIGITS of its content hash
 
 
 @dataclass
@@ -252,11 +260,11 @@ def _bundles(manifest: dict, contents: dict[str, BundleContents], asset_index: d
     for i, name in enumerate(names):
         bundle = manifest["bundles"][name]
         columns["name"].append(name)
-        file, size, content_hash = file_columns(name, bundle)
-        columns["file"].append(file)
-        columns["size"].append(size)
+        fields = file_columns(name, bundle)
+        columns["file"].append(fields.file)
+        columns["size"].append(fields.size)
         columns["kind"].append(bundle.get("kind", ""))
-        columns["hash"].append(content_hash)
+        columns["hash"].append(fields.hash)
         columns["assets"].append(
             [asset_index[a] for a in bundle.get("assets", []) if a in asset_index]
         )
@@ -271,9 +279,9 @@ def _bundles(manifest: dict, contents: dict[str, BundleContents], asset_index: d
     return columns
 
 
-def file_columns(name: str, bundle: dict) -> tuple[int | str, int, str]:
-    """A bundle's file, size and hash as the page's bundle columns hold them (the usual file
-    names are told by a number, not spelt out: a fifth of the data)."""
+def file_columns(name: str, bundle: dict) -> FileColumns:
+    """A bundle's manifest entry as the page's bundle columns hold it (the usual file names are
+    told by a number, not spelt out: a fifth of the data)."""
     content_hash = bundle.get("content_hash", "")[:HASH_DIGITS]
     file = bundle.get("file", "")
     code = (
@@ -281,7 +289,7 @@ def file_columns(name: str, bundle: dict) -> tuple[int | str, int, str]:
         if file == f"{name}_{content_hash}"
         else (FILE_IS_NAME if file == name else file)
     )
-    return code, bundle.get("size", 0), content_hash
+    return FileColumns(code, bundle.get("size", 0), content_hash)
 
 
 def failures_of(document: dict | None) -> dict | None:

@@ -55,9 +55,9 @@ def patch_report(
         i = position.get(name)
         if i is None or str(i) in bundles["errors"] or name not in state["bundles"]:
             return None
-        bundles["file"][i], bundles["size"][i], bundles["hash"][i] = file_columns(
-            name, change.after
-        )
+        fields = file_columns(name, change.after)
+        bundles["file"][i], bundles["size"][i] = fields.file, fields.size
+        bundles["hash"][i] = fields.hash
         after = change.after
         state["bundles"][name] = [
             after["file"],

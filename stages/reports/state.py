@@ -30,6 +30,13 @@ class BundleState(NamedTuple):
     raw_hash: str
 
 
+class LooseState(NamedTuple):
+    """A loose file of the output (manifest, staging, link.xml)."""
+
+    size: int
+    digest: str
+
+
 class AssetState(NamedTuple):
     """Named tuples, not dataclasses: a state holds one per asset, 100,000 of them."""
 
@@ -43,7 +50,7 @@ class AssetState(NamedTuple):
 class BuildState:
     bundles: dict[str, BundleState] = field(default_factory=dict)
     assets: dict[str, AssetState] = field(default_factory=dict)
-    loose: dict[str, tuple[int, str]] = field(default_factory=dict)  # file → (size, digest)
+    loose: dict[str, LooseState] = field(default_factory=dict)
     link_types: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -86,7 +93,7 @@ class BuildState:
             return cls(
                 {name: BundleState(*row) for name, row in document["bundles"].items()},
                 assets,
-                {name: (row[0], row[1]) for name, row in document["loose"].items()},
+                {name: LooseState(*row) for name, row in document["loose"].items()},
                 list(document["link_types"]),
             )
         except (KeyError, TypeError, IndexError) as exc:
@@ -125,6 +132,6 @@ def state_of(
     for relpath in LOOSE_FILES:
         path = output_dir / relpath
         if path.is_file():
-            state.loose[relpath] = (path.stat().st_size, digest_file(str(path)))
+            state.loose[relpath] = LooseState(path.stat().st_size, digest_file(str(path)))
     state.link_types = link_xml_types(output_dir) or []
     return state

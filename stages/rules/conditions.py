@@ -17,12 +17,12 @@ from orchestrator import MissingInput, OrchestrateError
 
 from .custom.host import CustomCodeError
 from .expressions import ExpressionError, compile_expression, expression_globals
-from .functions import PREDEFINED_SETS
+from .functions import PREDEFINED_SETS, RuleModules
 from .paths import element_label
 from .registry import CHECK_PREFIXES, CheckRef, available_checks
 from .sandbox import CustomCodeTimeout, time_limit
 
-NO_INDEX = (None, None)  # (res_store, res_filter) for expressions that name neither
+NO_INDEX = RuleModules(None, None)  # for expressions that name neither
 
 METHODS = {
     "存在": "exists",

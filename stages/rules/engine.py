@@ -29,8 +29,8 @@ from .custom.containment import DEFAULT_LIMITS, WorkerLimits
 from .custom.host import CustomCode, CustomCodeError, custom_code_host, use_limits
 from .expressions import expression_globals
 from .functions import PREDEFINED_FUNCTIONS, EvalContext, index_view, reading_for
-from .kept import KEPT
-from .loader import CompiledRule, FilterRef, PathRef, RuleSet, load_rules
+from .kept import KEPT, Parsed
+from .loader import CompiledRule, FilterRef, PathRef, RuleNote, RuleSet, load_rules
 from .paths import DocumentError, element_label
 from .regex import RegexTimeout, regex_time_limit
 from .sandbox import CustomCodeTimeout, unit_time_limits
@@ -71,6 +71,11 @@ class Shared:
     root: str  # the driver's absolute project root: the index's paths are under it
     timeout: float | None = 30.0
     limits: WorkerLimits = DEFAULT_LIMITS  # rules.limits, for custom-code workers
+
+
+class Prepared(NamedTuple):
+    ruleset: RuleSet
+    shared: Shared
 
 
 class _Stop(Exception):
@@ -140,7 +145,7 @@ def _selecting(ruleset: RuleSet, positions: list[int], paths) -> list[str]:
         for i in positions:
             rule = ruleset.rules[i]
             ruleset.rule_errors.append(
-                {"rule": rule.label, "message": f"{rule.file}: {field}: {exc} on {path!r}"}
+                RuleNote(rule.label, f"{rule.file}: {field}: {exc} on {path!r}")
             )
         return []
     return chosen
@@ -155,8 +160,8 @@ class _Documents:
     def __init__(self, ctx: EvalContext) -> None:
         self.ctx = ctx
 
-    def load(self, relpath: str) -> tuple[Any, Any]:
-        """(language, document), or raise _Stop with a message naming the file and line."""
+    def load(self, relpath: str) -> Parsed:
+        """The file parsed, or raise _Stop with a message naming the file and line."""
         reader = self.ctx.reader
         try:
             data = reader.read_bytes(relpath)
@@ -171,7 +176,7 @@ class _Documents:
         try:
             document = language.parse(data, relpath)
             KEPT.offer(path, digest, len(data), language, document)
-            return language, document
+            return Parsed(language, document)
         except DocumentError as exc:
             where = f"{relpath}:{exc.line}" if exc.line else relpath
             raise _Stop(f"{where}: {exc.message}") from None
@@ -205,12 +210,12 @@ class _ConditionEnv:
         return _custom_function(self.rule, self.ctx, name, "condition")
 
     def call_check(self, ref, data: list, condition: list):
-        function, accepts_context = registry.check_callable(ref.target)
-        if accepts_context:
-            return function(
+        check = registry.check_callable(ref.target)
+        if check.accepts_context:
+            return check.function(
                 data=data, filepath=self.filepath, condition=condition, context=self.ctx
             )
-        return function(data=data, filepath=self.filepath, condition=condition)
+        return check.function(data=data, filepath=self.filepath, condition=condition)
 
 
 def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str, role: str):
@@ -250,7 +255,7 @@ def _apply_filter(
     if ref.kind == "regex":
         return _keep(ref.pattern, True, values, lines, "filter")
     if ref.kind == "predefined":
-        return PREDEFINED_FUNCTIONS[ref.name][0](values, lines, ctx)  # type: ignore[index]
+        return PREDEFINED_FUNCTIONS[ref.name].function(values, lines, ctx)  # type: ignore[index]
     function = _custom_function(rule, ctx, ref.name, "filter")  # type: ignore[arg-type]
     try:
         result = function(data=list(values), filepath=filepath)
@@ -399,7 +404,11 @@ def _check_file(
         prefetch([target for target in targets if target != relpath])
     for target, waiting in targets.items():
         _check_target(
-            target, waiting, documents, ctx, (language, document) if target == relpath else None
+            target,
+            waiting,
+            documents,
+            ctx,
+            Parsed(language, document) if target == relpath else None,
         )
 
 
@@ -453,7 +462,7 @@ def _file_targets(values: list, ctx: EvalContext) -> list[str]:
 
 
 def _check_target(
-    target: str, waiting: list, documents: _Documents, ctx: EvalContext, loaded: tuple | None
+    target: str, waiting: list, documents: _Documents, ctx: EvalContext, loaded: Parsed | None
 ) -> None:
     try:
         language, document = loaded or documents.load(target)
@@ -514,7 +523,8 @@ def prepare(
     allow_custom_code: bool = True,
     timeout: float | None = 30.0,
     limits: WorkerLimits = DEFAULT_LIMITS,
-) -> tuple[RuleSet, Shared]:
+) -> Prepared:
+    """The rules loaded (custom code run once) and what every unit checking them shares."""
     root = to_posix(os.path.abspath(root))
     use_limits(limits)  # loading runs custom code once
     ruleset = load_rules(
@@ -525,7 +535,7 @@ def prepare(
         timeout=timeout,
     )
     shared = Shared(tuple(ruleset.rules), index, ruleset.index_digest, root, timeout, limits)
-    return ruleset, shared
+    return Prepared(ruleset, shared)
 
 
 FILES_PER_RUN = 64  # validate_project's files per check_files call (about a stage shard's)

@@ -54,6 +54,7 @@ from .bounded import (
     check_hash,
     sized,
 )
+from .functions import RuleModules
 from .lines import line_of
 from .traced import TracedEntries
 
@@ -523,16 +524,15 @@ def _readable(owner: Any, name: str) -> bool:
     return any(owner is kind for kind in _BUILTIN_TYPES)  # str.join, dict.fromkeys, …
 
 
-def expression_globals(namespaces: tuple[Any, Any]) -> dict:
+def expression_globals(modules: RuleModules) -> dict:
     """Globals for an expression: `d` (set per value), the index modules, the allowed names."""
-    res_store, res_filter = namespaces
     return {
         "__builtins__": {},
         **BUILTIN_NAMES,
         **BOUNDED_BUILTINS,
         "re": REGEX,
-        "res_store": res_store,
-        "res_filter": res_filter,
+        "res_store": modules.res_store,
+        "res_filter": modules.res_filter,
         "d": None,
         _GUARD: guarded_attribute,
         _BINOP: bounded_binop,

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from lxml import etree
 
@@ -33,19 +33,31 @@ def is_guid(value: Any) -> bool:
     return isinstance(value, str) and GUID_RE.fullmatch(value) is not None
 
 
-# name → (MessiahIndex attribute whose keys/members answer `d in S`, is a set of file paths).
+class PredefinedSet(NamedTuple):
+    attribute: str  # the MessiahIndex attribute whose keys or members answer `d in S`
+    of_paths: bool  # a set of file paths (an rpath may select by it)
+
+
 # The 1.x dicts (ALL_RES, ALL_RES_GUID) have exactly the keys of their 2.0 counterparts, so
 # membership is answered without building the 1.x views.
-PREDEFINED_SETS: dict[str, tuple[str, bool]] = {
-    "res_store.res_in_repo": ("res_in_repo", False),
-    "res_store.res_in_disk": ("res_in_disk", False),
-    "res_store.res_virt_info": ("res_virt_info", False),
-    "res_store.ilevels": ("ilevels", True),
-    "res_filter.ALL_RES": ("res_in_repo", False),
-    "res_filter.ALL_RES_GUID": ("res_in_disk", False),
-    "res_filter.ALL_USED_FILTER": ("ilevels", True),
-    "res_filter.ALL_USED_ILEVEL": ("ilevels", True),
+PREDEFINED_SETS: dict[str, PredefinedSet] = {
+    "res_store.res_in_repo": PredefinedSet("res_in_repo", False),
+    "res_store.res_in_disk": PredefinedSet("res_in_disk", False),
+    "res_store.res_virt_info": PredefinedSet("res_virt_info", False),
+    "res_store.ilevels": PredefinedSet("ilevels", True),
+    "res_filter.ALL_RES": PredefinedSet("res_in_repo", False),
+    "res_filter.ALL_RES_GUID": PredefinedSet("res_in_disk", False),
+    "res_filter.ALL_USED_FILTER": PredefinedSet("ilevels", True),
+    "res_filter.ALL_USED_ILEVEL": PredefinedSet("ilevels", True),
 }
+
+
+class RuleModules(NamedTuple):
+    """The objects `import res_store` and `import res_filter` give a rule's code."""
+
+    res_store: Any
+    res_filter: Any
+
 
 INDEX_MODULES = ("res_store", "res_filter")
 
@@ -117,7 +129,7 @@ class IndexView:
             if isinstance(index, StoredIndex)
             else callable(getattr(index, "entries", None))
         )
-        self._namespaces: tuple | None = None
+        self._namespaces: RuleModules | None = None
         self._by_resource_path: dict[str, Any] | None = None
 
     @staticmethod
@@ -127,16 +139,16 @@ class IndexView:
 
     def container(self, set_name: str):
         """The dict or set answering `d in S` for a predefined set (empty without an index)."""
-        attribute, _ = PREDEFINED_SETS[set_name]
+        attribute = PREDEFINED_SETS[set_name].attribute
         return getattr(self.index, attribute) if self.available else frozenset()
 
-    def namespaces(self) -> tuple[Any, Any]:
-        """(res_store, res_filter), the objects `import res_store` / `import res_filter` give:
-        the 2.0 sets; the 1.x sets with the four predefined functions, as ArtEase's custom code
-        calls them (`res_filter.guidToRealPath(data=..., filepath=...)`)."""
+    def namespaces(self) -> RuleModules:
+        """res_store, the 2.0 sets; res_filter, the 1.x sets with the four predefined functions,
+        as ArtEase's custom code calls them (`res_filter.guidToRealPath(data=..., filepath=...)`)."""
         if self._namespaces is None:
             if self.available:
-                res_store, sets = self.index.namespaces()
+                found = self.index.namespaces()
+                res_store, sets = found.res_store, found.sets
             else:
                 res_store = SimpleNamespace(
                     res_in_repo={}, res_in_disk={}, res_virt_info={}, ilevels=set()
@@ -145,7 +157,7 @@ class IndexView:
                     ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(), ALL_USED_ILEVEL=set()
                 )
             res_filter = SimpleNamespace(**vars(sets), **functions_for_custom_code(self))
-            self._namespaces = (res_store, res_filter)
+            self._namespaces = RuleModules(res_store, res_filter)
         return self._namespaces
 
     def resource_files(self, guid: Any) -> tuple:
@@ -254,12 +266,16 @@ def valid_guid(values: list, lines: list, ctx: EvalContext) -> tuple[list, list]
     return [values[i] for i in keep], [lines[i] for i in keep]
 
 
-# name → (function, needs the index)
-PREDEFINED_FUNCTIONS: dict[str, tuple[Callable, bool]] = {
-    "res_filter.guidToRealPath": (guid_to_resource_path, True),
-    "res_filter.guidToResourcePath": (guid_to_resource_path, True),
-    "res_filter.getResourcesInILevel": (resources_in_ilevel, False),
-    "res_filter.validGUID": (valid_guid, False),
+class PredefinedFunction(NamedTuple):
+    function: Callable  # (values, lines, ctx) → (values, lines)
+    needs_index: bool
+
+
+PREDEFINED_FUNCTIONS: dict[str, PredefinedFunction] = {
+    "res_filter.guidToRealPath": PredefinedFunction(guid_to_resource_path, True),
+    "res_filter.guidToResourcePath": PredefinedFunction(guid_to_resource_path, True),
+    "res_filter.getResourcesInILevel": PredefinedFunction(resources_in_ilevel, False),
+    "res_filter.validGUID": PredefinedFunction(valid_guid, False),
 }
 
 
@@ -293,9 +309,9 @@ def record_reads(reads: dict[str, str | None]) -> None:
 def functions_for_custom_code(view: Any) -> dict[str, Callable]:
     """`res_filter.<name>` → the predefined function as custom code calls it."""
     found = {}
-    for qualified, (function, _) in PREDEFINED_FUNCTIONS.items():
+    for qualified, predefined in PREDEFINED_FUNCTIONS.items():
         name = qualified.partition(".")[2]
-        found[name] = _for_custom_code(function, view, name)
+        found[name] = _for_custom_code(predefined.function, view, name)
     return found
 
 

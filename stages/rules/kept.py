@@ -20,6 +20,13 @@ from typing import Any, NamedTuple
 KEEP_MIN_BYTES = 256 * 1024  # smaller files are never split into parts (parts.SPLIT_MIN_BYTES)
 
 
+class Parsed(NamedTuple):
+    """A file's document, and the path language that parsed it."""
+
+    language: Any
+    document: Any
+
+
 class _Kept(NamedTuple):
     path: str  # absolute
     digest: str
@@ -42,12 +49,12 @@ class KeptDocuments:
         self.on = False
         self._kept = None
 
-    def get(self, path: str, digest: str | None) -> tuple[Any, Any] | None:
-        """(language, document) of `path` parsed from bytes with this digest, if kept."""
+    def get(self, path: str, digest: str | None) -> Parsed | None:
+        """`path` parsed from bytes with this digest, if kept."""
         kept = self._kept
         if kept is None or digest is None or kept.path != path or kept.digest != digest:
             return None
-        return kept.language, kept.document
+        return Parsed(kept.language, kept.document)
 
     def offer(self, path: str, digest: str | None, size: int, language: Any, document: Any):
         """Keep a document just parsed (a large one, while keeping is on), dropping the last."""

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator import RuleFileError, digest_value, read_yaml, unknown_key_message
 
@@ -103,13 +103,25 @@ class CompiledRule:
     file: str = ""
 
 
+class RuleNote(NamedTuple):
+    """A rule that could not be compiled (a rule error), or a warning about one that was."""
+
+    rule: str  # its label
+    message: str  # names the rule file and the rule's line
+
+
+class SkippedRule(NamedTuple):
+    rule: str
+    reason: str
+
+
 @dataclass
 class RuleSet:
     rules: list[CompiledRule]
     total: int  # every rule read, rule errors and skipped ones included
-    rule_errors: list[dict] = field(default_factory=list)  # {"rule", "message"}
-    skipped: list[dict] = field(default_factory=list)  # {"rule", "reason"}
-    warnings: list[dict] = field(default_factory=list)  # {"rule", "message"}
+    rule_errors: list[RuleNote] = field(default_factory=list)
+    skipped: list[SkippedRule] = field(default_factory=list)
+    warnings: list[RuleNote] = field(default_factory=list)
     index_digest: str = "none"
     timeout: float | None = 30.0  # rules.timeout: what a regex search in Python's engine gets
     # What each func_str defines (code digest and index → function names): running the code
@@ -242,20 +254,20 @@ def _compile_one(
 ) -> None:
     if not isinstance(raw, dict):
         label = key_id or f"#{position}"
-        ruleset.rule_errors.append({"rule": label, "message": f"{where}: a rule must be a mapping"})
+        ruleset.rule_errors.append(RuleNote(label, f"{where}: a rule must be a mapping"))
         return
     label = _label(key_id, raw, position)
     if label is None:
         ruleset.rule_errors.append(
-            {"rule": f"#{position}", "message": f"{where}: the rule has neither id nor name"}
+            RuleNote(f"#{position}", f"{where}: the rule has neither id nor name")
         )
         return
     enabled = raw.get("enabled", True)
     if enabled is False:
-        ruleset.skipped.append({"rule": label, "reason": "disabled (enabled: false)"})
+        ruleset.skipped.append(SkippedRule(label, "disabled (enabled: false)"))
         return
     if raw.get("func_str") is not None and not allow_custom_code:
-        ruleset.skipped.append({"rule": label, "reason": "rules.allow_custom_code is false"})
+        ruleset.skipped.append(SkippedRule(label, "rules.allow_custom_code is false"))
         return
     try:
         rule, warnings = _compile_fields(
@@ -265,10 +277,10 @@ def _compile_one(
         message = str(exc)  # every rule error names the rule file and the rule's line
         if not message.startswith(f"{where}: "):
             message = f"{where}: {message}"
-        ruleset.rule_errors.append({"rule": label, "message": message})
+        ruleset.rule_errors.append(RuleNote(label, message))
         return
     ruleset.rules.append(rule)
-    ruleset.warnings.extend({"rule": label, "message": message} for message in warnings)
+    ruleset.warnings.extend(RuleNote(label, message) for message in warnings)
 
 
 def _compile_fields(
@@ -346,7 +358,9 @@ def _compile_fields(
         or rpath_set is not None
         or condition.uses_index
         or any(
-            ref is not None and ref.kind == "predefined" and PREDEFINED_FUNCTIONS[ref.name][1]  # type: ignore[index]
+            ref is not None
+            and ref.kind == "predefined"
+            and PREDEFINED_FUNCTIONS[ref.name].needs_index  # type: ignore[index]
             for ref in (filter_ref, subfilter)
         )
     )
@@ -443,7 +457,7 @@ def _compile_rpath(text: str, index_available: bool) -> tuple[Regex | None, str 
         name = text[len("artfunc_") :]
         if name not in PREDEFINED_SETS:
             raise _RuleProblem(f"rpath: unknown predefined set {text!r}")
-        if not PREDEFINED_SETS[name][1]:
+        if not PREDEFINED_SETS[name].of_paths:
             raise _RuleProblem(f"rpath: {text!r} is not a set of file paths")
         if not index_available:
             raise _RuleProblem(f"rpath: {text!r}: predefined sets need a Messiah project index")
@@ -478,7 +492,7 @@ def _compile_filter(
     if text.startswith("artfunc_"):
         name = text[len("artfunc_") :]
         if name in PREDEFINED_FUNCTIONS:
-            if PREDEFINED_FUNCTIONS[name][1] and not index_available:
+            if PREDEFINED_FUNCTIONS[name].needs_index and not index_available:
                 raise _RuleProblem(f"{key}: {text!r} needs a Messiah project index")
             return FilterRef("predefined", text, name=name)
         if name in custom_names:

@@ -70,18 +70,22 @@ def available_checks() -> dict[str, CheckRef]:
     return found
 
 
+class CheckCallable(NamedTuple):
+    function: Callable
+    accepts_context: bool  # it takes a `context` keyword
+
+
 @cache
-def check_callable(target: str) -> tuple[Callable, bool]:
-    """(function, whether it accepts a `context` keyword)."""
+def check_callable(target: str) -> CheckCallable:
     function = load_target(target)
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
-        return function, False
+        return CheckCallable(function, False)
     accepts = any(
         p.name == "context" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
     )
-    return function, accepts
+    return CheckCallable(function, accepts)
 
 
 # -- path languages ------------------------------------------------------------------------------

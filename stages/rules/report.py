@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 from lxml import etree
 
+from orchestrator import record
+
 from .loader import SEVERITY_RANK, RuleSet
 
 FAIL_ON_RANK = {**SEVERITY_RANK, "never": 99}
@@ -54,9 +56,9 @@ def build_document(ruleset: RuleSet, unit_results: Iterable[tuple]) -> dict:
         "rules": ruleset.total,
         "sources_checked": sum(counts.values()),
         "failures": failures,
-        "rule_errors": [dict(e) for e in ruleset.rule_errors],
-        "skipped": [dict(s) for s in ruleset.skipped],
-        "warnings": [dict(w) for w in ruleset.warnings],
+        "rule_errors": [e._asdict() for e in ruleset.rule_errors],
+        "skipped": [s._asdict() for s in ruleset.skipped],
+        "warnings": [w._asdict() for w in ruleset.warnings],
         # what a person reads for a rule known by its id (the build report shows it)
         "rule_names": {
             rule.label: rule.name for rule in ruleset.rules if rule.name and rule.name != rule.label
@@ -143,78 +145,112 @@ def public(document: dict) -> dict:
     return {key: value for key, value in document.items() if not key.startswith("_")}
 
 
-# -- gating --------------------------------------------------------------------------------------
+# -- gating ------------------------------------------------------------------------------------
 
 
-def highest_severity(document: dict) -> str | None:
-    """The most severe failure (rule errors count as `error`), or None when nothing failed."""
-    severities = [f["severity"] for f in document["failures"]]
-    if document["rule_errors"]:
-        severities.append("error")
-    return max(severities, key=SEVERITY_RANK.__getitem__) if severities else None
-
-
-def gate_fails(document: dict, fail_on: str) -> bool:
-    """Whether `rules.fail_on` (error | warning | info | never) fails the build."""
-    worst = highest_severity(document)
-    if fail_on == "never" or worst is None:
-        return False
-    return SEVERITY_RANK[worst] >= SEVERITY_RANK[fail_on]
-
-
-def gate_reason(document: dict, fail_on: str) -> str | None:
-    """Why `rules.fail_on` fails the build (failures and broken rules at or above it), or None."""
-    threshold = FAIL_ON_RANK[fail_on]
-    gating = [
-        f
-        for f in document.get("failures", [])
-        if SEVERITY_RANK.get(f.get("severity", "error"), 3) >= threshold
-    ]
-    broken = document.get("rule_errors", []) if threshold <= SEVERITY_RANK["error"] else []
-    if not (gating or broken):
-        return None
-    reason = (
-        f"{len(gating)} rule failure(s) and {len(broken)} broken rule(s) at or above '{fail_on}'"
-    )
-    worst = worst_rules(gating)
-    if not worst:
-        return reason
-    shown = ", ".join(f"{w.rule} ({w.failures} {w.severity})" for w in worst[:WORST_RULES_SHOWN])
-    more = len(worst) - WORST_RULES_SHOWN
-    return f"{reason}; worst rules: {shown}" + (f" and {more} more" if more > 0 else "")
-
-
+@record
 class RuleFailures(NamedTuple):
     rule: str
     severity: str
     failures: int
 
 
-def worst_rules(failures: list[dict]) -> list[RuleFailures]:
-    """Each failing rule with its failures, most severe first, then most failures, then in rule
-    order (the order of `failures`)."""
+@record
+class ValidationSummary(NamedTuple):
+    """What the end of a run reports and gates on (validate's `validation_summary` value): the
+    document's counts, and its failures as runs of one rule and severity in document order
+    (what gating and the worst rules need of them, without their values)."""
+
+    rules: int  # every rule read
+    sources_checked: int
+    failing: tuple[RuleFailures, ...]
+    broken: int  # rules that could not be compiled (rule errors)
+
+    def failure_count(self) -> int:
+        return sum(run.failures for run in self.failing)
+
+    def highest_severity(self) -> str | None:
+        """The most severe failure (rule errors count as `error`), or None when nothing
+        failed."""
+        severities = [run.severity for run in self.failing]
+        if self.broken:
+            severities.append("error")
+        return max(severities, key=SEVERITY_RANK.__getitem__) if severities else None
+
+    def gate_fails(self, fail_on: str) -> bool:
+        """Whether `rules.fail_on` (error | warning | info | never) fails the build."""
+        worst = self.highest_severity()
+        if fail_on == "never" or worst is None:
+            return False
+        return SEVERITY_RANK[worst] >= SEVERITY_RANK[fail_on]
+
+    def gate_reason(self, fail_on: str) -> str | None:
+        """Why `rules.fail_on` fails the build (failures and broken rules at or above it), or
+        None."""
+        threshold = FAIL_ON_RANK[fail_on]
+        gating = [run for run in self.failing if SEVERITY_RANK.get(run.severity, 3) >= threshold]
+        broken = self.broken if threshold <= SEVERITY_RANK["error"] else 0
+        if not (gating or broken):
+            return None
+        count = sum(run.failures for run in gating)
+        reason = f"{count} rule failure(s) and {broken} broken rule(s) at or above '{fail_on}'"
+        worst = worst_rules(gating)
+        if not worst:
+            return reason
+        shown = ", ".join(
+            f"{w.rule} ({w.failures} {w.severity})" for w in worst[:WORST_RULES_SHOWN]
+        )
+        more = len(worst) - WORST_RULES_SHOWN
+        return f"{reason}; worst rules: {shown}" + (f" and {more} more" if more > 0 else "")
+
+    def line(self) -> str:
+        """The rule results in one line, for the end of a run."""
+        counts: dict[str, int] = {}
+        for run in self.failing:
+            counts[run.severity] = counts.get(run.severity, 0) + run.failures
+        shown = (
+            ", ".join(f"{n} {severity}" for severity, n in sorted(counts.items())) or "no failures"
+        )
+        return (
+            f"rules: {self.rules} rules, {self.sources_checked} checks, {shown}, "
+            f"{self.broken} broken rules"
+        )
+
+
+def summarize(document: dict) -> ValidationSummary:
+    """The summary of a document (`build_document`'s, or `public`'s)."""
+    return ValidationSummary(
+        document.get("rules", 0),
+        document.get("sources_checked", 0),
+        failure_runs(document.get("failures", [])),
+        len(document.get("rule_errors", [])),
+    )
+
+
+def failure_runs(failures: Iterable[dict]) -> tuple[RuleFailures, ...]:
+    """The failures of a document as runs of one rule and severity, in their order."""
+    runs: list[RuleFailures] = []
+    for failure in failures:
+        rule, severity = failure["rule"], failure["severity"]
+        if runs and runs[-1].rule == rule and runs[-1].severity == severity:
+            runs[-1] = runs[-1]._replace(failures=runs[-1].failures + 1)
+        else:
+            runs.append(RuleFailures(rule, severity, 1))
+    return tuple(runs)
+
+
+def worst_rules(runs: Iterable[RuleFailures]) -> list[RuleFailures]:
+    """Each failing rule with its failures (a rule's severity: that of its last run), most
+    severe first, then most failures, then in rule order (the order of `runs`)."""
     counts: dict[str, int] = {}
     severity: dict[str, str] = {}
-    for failure in failures:
-        counts[failure["rule"]] = counts.get(failure["rule"], 0) + 1
-        severity[failure["rule"]] = failure.get("severity", "error")
+    for run in runs:
+        counts[run.rule] = counts.get(run.rule, 0) + run.failures
+        severity[run.rule] = run.severity
     order = {rule: i for i, rule in enumerate(counts)}
     return sorted(
         (RuleFailures(rule, severity[rule], n) for rule, n in counts.items()),
         key=lambda w: (-SEVERITY_RANK.get(w.severity, 3), -w.failures, order[w.rule]),
-    )
-
-
-def summary_line(document: dict) -> str:
-    """The rule results in one line, for the end of a run."""
-    counts: dict[str, int] = {}
-    for failure in document.get("failures", []):
-        severity = failure.get("severity", "error")
-        counts[severity] = counts.get(severity, 0) + 1
-    shown = ", ".join(f"{n} {severity}" for severity, n in sorted(counts.items())) or "no failures"
-    return (
-        f"rules: {document.get('rules', 0)} rules, {document.get('sources_checked', 0)} "
-        f"checks, {shown}, {len(document.get('rule_errors', []))} broken rules"
     )
 
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .functions import RuleModules
 
 #: The name of the value the index travels in between stages (collect's output).
 INDEX_VALUE = "index"
@@ -120,7 +123,7 @@ class TracedView:
         self.key = shared.key
         self.available = shared.available
         self.keyed = shared.keyed
-        self._namespaces: tuple[Any, Any] | None = None
+        self._namespaces: RuleModules | None = None
 
     def whole(self) -> None:
         """The unit read (or handed out) the index whole."""
@@ -168,20 +171,19 @@ class TracedView:
                 return entry
         return None
 
-    def namespaces(self) -> tuple[Any, Any]:
-        """(res_store, res_filter) as expressions see them: the sets traced, the predefined
+    def namespaces(self) -> RuleModules:
+        """res_store and res_filter as expressions see them: the sets traced, the predefined
         functions reading through this unit's view."""
         if self._namespaces is None:
             self._namespaces = self._traced_namespaces()
         return self._namespaces
 
-    def _traced_namespaces(self) -> tuple[Any, Any]:
-        from .functions import functions_for_custom_code
+    def _traced_namespaces(self) -> RuleModules:
+        from .functions import RuleModules, functions_for_custom_code  # functions uses this module
 
         if not self.available or not self.keyed:
             self.whole()  # an index its source does not key: all of it
-            res_store, res_filter = self.shared.namespaces()
-            return res_store, res_filter
+            return self.shared.namespaces()
         index, reader = self.shared.index, self.reader
         repo = TracedEntries(index.res_in_repo, reader, PREFIXES["res_in_repo"])
         disk = TracedEntries(index.res_in_disk, reader, PREFIXES["res_in_disk"])
@@ -201,7 +203,7 @@ class TracedView:
             ALL_USED_ILEVEL=set(ilevels),
             **functions_for_custom_code(self),
         )
-        return res_store, res_filter
+        return RuleModules(res_store, res_filter)
 
 
 def all_res_form(resources: tuple) -> list[tuple]:

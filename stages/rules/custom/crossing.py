@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import pickle
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from lxml import etree
 
@@ -129,12 +129,18 @@ class _RequestPickler(pickle.Pickler):
         return None
 
 
-def dump_request(message: Any) -> tuple[bytes, list[Any]]:
-    """A request's bytes, and the elements it carries (their positions are their references)."""
+class Request(NamedTuple):
+    """A request as the host sends it."""
+
+    frame: bytes
+    elements: list[Any]  # the elements it carries (their positions are their references)
+
+
+def dump_request(message: Any) -> Request:
     buffer = io.BytesIO()
     pickler = _RequestPickler(buffer)
     pickler.dump(message)
-    return buffer.getvalue(), pickler.elements
+    return Request(buffer.getvalue(), pickler.elements)
 
 
 class _RequestUnpickler(pickle.Unpickler):
@@ -151,11 +157,18 @@ class _RequestUnpickler(pickle.Unpickler):
         return element
 
 
-def load_request(data: bytes) -> tuple[Any, dict[int, int], list[Any]]:
-    """(message, rebuilt element id → reference, the rebuilt elements) in a worker."""
+class Received(NamedTuple):
+    """A request as a worker rebuilt it."""
+
+    message: Any
+    given: dict[int, int]  # id of a rebuilt element → its reference
+    keep: list[Any]  # the rebuilt elements: alive as long as their ids are used
+
+
+def load_request(data: bytes) -> Received:
     unpickler = _RequestUnpickler(io.BytesIO(data))
     message = unpickler.load()
-    return message, unpickler.given, unpickler.keep
+    return Received(message, unpickler.given, unpickler.keep)
 
 
 # -- replies: a worker → the validating process ----------------------------------------------------

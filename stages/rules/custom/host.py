@@ -153,7 +153,8 @@ class WorkerProcess:
         sent: list[Any] = []
         if frame is None:
             with _own_code("sending a request to a custom-code worker"):
-                frame, sent = dump_request(message)
+                request = dump_request(message)
+                frame, sent = request.frame, request.elements
         try:
             self.requests.send_bytes(frame)
             ready = self.replies.poll(timeout if timeout and timeout > 0 else None)

@@ -42,6 +42,7 @@ from typing import Any
 
 from orchestrator import paused_gc
 
+from ..functions import RuleModules
 from .containment import WorkerLimits, apply_limits, limit_hit_by
 from .crossing import dump_reply, load_request, to_plain
 
@@ -65,12 +66,11 @@ def _rule_builtins(res_store: Any, res_filter: Any) -> dict:
     return table
 
 
-def run_func_str(source: str, label: str, namespaces: tuple[Any, Any]) -> dict:
+def run_func_str(source: str, label: str, modules: RuleModules) -> dict:
     """Compile and run a rule's `func_str` in a fresh namespace; return the namespace."""
     code = compile(source, f"<func_str of {label}>", "exec")
-    res_store, res_filter = namespaces
     namespace = {
-        "__builtins__": _rule_builtins(res_store, res_filter),
+        "__builtins__": _rule_builtins(modules.res_store, modules.res_filter),
         "__name__": f"orchestrate_rule_{re.sub(r'[^0-9A-Za-z_]', '_', label)}",
     }
     exec(code, namespace)
@@ -81,7 +81,7 @@ class WorkerState:
     """The indexes and rule namespaces this worker holds."""
 
     def __init__(self) -> None:
-        self.views: dict[str, tuple[Any, Any]] = {}
+        self.views: dict[str, RuleModules] = {}
         self.roots: dict[str, str] = {}
         self.namespaces: dict[tuple[str, str], dict] = {}
 
@@ -169,9 +169,10 @@ def answer(state: WorkerState, data: bytes) -> bytes:
     kind = None
     try:
         with paused_gc():  # an index message is a burst of acyclic containers
-            message, given, _alive = load_request(data)
+            received = load_request(data)  # its elements alive until the reply is made
+        message = received.message
         kind = message[0] if isinstance(message, tuple) and message else None
-        return dump_reply((state.handle(message), time.process_time()), given)
+        return dump_reply((state.handle(message), time.process_time()), received.given)
     except BaseException as exc:
         if isinstance(exc, MemoryError) and kind in ("define", "call"):
             body: tuple = ("error", "MemoryError", "out of memory", "memory")

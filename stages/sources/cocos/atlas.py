@@ -54,6 +54,29 @@ class AtlasOptions(NamedTuple):
 
 
 @record
+class Rect(NamedTuple):
+    """A rectangle of an image's pixels."""
+
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+class FrameSize(NamedTuple):
+    """A frame to place: its id and its pixels' size."""
+
+    frame: str
+    width: int
+    height: int
+
+
+class PageSize(NamedTuple):
+    width: int
+    height: int
+
+
+@record
 class Placement(NamedTuple):
     """A frame's rectangle on its page (its pixels, padding excluded); `rotated`: turned 90°."""
 
@@ -65,10 +88,8 @@ class Placement(NamedTuple):
     rotated: bool
 
 
-def layout_pages(
-    frames: list[tuple[str, int, int]], options: AtlasOptions
-) -> list[list[Placement]]:
-    """Frames (id, width, height) in a stable order → pages of placements, in page order."""
+def layout_pages(frames: list[FrameSize], options: AtlasOptions) -> list[list[Placement]]:
+    """Frames in a stable order → pages of placements, in page order."""
     border = options.border
     packer = rectpack.newPacker(
         mode=rectpack.PackingMode.Offline,
@@ -77,19 +98,20 @@ def layout_pages(
         sort_algo=rectpack.SORT_AREA,
         rotation=options.allow_rotation,
     )
-    for index, (_frame, width, height) in enumerate(frames):
-        packer.add_rect(width + 2 * border, height + 2 * border, rid=index)
+    for index, size in enumerate(frames):
+        packer.add_rect(size.width + 2 * border, size.height + 2 * border, rid=index)
     packer.add_bin(options.max_width, options.max_height, count=float("inf"))
     packer.pack()
     pages: list[list[Placement]] = []
     for page in range(len(packer)):
         placed = []
         for rect in packer[page]:
-            frame, width, height = frames[rect.rid]
+            size = frames[rect.rid]
+            width, height = size.width, size.height
             rotated = (rect.width, rect.height) != (width + 2 * border, height + 2 * border)
             placed.append(
                 Placement(
-                    frame,
+                    size.frame,
                     int(rect.x) + border,
                     int(rect.y) + border,
                     height if rotated else width,
@@ -102,29 +124,52 @@ def layout_pages(
     return pages
 
 
-def page_size(placements: list[Placement], options: AtlasOptions) -> tuple[int, int]:
+def page_size(placements: list[Placement], options: AtlasOptions) -> PageSize:
     border = options.border
-    return (
+    return PageSize(
         max((p.x + p.width + border for p in placements), default=1),
         max((p.y + p.height + border for p in placements), default=1),
     )
 
 
+@record
+class PlacedFrame(NamedTuple):
+    """A frame as the cook draws it: its pixels in their image, and where they go on the page."""
+
+    frame: str
+    image_file: str
+    source: Rect
+    source_rotated: bool  # stored turned 90° in its image (TexturePacker)
+    x: int
+    y: int
+    rotated: bool  # turned 90° on the page
+
+
+@record
+class PageRecipe(NamedTuple):
+    """An atlas page's recipe data (`Recipe.data`): what `cook_page` draws."""
+
+    width: int
+    height: int
+    bleed: bool  # extrude each frame's edge into its padding
+    frames: tuple[PlacedFrame, ...]
+
+
 # -- the cook ------------------------------------------------------------------------------------
 
 
-def cook_page(asset_id: str, files: dict[str, bytes], data: dict) -> bytes:
-    """The payload of an atlas page: `page.png` and `frames.json` (each frame's rectangle).
-
-    `data["frames"]`: [frame id, image file, source x, y, width, height, source rotated,
-    page x, page y, rotated on the page] per frame; `data["size"]`: the page's [width, height].
-    """
-    width, height = data["size"]
-    bleed = bool(data.get("bleed"))
+def cook_page(asset_id: str, files: dict[str, bytes], data: PageRecipe) -> bytes:
+    """The payload of an atlas page: `page.png` and `frames.json` (each frame's rectangle)."""
+    width, height = data.width, data.height
+    bleed = data.bleed
     page = Image.new("RGBA", (width, height), (0, 0, 0, 0))
     images: dict[str, Image.Image | None] = {}
     records = []
-    for frame, image_file, sx, sy, sw, sh, src_rotated, px, py, rotated in data["frames"]:
+    for placed in data.frames:
+        frame, image_file, rotated = placed.frame, placed.image_file, placed.rotated
+        px, py = placed.x, placed.y
+        sx, sy, sw, sh = placed.source.x, placed.source.y, placed.source.width, placed.source.height
+        src_rotated = placed.source_rotated
         if image_file not in images:
             images[image_file] = _open(files.get(image_file))
         source = images[image_file]

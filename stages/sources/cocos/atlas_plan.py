@@ -16,7 +16,17 @@ from orchestrator import record
 from stages.algorithms.priority import natural_key
 
 from ..base import HARD, RESOURCE, Asset, Problem, Recipe, Ref
-from .atlas import RECIPE, RECIPE_VERSION, AtlasOptions, layout_pages, page_size
+from .atlas import (
+    RECIPE,
+    RECIPE_VERSION,
+    AtlasOptions,
+    FrameSize,
+    PageRecipe,
+    PlacedFrame,
+    Rect,
+    layout_pages,
+    page_size,
+)
 from .project import AssetInfo
 from .types import IMAGE_TYPE, TEXTURE_TYPE
 
@@ -31,7 +41,7 @@ class AtlasFrame(NamedTuple):
     texture: str
     image: str
     image_file: str
-    rect: tuple[int, int, int, int]  # x, y, width, height in the image
+    rect: Rect  # in the image
     rotated: bool  # stored turned 90° in the image (TexturePacker)
 
 
@@ -122,7 +132,9 @@ def plan_atlases(
         if not frames:
             continue
         frames.sort(key=lambda f: natural_key(f.id))
-        layout = layout_pages([(f.id, f.rect[2], f.rect[3]) for f in frames], options)
+        layout = layout_pages(
+            [FrameSize(f.id, f.rect.width, f.rect.height) for f in frames], options
+        )
         if len(layout) > 1:
             problems.append(
                 Problem(
@@ -164,27 +176,21 @@ def plan_atlases(
                 package=url,
                 name="texture",
             )
-            width, height = page_size(placements, options)
-            recipes[page.image] = Recipe(
-                RECIPE,
-                RECIPE_VERSION,
-                {
-                    "size": [width, height],
-                    "bleed": options.padding_bleed,
-                    "frames": [
-                        [
-                            p.frame,
-                            by_id[p.frame].image_file,
-                            *by_id[p.frame].rect,
-                            by_id[p.frame].rotated,
-                            p.x,
-                            p.y,
-                            p.rotated,
-                        ]
-                        for p in placements
-                    ],
-                },
+            size = page_size(placements, options)
+            placed = tuple(
+                PlacedFrame(
+                    p.frame,
+                    by_id[p.frame].image_file,
+                    by_id[p.frame].rect,
+                    by_id[p.frame].rotated,
+                    p.x,
+                    p.y,
+                    p.rotated,
+                )
+                for p in placements
             )
+            recipe = PageRecipe(size.width, size.height, options.padding_bleed, placed)
+            recipes[page.image] = Recipe(RECIPE, RECIPE_VERSION, recipe)
         atlases.append(AutoAtlas(pac.id, pac.url, folder, options, tuple(frames), tuple(pages)))
     return PlannedAtlases(tuple(atlases), assets, recipes)
 
@@ -227,7 +233,7 @@ def _member(
         texture,
         image,
         infos[image].path,
-        (_int(user.get("trimX")), _int(user.get("trimY")), width, height),
+        Rect(_int(user.get("trimX")), _int(user.get("trimY")), width, height),
         user.get("rotated") is True,
     )
 

@@ -48,6 +48,14 @@ class ResourceFile(NamedTuple):
     Source: str | None
 
 
+class IndexNamespaces(NamedTuple):
+    """The index as rules' code sees it: `res_store`, and the sets of `res_filter` (ArtEase's
+    1.x names; the rules add its functions)."""
+
+    res_store: SimpleNamespace
+    sets: SimpleNamespace
+
+
 @record
 @dataclass
 class MessiahIndex:
@@ -104,12 +112,12 @@ class MessiahIndex:
         """`res_filter.ALL_RES_GUID`: GUID → list of {Resource, Data, HDR, Source}."""
         return {guid: all_res_guid_form(files) for guid, files in self.res_in_disk.items()}
 
-    def namespaces(self) -> tuple[SimpleNamespace, SimpleNamespace]:
-        """(res_store, res_filter) as the objects rules import (`import res_store`)."""
+    def namespaces(self) -> IndexNamespaces:
+        """The objects rules import (`import res_store`), and res_filter's sets."""
         with paused_gc():
             return self._namespaces()
 
-    def _namespaces(self) -> tuple[SimpleNamespace, SimpleNamespace]:
+    def _namespaces(self) -> IndexNamespaces:
         res_store = SimpleNamespace(
             res_in_repo=self.res_in_repo,
             res_in_disk=self.res_in_disk,
@@ -123,7 +131,7 @@ class MessiahIndex:
             ALL_USED_FILTER=all_used,
             ALL_USED_ILEVEL=set(all_used),
         )
-        return res_store, res_filter
+        return IndexNamespaces(res_store, res_filter)
 
     def digest(self) -> str:
         """A digest of the whole index (rule units that use a predefined set key on it): the one

@@ -294,10 +294,10 @@ class _Patcher:
             part = self.new_parts.get(path)
             if part is None:
                 continue
-            repository, full_path = self.assembler.repository(_parent(path))
+            repository = self.assembler.repository(_parent(path))
             mine = self.grouped[path].get(guid, [])
             items += mine
-            resources += [item_resource(item, repository, full_path) for item in mine]
+            resources += [item_resource(item, repository) for item in mine]
         return tuple(resources), items
 
     def _folders(self, guid: str, old: tuple[ResourceFile, ...]) -> list[ResourceFolder]:
@@ -374,11 +374,11 @@ class _Patcher:
             part = self.new_parts.get(path)
             if part is None:
                 continue
-            repository, full_path = self.assembler.repository(_parent(path))
+            repository = self.assembler.repository(_parent(path))
             for item in part.items:
                 virtual_path = f"{item.package}/{item.name}"
                 if virtual_path in new:
-                    new[virtual_path].append(item_resource(item, repository, full_path))
+                    new[virtual_path].append(item_resource(item, repository))
         cut = len(self.root) + 1
         for virtual_path in sorted(paths):
             old = self.index.get(VIRT + virtual_path) or ()

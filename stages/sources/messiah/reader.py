@@ -112,7 +112,12 @@ def repository_order(repository_file: str) -> tuple[str, ...]:
     return tuple(folder.split("/")) if folder else ()
 
 
-_last_layout: tuple[str, Layout] | None = None
+class _KeptLayout(NamedTuple):
+    key: str  # digest of the listing's paths
+    layout: Layout
+
+
+_last_layout: _KeptLayout | None = None
 
 
 def scan_layout(files: list[FileEntry]) -> Layout:
@@ -123,11 +128,11 @@ def scan_layout(files: list[FileEntry]) -> Layout:
     """
     global _last_layout
     key = digest_bytes("\n".join(entry.path for entry in files).encode("utf-8"))
-    if _last_layout is not None and _last_layout[0] == key:
-        return _last_layout[1]
+    if _last_layout is not None and _last_layout.key == key:
+        return _last_layout.layout
     with paused_gc():
         layout = _scan_layout(files)
-    _last_layout = (key, layout)
+    _last_layout = _KeptLayout(key, layout)
     return layout
 
 
@@ -415,8 +420,8 @@ class MessiahSource:
             return assembler.result()
 
 
-def item_resource(item: RepositoryItem, repository: str, full_path: str) -> MessiahResource:
-    """An Item of a repository (named and at `full_path`) as the index lists it."""
+def item_resource(item: RepositoryItem, repository: Repository) -> MessiahResource:
+    """An Item of a repository as the index lists it."""
     return tuple.__new__(
         MessiahResource,
         (
@@ -425,11 +430,26 @@ def item_resource(item: RepositoryItem, repository: str, full_path: str) -> Mess
             item.name,
             item.type,
             item.deps,
-            repository,
+            repository.name,
             f"{item.package}/{item.name}",
-            full_path,
+            repository.path,
         ),
     )
+
+
+class Repository(NamedTuple):
+    """A repository as its resources name it."""
+
+    name: str  # its folder's name (the project's, for the top-level repository)
+    path: str  # absolute path of its resource.repository
+
+
+class SameGuid(NamedTuple):
+    """A GUID's items and the MessiahResources made of them, in repository order, then
+    document order."""
+
+    items: list[RepositoryItem]
+    resources: list[MessiahResource]
 
 
 class _Assembler:
@@ -444,7 +464,7 @@ class _Assembler:
         self.layout = layout  # None: patching (patching.py), not assembling
         self.parts = parts
         self.problems: list[Problem] = []
-        self._repositories: dict[str, tuple[str, str]] = {}
+        self._repositories: dict[str, Repository] = {}
         self._refs: dict[tuple[str, str, str], Ref] = {}
         self._dep_refs: dict[str, Ref] = {}  # the same for (target, HARD, "Deps")
 
@@ -455,12 +475,12 @@ class _Assembler:
         folder = _parent(repository_file)
         return folder[folder.rfind("/") + 1 :] if folder else posixpath.basename(self.root)
 
-    def repository(self, repository_dir: str) -> tuple[str, str]:
-        """(name, absolute path of its resource.repository) of a repository folder."""
+    def repository(self, repository_dir: str) -> Repository:
+        """The repository of a repository folder."""
         known = self._repositories.get(repository_dir)
         if known is None:
             path = f"{repository_dir}/{REPOSITORY_FILE}" if repository_dir else REPOSITORY_FILE
-            known = self._repositories[repository_dir] = (
+            known = self._repositories[repository_dir] = Repository(
                 self.repository_name(path),
                 self.absolute(path),
             )
@@ -477,22 +497,21 @@ class _Assembler:
                 attribute_refs.update(part.files)
                 self.problems.extend(part.problems)
 
-        # GUID → (its items, the same as MessiahResources), in repository order, then document
-        # order.
-        by_guid: dict[str, tuple[list[RepositoryItem], list[MessiahResource]]] = {}
+        by_guid: dict[str, SameGuid] = {}
         all_resources: list[MessiahResource] = []
+        new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__
         for part in repository_parts:
             self.problems.extend(part.problems)
-            repository, full_path = self.repository(_parent(part.path))
+            repository = self.repository(_parent(part.path))
             for item in part.items:
                 guid = item.guid
-                resource = item_resource(item, repository, full_path)
+                resource = item_resource(item, repository)
                 known = by_guid.get(guid)
                 if known is None:
-                    by_guid[guid] = ([item], [resource])
+                    by_guid[guid] = new_tuple(SameGuid, ([item], [resource]))
                 else:
-                    known[0].append(item)
-                    known[1].append(resource)
+                    known.items.append(item)
+                    known.resources.append(resource)
                 all_resources.append(resource)
 
         index = self.build_index(by_guid, all_resources, map_parts)
@@ -519,8 +538,8 @@ class _Assembler:
             else:
                 assets[guid] = self.resource_asset(
                     guid,
-                    known[0],
-                    known[1],
+                    known.items,
+                    known.resources,
                     folders_by_guid.get(guid, no_folders),
                     attribute_refs,
                     index,
@@ -550,20 +569,23 @@ class _Assembler:
         self, folder: ResourceFolder, resources: tuple[MessiahResource, ...]
     ) -> ResourceFile:
         """A resource folder as the index lists it (its Type from the GUID's items)."""
-        repository, own_repository = self.repository(folder.repository_dir)
+        repository = self.repository(folder.repository_dir)
         prefix = f"{self.root}/"
-        return ResourceFile(
-            folder.guid,
-            repository,
-            self.folder_type(folder.attribute, own_repository, resources),
-            prefix + folder.attribute,
-            prefix + folder.data if folder.data else None,
-            prefix + folder.hdr if folder.hdr else None,
-            prefix + folder.source if folder.source else None,
+        return tuple.__new__(
+            ResourceFile,
+            (
+                folder.guid,
+                repository.name,
+                self.folder_type(folder.attribute, repository.path, resources),
+                prefix + folder.attribute,
+                prefix + folder.data if folder.data else None,
+                prefix + folder.hdr if folder.hdr else None,
+                prefix + folder.source if folder.source else None,
+            ),
         )
 
     def build_index(self, by_guid, all_resources, map_parts) -> MessiahIndex:
-        res_in_repo = {guid: tuple(known[1]) for guid, known in by_guid.items()}
+        res_in_repo = {guid: tuple(known.resources) for guid, known in by_guid.items()}
         res_virt_info: dict[str, list[MessiahResource]] = {}
         for resource in all_resources:  # repository order, then document order
             known = res_virt_info.get(resource.VirtualPath)

@@ -288,21 +288,24 @@ for _loader in (UnityLoader, PureUnityLoader):
 HEADER_FOR_YAML = re.compile(rb"^--- !u!(-?\d+) &(-?\d+)(?: stripped)?", re.MULTILINE)
 
 
-def load_documents(
-    data: bytes, pure_python: bool = False
-) -> list[tuple[DocumentHeader | None, Any]]:
+class Document(NamedTuple):
+    """One YAML document of a Unity file, parsed."""
+
+    header: DocumentHeader | None  # None: a header-less leading document (plain YAML)
+    body: Any
+
+
+def load_documents(data: bytes, pure_python: bool = False) -> list[Document]:
     """Every document, parsed by PyYAML (on libyaml unless `pure_python`), with its header."""
     headers = document_headers(data)
     text = HEADER_FOR_YAML.sub(rb"--- !<tag:unity3d.com,2011:\1> &\2", data)
     docs = load_all(text, PureUnityLoader if pure_python else UnityLoader)
     # A header-less leading document (plain YAML) gets None; Unity files have one header per doc.
     padding: list[DocumentHeader | None] = [None] * (len(docs) - len(headers))
-    return list(zip(padding + list(headers), docs))
+    return list(map(Document, padding + list(headers), docs))
 
 
-def references_in_documents(
-    docs: list[tuple[DocumentHeader | None, Any]],
-) -> list[tuple[str, int, int, str]]:
+def references_in_documents(docs: list[Document]) -> list[tuple[str, int, int, str]]:
     """(guid, fileID, type, label) of every reference mapping in parsed documents, in document order."""
     found: list[tuple[str, int, int, str]] = []
 
@@ -325,6 +328,6 @@ def references_in_documents(
             for item in value:
                 walk(item, label)
 
-    for _header, doc in docs:
-        walk(doc, "")
+    for doc in docs:
+        walk(doc.body, "")
     return found

@@ -88,13 +88,22 @@ DEFAULT_COOKER = "copy"
 
 
 @record
+class ScanProblem(NamedTuple):
+    """What a parse unit found wrong with a file, reported by the driver as a `Problem`."""
+
+    kind: str
+    message: str
+    line: int | None = None
+
+
+@record
 class FileScan(NamedTuple):
     """What parsing found in one asset file."""
 
     path: str
     first_class: int | None
     refs: tuple[RawRef, ...]
-    problem: tuple[str, str] | None  # (kind, message)
+    problem: ScanProblem | None
 
 
 @record
@@ -106,11 +115,18 @@ class MetaScan(NamedTuple):
 
 
 @record
-class SettingsScan(NamedTuple):
-    """The scenes listed in EditorBuildSettings: (path, guid, enabled) in build order."""
+class BuildScene(NamedTuple):
+    path: str
+    guid: str
+    enabled: bool
 
-    scenes: tuple[tuple[str, str, bool], ...]
-    problem: tuple[str, str, int | None] | None  # (kind, message, line)
+
+@record
+class SettingsScan(NamedTuple):
+    """The scenes listed in EditorBuildSettings, in build order."""
+
+    scenes: tuple[BuildScene, ...]
+    problem: ScanProblem | None
 
 
 def is_builtin_guid(guid: str) -> bool:
@@ -194,7 +210,7 @@ def _parse_asset(path: str, reader: Reader) -> FileScan:
     try:
         data = reader.read_bytes(path)
     except (FileNotFoundError, OSError) as error:
-        return FileScan(path, None, (), ("unreadable", f"cannot read: {error}"))
+        return FileScan(path, None, (), ScanProblem("unreadable", f"cannot read: {error}"))
     if json_serialized:
         return FileScan(path, None, tuple(scan_json_references(data)), None)
     if not is_text_serialized(data):
@@ -202,7 +218,7 @@ def _parse_asset(path: str, reader: Reader) -> FileScan:
             path,
             None,
             (),
-            (
+            ScanProblem(
                 "binary_asset",
                 "binary-serialized asset: its references are not read "
                 "(set Asset Serialization to Force Text)",
@@ -217,7 +233,7 @@ def _parse_settings(reader: Reader) -> SettingsScan:
         data = reader.read_bytes(SETTINGS_FILE)
     except FileNotFoundError:
         return SettingsScan(
-            (), ("missing_build_settings", "no EditorBuildSettings: no scene roots", None)
+            (), ScanProblem("missing_build_settings", "no EditorBuildSettings: no scene roots")
         )
     try:
         documents = load_documents(data)
@@ -225,19 +241,20 @@ def _parse_settings(reader: Reader) -> SettingsScan:
         line = getattr(getattr(error, "problem_mark", None), "line", None)
         return SettingsScan(
             (),
-            (
+            ScanProblem(
                 "broken_build_settings",
                 f"not valid YAML: {error}",
                 line + 1 if line is not None else None,
             ),
         )
     scenes = []
-    for _header, doc in documents:
+    for document in documents:
+        doc = document.body
         body: Any = next(iter(doc.values()), {}) if isinstance(doc, dict) else {}
         for scene in (body.get("m_Scenes") or []) if isinstance(body, dict) else []:
             if isinstance(scene, dict) and scene.get("path"):
                 scenes.append(
-                    (
+                    BuildScene(
                         str(scene["path"]),
                         str(scene.get("guid") or "").lower(),
                         str(scene.get("enabled", 1)) not in ("0", "False", "false"),
@@ -362,7 +379,7 @@ class _Assembler:
     def _resolve(self, scan: FileScan, guid_to_path: dict[str, str]) -> list[tuple[str, str, bool]]:
         """(target, label, is-instance-field) per content reference, in file order."""
         if scan.problem is not None:
-            self._problem(scan.problem[0], scan.path, scan.problem[1])
+            self._problem(scan.problem.kind, scan.path, scan.problem.message)
         resolved = []
         for ref in scan.refs:
             if ref.label in CODE_FIELDS:
@@ -400,15 +417,16 @@ class _Assembler:
         )
 
     def _scene_roots(self, guid_to_path: dict[str, str]) -> list[str]:
-        if self.settings.problem is not None:
-            kind, message, line = self.settings.problem
-            self._problem(kind, SETTINGS_FILE, message, line)
+        problem = self.settings.problem
+        if problem is not None:
+            self._problem(problem.kind, SETTINGS_FILE, problem.message, problem.line)
         scenes: list[str] = []
-        for path, guid, enabled in self.settings.scenes:
-            if not enabled:
+        for scene in self.settings.scenes:
+            if not scene.enabled:
                 continue
-            if path not in self.scans and guid in guid_to_path:
-                path = guid_to_path[guid]  # moved since the list was saved: Unity follows the GUID
+            path = scene.path
+            if path not in self.scans and scene.guid in guid_to_path:
+                path = guid_to_path[scene.guid]  # moved since the list was saved: Unity follows it
             if path not in scenes:
                 scenes.append(path)
         return scenes
