@@ -69,7 +69,7 @@ def first_item(repository: Path) -> tuple[str, str]:
     raise AssertionError("no Item with a folder")
 
 
-def test_renaming_an_item_patches_its_entries(template, tmp_path, spied):
+def test_renaming_an_item_patches_its_entries(template, tmp_path, spied, capfd):
     base = tmp_path
     checkout(template, base)
     lawkit.build(base / "build.yaml")
@@ -80,11 +80,15 @@ def test_renaming_an_item_patches_its_entries(template, tmp_path, spied):
         text.replace(f"<Name>{name}</Name>", f"<Name>{name}_r</Name>", 1), "utf-8"
     )
     settle(base / "project", 1)
+    capfd.readouterr()
     run = equals_clean(base, "a rename", spied)
+    explained = "".join(capfd.readouterr())
     assert spied[0] == 0  # the incremental build assembled nothing
     # Only the renamed Item's entries moved: its `repo/` entry and the two virtual paths.
     moved = {key for (value, key), digest in run.values.items() if value == "index"}
     assert f"repo/{guid}" in moved
+    # --explain names the entry behind the units it re-ran, and what changed in it.
+    assert f"index entry repo/{guid}: Name, VirtualPath changed" in explained
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import toy_stages.lookups as lookups
@@ -23,6 +24,7 @@ from orchestrator.core.options import RunOptions
 from orchestrator.core.registry import load_stage
 from orchestrator.core.scheduler import run_build
 from orchestrator.files.reads import FOUND, Reader, entry_path, entry_read, whole_path
+from orchestrator.keyed import what_changed
 from orchestrator.shell.present import setup_logging
 from orchestrator.testing import run_stage
 
@@ -71,10 +73,28 @@ def test_an_entry_edit_reruns_only_the_units_that_read_it(toy):
     result = build(build_file, explain=True)
     assert ran(result) == {"r1.ref", "r3.ref"}
     reasons = {r.id: r.reason for r in result.explained if r.stage == "lookups"}
-    assert reasons["r1.ref"] == "input changed: catalog entry a"
+    assert reasons["r1.ref"] == "input changed: catalog entry a: changed"
     assert reasons["r3.ref"] == "input changed: catalog (read whole)"
     assert report(result).why.startswith("2 unit(s) read changed entries: ")
     assert (base / "out" / "joined.txt").read_text().splitlines()[0] == "r1.ref: a=avocado"
+
+
+class Item(NamedTuple):
+    guid: str
+    name: str
+    deps: tuple[str, ...]
+
+
+def test_what_changed_names_the_fields_of_records():
+    """--explain's words for an entry's change: the fields of its records that differ."""
+    before = (Item("g", "rock", ()), Item("g", "rock", ("d",)))
+    assert what_changed(before, (Item("g", "stone", ()), Item("g", "stone", ("d",)))) == (
+        "name changed"
+    )
+    assert what_changed(before[0], Item("g", "stone", ("e",))) == "deps, name changed"
+    assert what_changed(before, before[:1]) == "2 → 1 items"
+    assert what_changed({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == "b, c changed"
+    assert what_changed("apple", "avocado") == "changed"
 
 
 def test_an_entry_that_appears_reruns_the_unit_that_missed_it(toy):
@@ -82,6 +102,8 @@ def test_an_entry_that_appears_reruns_the_unit_that_missed_it(toy):
     (base / "p" / "cat" / "z.txt").write_text("zucchini", encoding="utf-8")
     result = build(build_file, explain=True)
     assert ran(result) == {"r3.ref", "r4.ref"}
+    reasons = {r.id: r.reason for r in result.explained if r.stage == "lookups"}
+    assert reasons["r4.ref"] == "input changed: catalog entry z: added"
     assert "r4.ref: z=zucchini" in (base / "out" / "joined.txt").read_text()
 
 
@@ -90,6 +112,8 @@ def test_an_entry_that_goes_reruns_its_readers(toy):
     (base / "p" / "cat" / "c.txt").unlink()
     result = build(build_file, explain=True)
     assert ran(result) == {"r2.ref", "r3.ref", "r5.ref"}
+    reasons = {r.id: r.reason for r in result.explained if r.stage == "lookups"}
+    assert reasons["r5.ref"] == "input changed: catalog entry c: removed"
     assert "r5.ref: c=?" in (base / "out" / "joined.txt").read_text()
 
 

@@ -259,7 +259,7 @@ class Rebuilder:
                     return entry, None
                 reason = "cached result was dropped from the store"
             elif reason is None:
-                reason = f"input changed: {describe_read(changed)}"
+                reason = f"input changed: {describe_read(changed, ctx.entries.notes)}"
         return None, reason
 
     # -- results -----------------------------------------------------------------------------------

@@ -167,7 +167,10 @@ class Replanner:
         for record in due:
             if record.id in dirty:
                 record.explain(
-                    "input changed: " + ", ".join(describe_read(path) for path in dirty[record.id])
+                    "input changed: "
+                    + ", ".join(
+                        describe_read(path, self.ctx.entries.notes) for path in dirty[record.id]
+                    )
                 )
                 continue
             known = stored.get(record.id)

@@ -88,7 +88,7 @@ def must_run(staleness: Staleness, ctx: Context) -> str | None:
         read = sorted({path for paths in staleness.dirty.values() for path in paths})
         entries = sum(1 for path in read if entry_read(path) is not None)
         what = "files" if not entries else "entries" if entries == len(read) else "inputs"
-        shown = [describe_read(path) for path in read]
+        shown = [describe_read(path, ctx.entries.notes) for path in read]
         return f"{len(staleness.dirty)} unit(s) read changed {what}: {few(shown)}"
     moved = {name: changes for name, changes in staleness.inputs.items() if changes}
     if moved:

@@ -135,6 +135,11 @@ class EntryDigests:
         self._complete: set[str] = set()  # values whose every digest is in _known
         self._fingerprints: dict[str, str] = {}
 
+    @property
+    def notes(self) -> Mapping[tuple[str, str], str]:
+        """How the entries stored in this process changed, in words (for --explain)."""
+        return self._store.notes
+
     def forget(self, value: str) -> None:
         """The value was stored again: what was read of it is stale."""
         self._known.pop(value, None)

@@ -64,10 +64,14 @@ def entry_read(path: str) -> EntryRead | None:
     return EntryRead(value, key if found else None)
 
 
-def describe_read(path: str) -> str:
-    """A trace path in words: a file's path as it is, an entry read by value and key."""
+def describe_read(path: str, notes: Mapping[tuple[str, str], str] | None = None) -> str:
+    """A trace path in words: a file's path as it is, an entry read by value and key, and how
+    the entry changed when `notes` (value, key → words: cache/entries.py) say."""
     read = entry_read(path)
-    return path if read is None else read.describe()
+    if read is None:
+        return path
+    note = notes.get((read.value, read.key)) if notes and read.key is not None else None
+    return f"{read.describe()}: {note}" if note else read.describe()
 
 
 def to_posix(path: str) -> str:
