@@ -102,6 +102,7 @@ def test_renaming_an_item_patches_its_entries(template, tmp_path, spied, capfd):
         "edit_attribute",
         "edit_map",
         "rename_folder",
+        "move_asset",
     ],
 )
 @pytest.mark.parametrize("pick", [(3, 0), (11, 2), (40, 5)])
