@@ -690,10 +690,10 @@ def pick_cocos_edit_target(project: Project) -> Path:
 def asset_added(project: Project, targets: EditTargets, k: int):
     """A new texture beside the edit target: a copy of its folder under a new GUID (another for
     each k, so no run finds the previous one's results in the cache) and its Item."""
-    guid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"orchestrate-bench-added-{k}"))
+    guid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"orchestrate-bench-added-{INVOCATION}-{k}"))
     source = targets.texture_xml.parent
     files = {p.name: p.read_bytes() for p in sorted(source.iterdir()) if p.is_file()}
-    change = add_item_copy(targets.guid, guid, f"tex_bench_added_{k}")
+    change = add_item_copy(targets.guid, guid, f"tex_bench_added_{INVOCATION}_{k}")
     folder = source.parent / guid
     with folder_added(project, folder, files), edited(project, targets.repository, change):
         yield
@@ -710,9 +710,15 @@ def asset_deleted(project: Project, repository: Path, texture_xml: Path):
         yield
 
 
+#: Varies the index edits from one invocation of the suite to the next: an edit a previous
+#: invocation made (the same name, the same GUID added or deleted) would find its results in the
+#: action cache, and the figure would measure the cache rather than the rebuild.
+INVOCATION = int(time.time())
+
+
 def deletable_textures(project: Project, targets: EditTargets, count: int) -> list[Path]:
     """`count` textures of the edit target's package that no other file names (deleting one
-    leaves no dangling reference), by path."""
+    leaves no dangling reference), by path from a place that varies by invocation."""
     package = targets.texture_xml.parent.parent
     candidates = [p for p in sorted(package.glob("*/texture.xml")) if p != targets.texture_xml]
     mentions = dict.fromkeys((p.parent.name for p in candidates), 0)
@@ -726,7 +732,8 @@ def deletable_textures(project: Project, targets: EditTargets, count: int) -> li
     found = [p for p in candidates if mentions[p.parent.name] == 1]  # its Item only
     if len(found) < count:
         raise BenchError(f"fewer than {count} unreferenced textures in {package}")
-    return found[:count]
+    start = INVOCATION % len(found)
+    return (found[start:] + found[:start])[:count]
 
 
 def change_trim(k: int) -> Callable[[bytes], bytes]:
@@ -751,13 +758,14 @@ def change_width(k: int) -> Callable[[bytes], bytes]:
 
 
 def change_item_name(guid: str, k: int) -> Callable[[bytes], bytes]:
-    """Rename one Item of a resource.repository (the Name after its GUID)."""
+    """Rename one Item of a resource.repository (the Name after its GUID; a new name in each
+    invocation of the suite)."""
 
     def change(data: bytes) -> bytes:
         at = data.index(f"<GUID>{guid}</GUID>".encode())
         start = data.index(b"<Name>", at) + len(b"<Name>")
         end = data.index(b"</Name>", start)
-        return data[:end] + f"_b{k}".encode() + data[end:]
+        return data[:end] + f"_b{INVOCATION}_{k}".encode() + data[end:]
 
     return change
 
