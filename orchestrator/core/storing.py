@@ -14,6 +14,7 @@ from typing import Any
 
 from ..cache.records import Fingerprint, StageRecord, UnitRecord, output_signature
 from ..cache.state import WHOLE, BuildState
+from ..files.reads import entry_read
 from ..keyed import Keyed, KeyedPatch
 from ..typing import PROJECT, Plan
 from .context import Context
@@ -40,7 +41,7 @@ def store_stage(
         outside = dict(previous.outside) if previous else {}
         for record in finished:
             for path, digest in record.reads.items():  # what a rescan would not notice
-                if not ctx.files.tracks(ctx.root, path, digest):
+                if entry_read(path) is None and not ctx.files.tracks(ctx.root, path, digest):
                     outside[path] = digest
         if previous is None:  # the plan named every unit the stage has: the others go
             state.units.drop_stage(spec.name)
@@ -49,6 +50,7 @@ def store_stage(
         state.units.drop(spec.name, stored.removed)
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)
+            ctx.entries.forget(name)
         hook = getattr(stage.module, "publish", None) if publish else None
         if hook is not None:
             hook(ctx, outputs)

@@ -96,6 +96,9 @@ class CompiledRule:
     func_str: str | None
     uses_index: bool
     code_key: str = ""  # keys this rule's func_str namespace in each process
+    # Its func_str reads res_store/res_filter: custom code holds the index whole, in a worker
+    # process, so a unit running it depends on the whole index (rules/traced.py).
+    custom_index: bool = False
     name: str = ""
     file: str = ""
 
@@ -226,7 +229,7 @@ def load_rules(
                 allow_custom_code=allow_custom_code,
                 timeout=timeout,
             )
-    kept = {f"{rule.code_key}:{view.key}" for rule in ruleset.rules if rule.func_str}
+    kept = {_defined_key(rule.code_key, view) for rule in ruleset.rules if rule.func_str}
     ruleset.defined = {key: names for key, names in ruleset.defined.items() if key in kept}
     return ruleset
 
@@ -328,12 +331,13 @@ def _compile_fields(
     available = view.available
     custom_names: frozenset[str] = frozenset()
     func_str = raw.get("func_str")
-    uses_index = False
+    uses_index = custom_index = False
     digest = code_key = _rule_digest(raw)
     if func_str is not None:
-        custom_names, uses_index = _run_custom_code(
+        custom_names, custom_index = _run_custom_code(
             func_str, label, code_key, view, timeout, defined
         )
+        uses_index = custom_index
     rpath, rpath_set = _compile_rpath(raw["rpath"], available)
     not_rpath = _regex("not_rpath", raw.get("not_rpath"))
     xpath = _compile_path("xpath", raw["xpath"])
@@ -384,6 +388,7 @@ def _compile_fields(
         func_str,
         uses_index,
         code_key=code_key,
+        custom_index=custom_index,
         name=str(raw.get("name") or ""),
         file=where,
     )
@@ -416,7 +421,7 @@ def _run_custom_code(
         raise _RuleProblem(f"func_str does not compile: {exc.msg} (line {exc.lineno})") from None
     if uses_index and not view.available:
         raise _RuleProblem("func_str uses res_store/res_filter, which need a Messiah project index")
-    known = defined.get(f"{digest}:{view.key}")
+    known = defined.get(_defined_key(digest, view))
     if known is not None:  # defined when a worker first calls it
         return frozenset(known), uses_index
     try:
@@ -427,8 +432,15 @@ def _run_custom_code(
         if str(exc).startswith("raised SyntaxError:"):
             raise _RuleProblem(f"func_str does not compile: {str(exc)[20:]}") from None
         raise _RuleProblem(f"func_str {exc}") from None
-    defined[f"{digest}:{view.key}"] = sorted(names)
+    defined[_defined_key(digest, view)] = sorted(names)
     return frozenset(names), uses_index
+
+
+def _defined_key(code_key: str, view) -> str:
+    """What a func_str's names are remembered under: its code, and whether an index offers
+    the predefined sets (the names its top level defines are taken not to depend on what the
+    index holds, so an edit to the project never runs custom code to load the rules)."""
+    return f"{code_key}:{'index' if view.available else 'none'}"
 
 
 def _regex(key: str, text: str | None) -> Regex | None:
