@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -610,6 +611,13 @@ def restore_leftover_edits(project: Project) -> None:
     backup = project.dir / BACKUP_DIR
     if not backup.is_dir():
         return
+    for saved in backup.glob("*.moved"):  # a folder an interrupted run added or took away
+        record = json.loads(saved.read_text(encoding="utf-8"))
+        shutil.rmtree(record["added"], ignore_errors=True)
+        if record["aside"]:
+            shutil.move(record["aside"], record["added"])
+        saved.unlink()
+        log(f"restored {record['added']} left added or removed by an interrupted run")
     for saved in backup.glob("*.json"):
         record = json.loads(saved.read_text(encoding="utf-8"))
         target = Path(record["path"])
@@ -650,6 +658,44 @@ def edited(project: Project, path: Path, change: Callable[[bytes], bytes]):
         record.unlink(missing_ok=True)
 
 
+@contextmanager
+def folder_added(project: Project, folder: Path, files: dict[str, bytes]):
+    """A new folder holding `files` (name → bytes) for the length of the block."""
+    record = _folder_record(project, folder, None)
+    try:
+        folder.mkdir()
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        record.unlink(missing_ok=True)
+
+
+@contextmanager
+def folder_removed(project: Project, folder: Path):
+    """`folder` taken out of the project (moved aside, mtimes kept) for the length of the block."""
+    aside = project.dir / BACKUP_DIR / "removed-folder"
+    shutil.rmtree(aside, ignore_errors=True)
+    record = _folder_record(project, folder, aside)
+    shutil.move(folder, aside)
+    try:
+        yield folder
+    finally:
+        shutil.move(aside, folder)
+        record.unlink(missing_ok=True)
+
+
+def _folder_record(project: Project, folder: Path, aside: Path | None) -> Path:
+    """What restore_leftover_edits undoes if the run is interrupted inside the block."""
+    backup = project.dir / BACKUP_DIR
+    backup.mkdir(exist_ok=True)
+    record = backup / "folder.moved"
+    data = {"added": str(folder), "aside": str(aside) if aside else None}
+    record.write_text(json.dumps(data), encoding="utf-8")
+    return record
+
+
 @dataclass
 class EditTargets:
     texture_xml: Path  # a cooked texture (no source image) of the main repository
@@ -680,6 +726,56 @@ def pick_cocos_edit_target(project: Project) -> Path:
     raise BenchError("no image to edit in the generated Cocos project")
 
 
+@contextmanager
+def asset_added(project: Project, targets: EditTargets, k: int):
+    """A new texture beside the edit target: a copy of its folder under a new GUID (another for
+    each k, so no run finds the previous one's results in the cache) and its Item."""
+    guid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"orchestrate-bench-added-{INVOCATION}-{k}"))
+    source = targets.texture_xml.parent
+    files = {p.name: p.read_bytes() for p in sorted(source.iterdir()) if p.is_file()}
+    change = add_item_copy(targets.guid, guid, f"tex_bench_added_{INVOCATION}_{k}")
+    folder = source.parent / guid
+    with folder_added(project, folder, files), edited(project, targets.repository, change):
+        yield
+
+
+@contextmanager
+def asset_deleted(project: Project, repository: Path, texture_xml: Path):
+    """A texture no file refers to, gone: its folder and its Item."""
+    guid = texture_xml.parent.name
+    with (
+        folder_removed(project, texture_xml.parent),
+        edited(project, repository, remove_item(guid)),
+    ):
+        yield
+
+
+#: Varies the index edits from one invocation of the suite to the next: an edit a previous
+#: invocation made (the same name, the same GUID added or deleted) would find its results in the
+#: action cache, and the figure would measure the cache rather than the rebuild.
+INVOCATION = int(time.time())
+
+
+def deletable_textures(project: Project, targets: EditTargets, count: int) -> list[Path]:
+    """`count` textures of the edit target's package that no other file names (deleting one
+    leaves no dangling reference), by path from a place that varies by invocation."""
+    package = targets.texture_xml.parent.parent
+    candidates = [p for p in sorted(package.glob("*/texture.xml")) if p != targets.texture_xml]
+    mentions = dict.fromkeys((p.parent.name for p in candidates), 0)
+    pattern = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    for path in project.root.rglob("*"):
+        if path.suffix not in (".xml", ".repository", ".iworld", ".ilevel") or not path.is_file():
+            continue
+        for guid in pattern.findall(path.read_text(encoding="utf-8", errors="replace")):
+            if guid in mentions and guid != path.parent.name:  # not its own attribute file
+                mentions[guid] += 1
+    found = [p for p in candidates if mentions[p.parent.name] == 1]  # its Item only
+    if len(found) < count:
+        raise BenchError(f"fewer than {count} unreferenced textures in {package}")
+    start = INVOCATION % len(found)
+    return (found[start:] + found[:start])[:count]
+
+
 def change_trim(k: int) -> Callable[[bytes], bytes]:
     """A real value change in a sprite frame: `trimX` becomes k."""
 
@@ -702,13 +798,46 @@ def change_width(k: int) -> Callable[[bytes], bytes]:
 
 
 def change_item_name(guid: str, k: int) -> Callable[[bytes], bytes]:
-    """Rename one Item of a resource.repository (the Name after its GUID)."""
+    """Rename one Item of a resource.repository (the Name after its GUID; a new name in each
+    invocation of the suite)."""
 
     def change(data: bytes) -> bytes:
         at = data.index(f"<GUID>{guid}</GUID>".encode())
         start = data.index(b"<Name>", at) + len(b"<Name>")
         end = data.index(b"</Name>", start)
-        return data[:end] + f"_b{k}".encode() + data[end:]
+        return data[:end] + f"_b{INVOCATION}_{k}".encode() + data[end:]
+
+    return change
+
+
+def item_of(guid: str, data: bytes) -> tuple[int, int]:
+    """Where the repository Item of `guid` starts and ends (its `<Item>` … `</Item>` line)."""
+    at = data.index(f"<GUID>{guid}</GUID>".encode())
+    start = data.rindex(b"<Item>", 0, at)
+    start = data.rindex(b"\n", 0, start) + 1
+    end = data.index(b"</Item>", at) + len(b"</Item>")
+    end = data.index(b"\n", end) + 1
+    return start, end
+
+
+def add_item_copy(guid: str, new_guid: str, new_name: str) -> Callable[[bytes], bytes]:
+    """Add an Item after `guid`'s: a copy of it with another GUID and Name."""
+
+    def change(data: bytes) -> bytes:
+        start, end = item_of(guid, data)
+        item = data[start:end].replace(guid.encode(), new_guid.encode())
+        item = re.sub(rb"<Name>[^<]*</Name>", f"<Name>{new_name}</Name>".encode(), item, count=1)
+        return data[:end] + item + data[end:]
+
+    return change
+
+
+def remove_item(guid: str) -> Callable[[bytes], bytes]:
+    """Take `guid`'s Item out of a resource.repository."""
+
+    def change(data: bytes) -> bytes:
+        start, end = item_of(guid, data)
+        return data[:start] + data[end:]
 
     return change
 

@@ -14,10 +14,13 @@ from common import (
     BenchError,
     Project,
     SizeResults,
+    asset_added,
+    asset_deleted,
     bench_build_file,
     change_item_name,
     change_trim,
     change_width,
+    deletable_textures,
     dump_payloads,
     edited,
     ensure_cocos_project,
@@ -196,25 +199,44 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
             "repository": rel(targets.repository),
         },
     )
+    # The no-op beside the edits, in the same warm state: each edit is also "no-op + X s" (the
+    # issue 29 target: rename, add, delete one asset each within 1.5 s of it).
+    noop_runs = repeat_runs(
+        options.repeat, lambda i: run_orchestrate(build, timeout=options.timeout), "no-op"
+    )
+    noop = median([r.wall for r in noop_runs])
+    doomed = deletable_textures(project, targets, options.repeat)
+
+    def one_file(path, change):
+        return lambda k: edited(project, path, change(k))
+
     kinds = (
-        ("edit.attribute", targets.texture_xml, change_width, "one texture's Width"),
+        ("edit.attribute", "one texture's Width", one_file(targets.texture_xml, change_width)),
         (
             "edit.repository",
-            targets.repository,
-            lambda k: change_item_name(targets.guid, k),
-            "one Item's Name in a resource.repository",
+            "one Item's Name in a resource.repository (rename one Item)",
+            one_file(targets.repository, lambda k: change_item_name(targets.guid, k)),
+        ),
+        (
+            "edit.add_asset",
+            "one asset added: its folder and its Item",
+            lambda k: asset_added(project, targets, k),
+        ),
+        (
+            "edit.delete_asset",
+            "one asset deleted: its folder and its Item",
+            lambda k: asset_deleted(project, targets.repository, doomed[k - 1]),
         ),
         (
             "edit.cosmetic",
-            targets.texture_xml,
-            reindent,
             "re-indented line + blank lines in one texture.xml",
+            one_file(targets.texture_xml, reindent),
         ),
     )
-    for name, path, change, what in kinds:
+    for name, what, make_edit in kinds:
 
         def one(i: int):
-            with edited(project, path, change(i + 1)):
+            with make_edit(i + 1):
                 run = run_orchestrate(build, timeout=options.timeout)
             # Untimed: the restored file is a change too, which the next timed run must not
             # pay for (an undone repository edit cost the next cosmetic edit 11 s at 100,000).
@@ -225,6 +247,9 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
         figure = runs_figure(runs, lambda r: r.wall)
         figure["what"] = what
         figure["engine_median"] = median([r.engine_s for r in runs])
+        figure["noop_median"] = noop
+        figure["over_noop"] = None if noop is None else figure["median"] - noop
+        log(f"  {name}: {fmt_s(figure['median'])} = no-op + {fmt_s(figure['over_noop'])}")
         results.put(name, figure)
 
 

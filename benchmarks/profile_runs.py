@@ -5,6 +5,7 @@ runs it (executor `auto`, a fresh process through benchmarks/runner.py `--stage-
 
     python benchmarks/profile_runs.py --size 100000
     python benchmarks/profile_runs.py --size 10000 --runs noop,one-edit --rate 200
+    python benchmarks/profile_runs.py --size 10000 --runs rename,add-asset,delete-asset
 
 Uses the suite's generated project (benchmarks/work/messiah-<size>-seed<seed>, generated when
 missing) with a cache of its own (runs/profile, emptied first). Writes a text summary per run to
@@ -22,16 +23,20 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import common
 import profiles
 
-RUNS = ("cold", "noop", "one-edit", "fresh")
+RUNS = ("cold", "noop", "one-edit", "rename", "add-asset", "delete-asset", "fresh")
 TITLES = {
     "cold": "cold build (empty cache)",
     "noop": "no-op rerun (nothing changed since the cold build)",
     "one-edit": "one edited attribute file",
+    "rename": "one Item renamed in a resource.repository",
+    "add-asset": "one asset added (its folder and its Item)",
+    "delete-asset": "one asset deleted (its folder and its Item)",
     "fresh": "a fresh checkout at another path with the warm cache folder (no build state)",
 }
 PROFILES = common.RESULTS / "profiles"
@@ -112,6 +117,25 @@ def header(
     ]
 
 
+def edit_of_run(project: common.Project, what: str) -> tuple[AbstractContextManager, str]:
+    """The edit a profiled run starts from (none for the cold and no-op runs), and its detail."""
+    targets = common.pick_edit_targets(project)
+    texture = targets.texture_xml.relative_to(project.root)
+    if what == "one-edit":
+        edit = common.edited(project, targets.texture_xml, common.change_width(1))
+        return edit, f" (Width of {texture})"
+    if what == "rename":
+        change = common.change_item_name(targets.guid, 1)
+        return common.edited(project, targets.repository, change), f" ({targets.guid})"
+    if what == "add-asset":
+        return common.asset_added(project, targets, 1), f" (a copy of {texture})"
+    if what == "delete-asset":
+        doomed = common.deletable_textures(project, targets, 1)[0]
+        detail = f" ({doomed.parent.relative_to(project.root)})"
+        return common.asset_deleted(project, targets.repository, doomed), detail
+    return nullcontext(), ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10000, help="project size (resources)")
@@ -144,18 +168,14 @@ def main(argv: list[str] | None = None) -> int:
         if what not in runs:
             continue
         common.log(f"profiling the {what} run")
-        detail, target = "", build
-        if what == "one-edit":
-            targets = common.pick_edit_targets(project)
-            detail = f" (Width of {targets.texture_xml.relative_to(project.root)})"
-            with common.edited(project, targets.texture_xml, common.change_width(1)):
-                run, stacks, collapsed = profile_run(py_spy, build, run_dir, what, args.rate)
-            common.run_orchestrate(build)  # the cache matches the restored file again
-        elif what == "fresh":
+        edit, detail = edit_of_run(project, what)
+        target = build
+        if what == "fresh":
             target = common.agent_checkout(project, "profile-fresh", run_dir / "cache", "out")
+        with edit:
             run, stacks, collapsed = profile_run(py_spy, target, run_dir, what, args.rate)
-        else:
-            run, stacks, collapsed = profile_run(py_spy, build, run_dir, what, args.rate)
+        if what not in ("cold", "noop", "fresh"):
+            common.run_orchestrate(build)  # the cache matches the restored files again
         lines = header(what, detail, project, target, run, args.rate)
         lines.append(f"collapsed stacks: {shown(collapsed)}")
         text = profiles.render(profiles.summarise(stacks, args.rate), lines, top=args.top)

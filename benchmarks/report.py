@@ -336,9 +336,13 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
     for name, label in (
         ("edit.attribute", "one edited attribute file (texture Width)"),
         ("edit.repository", "one edited repository (an Item's Name)"),
+        ("edit.add_asset", "one asset added (its folder and its Item)"),
+        ("edit.delete_asset", "one asset deleted (its folder and its Item)"),
         ("edit.cosmetic", "cosmetic XML edit (re-indent a texture.xml)"),
     ):
         value = f(name)
+        if value is None:
+            continue
         rows.append(
             (
                 label + ", whole process",
@@ -347,6 +351,9 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
                 "cold build, executor auto, whole process",
             )
         )
+        over = f(name, "over_noop")
+        if over is not None:
+            rows.append(("  over the no-op measured beside it", f"+ {fmt_s(over)}", "", ""))
         built = f(name, "built") or {}
         engine = f(name, "engine_median")
         rows.append(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # typing.TYPE_CHECKING without importing typing (3 ms): type checkers know the name.
 TYPE_CHECKING = False

@@ -9,6 +9,7 @@ stage its `update` and its `finish` in a line each."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -43,6 +44,47 @@ class Changes(NamedTuple):
 
 
 NOTHING = Changes(frozenset(), frozenset())
+
+
+def what_changed(old: Any, new: Any) -> str:
+    """An entry's change in words, for --explain: the fields of a record (or of the records of
+    a sequence) that differ (`Name changed`), else what kind of change it was."""
+    fields = sorted(_changed_fields(old, new))
+    if fields:
+        return ", ".join(fields) + " changed"
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) != len(new):
+        return f"{len(old)} → {len(new)} items"
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        keys = sorted(str(k) for k in old.keys() ^ new.keys() | _differing(old, new))
+        return ", ".join(keys[:3]) + (" …" if len(keys) > 3 else "") + " changed"
+    return "changed"
+
+
+def _record_fields(value: Any) -> tuple[str, ...]:
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return value._fields
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(field.name for field in dataclasses.fields(value))
+    return ()
+
+
+def _changed_fields(old: Any, new: Any) -> set[str]:
+    """The names of the fields that differ, when both are records of one type (or sequences
+    of as many)."""
+    if type(old) is type(new) and _record_fields(old):
+        return {name for name in _record_fields(old) if getattr(old, name) != getattr(new, name)}
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        found: set[str] = set()
+        for before, after in zip(old, new, strict=True):
+            if before != after and not _record_fields(before):
+                return set()  # not records: no field to name
+            found |= _changed_fields(before, after)
+        return found
+    return set()
+
+
+def _differing(old: Mapping, new: Mapping) -> set[str]:
+    return {str(key) for key in old.keys() & new.keys() if old[key] != new[key]}
 
 
 class Keyed(Mapping):

@@ -30,8 +30,10 @@ from .core.config import Build, load_build
 from .core.context import Context
 from .executors import WorkItem, run_item
 from .files.projectfiles import ProjectFiles
+from .files.reads import FOUND, entry_read
 from .files.scanning import scan
 from .hashing import digest_bytes
+from .keyed import Keyed
 from .typing import Digest, Parts, Plan, StoredParts
 
 __all__ = ["RecordingContext", "StageRun", "StoredResults", "run_stage", "write_project"]
@@ -100,6 +102,23 @@ class StoredResults(Mapping):
 
     def __len__(self) -> int:
         return len(self._results)
+
+
+def _resolved(reads: dict[str, Digest | None], given: Mapping[str, Any]) -> dict:
+    """A unit's reads with the entries it found given their digests, as the engine gives them
+    from the build state: an entry's stored digest, a whole value's fingerprint."""
+    resolved = dict(reads)
+    for path, digest in reads.items():
+        read = entry_read(path)
+        if read is None or digest != FOUND:
+            continue
+        value = given[read.value]
+        if read.key is not None:
+            resolved[path] = digest_bytes(dumps(value[read.key]))
+        else:
+            whole = value if isinstance(value, Keyed) else Keyed(read.value, memory=value)
+            resolved[path] = whole.fingerprint()
+    return resolved
 
 
 def _store(value: Any, stored: dict[Digest, Any]) -> Digest:
@@ -172,7 +191,7 @@ def run_stage(
         if finished.error is not None:
             raise finished.error
         results[unit.id] = finished.result
-        reads[unit.id] = finished.reads
+        reads[unit.id] = _resolved(finished.reads, given)
     outputs = stage.finish(ctx, given, StoredResults(plan, results, stored))
     hook = getattr(stage, "publish", None)
     if publish and hook is not None:

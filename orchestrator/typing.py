@@ -121,10 +121,15 @@ class StageChanges:
     state: Any
     files_modified: tuple[str, ...] = ()  # project files whose content changed
     stored_ids: Any = None  # () → the ids of every unit the last run left
+    # (ids) → {id: Unit} of those the last run left, as it left them (the payload kept when the
+    # unit read files): what an update re-plans a unit from
+    stored_units: Any = None
 
     def __post_init__(self) -> None:
         if self.stored_ids is None:
             self.stored_ids = list
+        if self.stored_units is None:
+            self.stored_units = lambda ids: {}
 
 
 class FileEntry(NamedTuple):
@@ -186,7 +191,8 @@ class Section:
 
 
 class ProjectReader(Protocol):
-    """How `run` reads project files; every read and miss enters the unit's cache key."""
+    """How `run` reads project files; every read and miss enters the unit's cache key, and so
+    does every entry of an input it looks up (`entry`) or a whole input it iterates (`whole`)."""
 
     root: str
 
@@ -196,6 +202,8 @@ class ProjectReader(Protocol):
     def relpath(self, path: str) -> str | None: ...
     def blob(self, digest: Digest) -> Any: ...
     def prefetch(self, relpaths: list[str]) -> None: ...
+    def entry(self, value: str, key: str, entries: Mapping[str, Any]) -> Any: ...
+    def whole(self, value: str) -> None: ...
 
 
 class UnitResults(Protocol):

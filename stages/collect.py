@@ -3,12 +3,15 @@
 Parsing fans out over the source's parse units (per repository, per world/level, per shard of
 attribute files); each unit's result holds one part per file, so editing a file re-parses only
 its unit. Incrementally: a content edit changes no unit (the engine re-runs the units that read
-the file), and when only attribute files changed the source patches the assets they name
-instead of assembling the project again (`patch_assets`); a file added or removed plans again.
+the file); files added or removed re-plan the units whose file lists they change (the source's
+`replan`); and the source patches the assets and index entries of the GUIDs the re-parsed parts
+and the moved folders touch (`patch`: Item by Item, stages/sources/messiah/patching.py) instead
+of assembling the project again. A source without them plans and assembles everything.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from orchestrator import (
@@ -27,17 +30,18 @@ from orchestrator import (
 )
 from stages.algorithms.globs import compile_globs
 from stages.sources import get_source, log_problems, raise_on_fatal
-from stages.sources.base import ParseUnit
+from stages.sources.base import ParseUnit, index_entries
 
 SPEC = StageSpec(
     name="collect",
     # 3: assets, index and source as values of their own (assets keyed by id), patched in place.
     # 4: problems are the engine's records (orchestrator.typing.Problem)
-    # 5: indexes hold project-relative paths (no value depends on where the checkout lies)
+    # 5: the index keyed (sources.base.index_entries: by GUID and virtual path for Messiah),
+    # its paths project-relative (no value depends on where the checkout lies)
     version=5,
     inputs=(PROJECT,),
     outputs=("assets", "index", "source"),
-    keyed=("assets",),
+    keyed=("assets", "index"),
     config_keys=("project", "source", "collect", "cocos"),
     description="walk the project; parse repositories, maps and attribute files",
 )
@@ -107,40 +111,96 @@ def source_options(ctx, source) -> dict:
     return options
 
 
+@record
+class CollectState(NamedTuple):
+    """What the next `update` starts from: how many of the source's problems are the refused
+    files' (they come last), and the source's own state of the listing (`listing_state`)."""
+
+    refused: int
+    listing: Any
+
+
+@record
+class Moved(NamedTuple):
+    """What `update` tells `finish` (the plan's scratch): the resource folders files added or
+    removed touched (the source's `replan`), and how many refused files the problems ended with."""
+
+    folders: dict
+    refused: int
+
+
+def _unit(name: str, source, unit: ParseUnit, unit_options: dict) -> Unit:
+    return Unit(
+        id=unit.id,
+        payload=ParseJob(name, unit, unit_options),
+        # The file list is key material: a file joining a shard must re-run it even though
+        # the trace only records the files that were read.
+        key={
+            "source": name,
+            "source_version": source.version,
+            "kind": unit.kind,
+            "files": list(unit.files),
+        },
+        files=unit.files,
+        cost=max(1, len(unit.files)),
+    )
+
+
+def _unit_options(options: dict) -> dict:
+    return {key: value for key, value in options.items() if not key.startswith("_")}
+
+
 def plan(ctx, inputs: dict) -> Plan:
     name = ctx.section("source")
     source = get_source(name)
     options = source_options(ctx, source)
-    unit_options = {key: value for key, value in options.items() if not key.startswith("_")}
-    units = []
-    for unit in source.plan(project_files(ctx), options):
-        units.append(
-            Unit(
-                id=unit.id,
-                payload=ParseJob(name, unit, unit_options),
-                # The file list is key material: a file joining a shard must re-run it
-                # even though the trace only records the files that were read.
-                key={
-                    "source": name,
-                    "source_version": source.version,
-                    "kind": unit.kind,
-                    "files": list(unit.files),
-                },
-                files=unit.files,
-                cost=max(1, len(unit.files)),
-            )
-        )
-    return Plan(units=units)
+    files = project_files(ctx)
+    units = [
+        _unit(name, source, unit, _unit_options(options)) for unit in source.plan(files, options)
+    ]
+    listing = getattr(source, "listing_state", None)
+    state = CollectState(
+        len(refused_problems(ctx)), listing(files) if listing is not None else None
+    )
+    return Plan(units=units, state=state)
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """Edits to files change no unit (the engine re-runs those that read them); a file added
-    or removed changes the listing, so the project is planned again."""
+    """Edits to files change no unit (the engine re-runs those that read them). Files added or
+    removed change the listing: a source that can (`replan`) says which parse units that
+    changes; else the project is planned again."""
+    state = changes.state
+    if not isinstance(state, CollectState):
+        return None
     project = changes.inputs[PROJECT]
     added = project.changed - set(changes.files_modified)
-    if added or project.removed:
+    removed = set(project.removed)
+    patterns = ctx.section("collect").get("exclude") or []
+    if patterns:
+        excluded = compile_globs(patterns)
+        added = {path for path in added if not excluded(path)}
+        removed = {path for path in removed if not excluded(path)}
+    refused = len(refused_problems(ctx))
+    if not added and not removed:
+        return Plan(
+            units=[], state=state._replace(refused=refused), scratch=Moved({}, state.refused)
+        )
+    name = ctx.section("source")
+    source = get_source(name)
+    replan = getattr(source, "replan", None)
+    if replan is None:
         return None
-    return Plan(units=[])
+    found = replan(project_files(ctx), added, removed, changes.stored_units, state.listing)
+    if found is None:
+        return None
+    options = _unit_options(source_options(ctx, source))
+    return Plan(
+        units=[_unit(name, source, unit, options) for unit in found.units],
+        removed=found.removed,
+        state=CollectState(refused, found.state),
+        scratch=Moved(found.folders, state.refused),
+        reasons={unit.id: "files added or removed in its batch" for unit in found.units},
+    )
 
 
 def run(job: ParseJob, shared, reader):
@@ -151,8 +211,6 @@ def finish(ctx, inputs: dict, results) -> dict:
     name = ctx.section("source")
     source = get_source(name)
     if results.changed is not None:
-        if not results.changed and not results.removed:
-            return {"assets": UNCHANGED, "index": UNCHANGED, "source": UNCHANGED}
         patched = _patch(ctx, source, results)
         if patched is not None:
             return patched
@@ -162,7 +220,11 @@ def finish(ctx, inputs: dict, results) -> dict:
     result.problems.extend(refused_problems(ctx))
     raise_on_fatal(result.problems, bool(options.get("skip_broken")))
     log_problems(ctx.log, "collect.problem", result.problems)
-    return {"assets": result.assets, "index": result.index, "source": result.info()}
+    return {
+        "assets": result.assets,
+        "index": index_entries(result.index),
+        "source": result.info(),
+    }
 
 
 def problems(build, outputs) -> list[Problem]:
@@ -172,19 +234,36 @@ def problems(build, outputs) -> list[Problem]:
 
 
 def _patch(ctx, source, results) -> dict[str, Any] | None:
-    """The outputs patched from the parts that changed, when the source can say what they
-    change (only the assets their files name); None to assemble everything again."""
-    patch_assets = getattr(source, "patch_assets", None)
-    if patch_assets is None or results.removed:
+    """The outputs patched from the parts that changed and the folders files were added to or
+    removed from, when the source can say what they change (its `patch`: the assets and index
+    entries of the GUIDs they touch); None to assemble everything again."""
+    moved = results.plan.scratch
+    if not isinstance(moved, Moved):
         return None
-    before = {unit_id: ctx.load_result(digest) for unit_id, digest in results.before.items()}
-    after = {unit_id: results[unit_id] for unit_id in results.changed}
-    changed = patch_assets(ctx.previous["assets"], before, after)
-    if changed is None:
+    previous = ctx.previous["source"]
+    refused = refused_problems(ctx)
+    kept = list(previous.problems)[: len(previous.problems) - moved.refused]
+    problems = kept + refused
+    info = (
+        UNCHANGED if problems == list(previous.problems) else replace(previous, problems=problems)
+    )
+    if not results.changed and not results.removed and not moved.folders:
+        return {"assets": UNCHANGED, "index": UNCHANGED, "source": info}
+    patch = getattr(source, "patch", None)
+    if patch is None:
         return None
-    from orchestrator import KeyedPatch
-
-    return {"assets": KeyedPatch(changed), "index": UNCHANGED, "source": UNCHANGED}
+    found = patch(
+        ctx.root,
+        ctx.previous["assets"],
+        ctx.previous["index"],
+        results,
+        ctx.load_result,
+        moved.folders,
+    )
+    if found is None:
+        return None
+    assets, index = found
+    return {"assets": assets, "index": index, "source": info}
 
 
 class PartResults(dict):

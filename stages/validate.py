@@ -17,11 +17,13 @@ that ran, and the reports are rendered again only when it changed.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import uuid
+from typing import Any, NamedTuple
 
 from orchestrator import (
     PROJECT,
     UNCHANGED,
+    Keyed,
     Plan,
     StageChanges,
     StageSpec,
@@ -45,11 +47,19 @@ from stages.rules.parts import (
     unit_cost,
 )
 from stages.rules.report import ValidationSummary, build_document, patch_document, render, summarize
+from stages.rules.traced import ILEVELS, ROOT
 from stages.settings import rule_file_paths, worker_limits
+from stages.sources.base import WHOLE_INDEX, index_of
+
+#: Entries of the index the plan reads (rpath sets, the root paths are made under): a change
+#: to one plans everything again.
+PLANNED_FROM_INDEX = frozenset({ILEVELS, ROOT, WHOLE_INDEX})
 
 SPEC = StageSpec(
     name="validate",
-    version=3,  # 3: incremental; JUnit counts passes per rule past 10,000 checks
+    # 3: incremental; JUnit counts passes per rule past 10,000 checks. 4: the index keyed, its
+    # entries in the units' traces
+    version=4,
     inputs=(PROJECT, "assets", "index", "cooklist"),
     outputs=("validation", "validation_summary"),
     config_keys=("rules",),
@@ -74,8 +84,9 @@ class ValidateState(NamedTuple):
     # what its custom code defines: loading the same rules again runs none of it
     defined: dict[str, list[str]]
     shards: int
-    # the index's digest and whether it offers the predefined sets: an unchanged index is
-    # decoded only if a rule reads it
+    # the index's identity in the caches of the processes that read it (a token, kept while
+    # the index is unchanged: a digest of the whole would read all of it) and whether it
+    # offers the predefined sets: an unchanged index is decoded only if a rule reads it
     index_digest: str
     index_available: bool
 
@@ -150,14 +161,24 @@ def _rules_key(ruleset: RuleSet) -> str:
             ruleset.rule_errors,
             ruleset.skipped,
             ruleset.warnings,
-            ruleset.index_digest,
         ]
     )
 
 
+def stored_index(value: Any, identity: str | None = None) -> StoredIndex:
+    """Collect's keyed `index` as the rules read it: decoded (sources.base.index_of) the first
+    time a rule reads it, and traced entry by entry (rules/traced.py). Whether it offers the
+    predefined sets is known without decoding it; `identity` names this content of it in the
+    caches of the processes that read it (a new one, unless the index is as the last run had
+    it: a digest of the whole would read all of it)."""
+    keyed = value if isinstance(value, Keyed) else Keyed("index", memory=value)
+    available = WHOLE_INDEX not in keyed or index_is_available(keyed[WHOLE_INDEX])
+    return StoredIndex(lambda: index_of(keyed), identity or uuid.uuid4().hex, available)
+
+
 def plan(ctx, inputs: dict) -> Plan:
     KEPT.start()  # the driver: units it runs itself share a split file's parse (rules/kept.py)
-    index = inputs["index"]
+    index = stored_index(inputs["index"])
     section = ctx.section("rules")
     ruleset = _load(ctx, index)
     candidates = candidate_files(ctx, (entry.path for entry in ctx.walk()))
@@ -184,11 +205,14 @@ def _state(ruleset: RuleSet, shards: int, index) -> ValidateState:
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """Files added get their units, files removed lose theirs; edits are re-run by the engine.
-    New rules, a new index or (scope: cooked) a new cook list plan everything again."""
+    """Files added get their units, files removed lose theirs; edits are re-run by the engine,
+    and so are the units that looked up index entries that changed (their traces hold them).
+    New rules, a change to what selects files (the used levels, the project root, an index its
+    source does not key) or (scope: cooked) a new cook list plan everything again."""
     KEPT.start()
     section = ctx.section("rules")
-    if changes.inputs["index"] or (
+    index_changes = changes.inputs["index"]
+    if (index_changes.touched & PLANNED_FROM_INDEX) or (
         section.get("scope") == "cooked"
         and (changes.inputs["cooklist"] or changes.inputs["assets"])
     ):
@@ -196,7 +220,9 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     known = changes.state
     if not isinstance(known, ValidateState):
         return None
-    index = StoredIndex(lambda: inputs["index"], known.index_digest, known.index_available)
+    index = stored_index(inputs["index"], None if index_changes else known.index_digest)
+    if index.available != known.index_available:
+        return None
     ruleset = _load(ctx, index, known.defined)
     if _rules_key(ruleset) != known.rules:
         return None
@@ -286,8 +312,7 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, files: list[PlannedFile]) -> Unit
             [planned.path, [ruleset.rules[i].digest for i in planned.rules]] for planned in files
         ]
     }
-    if any(rule.uses_index for rule in rules.values()):
-        key["index"] = ruleset.index_digest
+    # What the rules look up in the index is in the unit's trace (rules/traced.py), not its key.
     if any(rule.sees_root for rule in rules.values()):
         key["root"] = ctx.root  # its rule code may see where the checkout lies
     return Unit(

@@ -316,6 +316,30 @@ class MessiahChanges:
         path.rename(target)
         return f"rename {path.relative_to(self.root)} → {target.name}"
 
+    def move_asset(self, a: int, b: int) -> str:
+        """An asset moves to another package of its repository: its folder moves to that
+        package's folder and its Item's Package follows."""
+        folder = self.pick(self.folders(), a)
+        if folder is None:
+            return "no resource folder"
+        repositories = [r for r in self.repositories() if folder.is_relative_to(r.parent)]
+        if not repositories:
+            return "no repository above the folder"
+        repository = repositories[-1]
+        packages = sorted(
+            {f.parent for f in self.folders() if f.is_relative_to(repository.parent)}
+            - {folder.parent}
+        )
+        target = self.pick(packages, b)
+        if target is None or (target / folder.name).exists():
+            return "no other package"
+        folder.rename(target / folder.name)
+        package = target.relative_to(repository.parent).as_posix()
+        text = repository.read_text(encoding="utf-8")
+        pattern = rf"(<GUID>{folder.name}</GUID>(?:(?!</Item>).)*?<Package>)[^<]*(</Package>)"
+        repository.write_text(re.sub(pattern, rf"\g<1>{package}\2", text, flags=re.S), "utf-8")
+        return f"move {folder.relative_to(self.root)} to {package}"
+
     def rename_folder(self, a: int, b: int) -> str:
         """A resource folder to a new GUID, or a package folder (every asset in it moves)."""
         folder = self.pick(self.folders(), a)
@@ -460,6 +484,7 @@ KINDS = [
     "delete_map",
     "rename_file",
     "rename_folder",
+    "move_asset",
     "touch",
     "edit_rules",
     "edit_build",

@@ -26,8 +26,11 @@ def posix(path: Path) -> str:
 
 
 def test_registry_returns_the_messiah_source_and_rejects_unknown_names():
-    """`get_source` maps "messiah" to the module's SOURCE and refuses a name nobody registered."""
-    assert get_source("messiah") is SOURCE
+    """`get_source` maps "messiah" to the package's SOURCE (which reads like reader.py's, and
+    patches: patching.py) and refuses a name nobody registered."""
+    from stages.sources import messiah
+
+    assert get_source("messiah") is messiah.SOURCE and isinstance(messiah.SOURCE, type(SOURCE))
     with pytest.raises(ConfigError):
         get_source("no_such_engine")
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 
 import orchestrator
+from orchestrator.core.observe import ResourceSampler
 
 ENGINE = Path(orchestrator.__file__).resolve().parent
 OBSERVE = ENGINE / "core" / "observe.py"
@@ -43,3 +45,20 @@ def test_everything_in_observe_is_used_by_the_engine():
             break
         reached |= more
     assert sorted(set(definitions) - reached) == []
+
+
+def test_a_window_a_sample_just_ended_is_not_sampled_again(monkeypatch):
+    """Listing the process tree costs milliseconds: stages that end within a few of each other
+    (an incremental build's, `watch`'s every save) share the last sample, and still report
+    the RSS it measured rather than nothing."""
+    sampler = ResourceSampler(interval=60)
+    calls = []
+    real = sampler.sample
+    monkeypatch.setattr(sampler, "sample", lambda: (calls.append(1), real())[1])
+    first, _ = sampler.window()
+    second, _ = sampler.window()
+    assert len(calls) == 1
+    assert first > 0 and second == first
+    time.sleep(0.06)
+    sampler.window()
+    assert len(calls) == 2

@@ -10,6 +10,7 @@ from orchestrator.files.reads import Reader
 from stages.rules import registry
 from stages.rules.engine import check_files, prepare
 from stages.rules.kept import KEEP_MIN_BYTES, KEPT, KeptDocuments
+from stages.sources.base import index_entries
 
 REPOSITORY = "Repository/resource.repository"
 
@@ -118,7 +119,7 @@ def test_the_validate_stage_keeps_nothing_once_finished(tmp_path, parses):
     run = run_stage(
         validate,
         project=root,
-        inputs={"assets": {}, "index": make_index(root), "cooklist": None},
+        inputs={"assets": {}, "index": index_entries(make_index(root)), "cooklist": None},
         workdir=tmp_path,
         settings={"rules": {"files": ["rules.yaml"]}},
         publish=False,

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from enginekit import build_toy, write_toy
 
-from orchestrator.core import rebuild, scheduler
+from orchestrator.core import rebuild, session
 from orchestrator.core.staleness import fingerprint
 from orchestrator.files.changes import ADDED, MODIFIED, REMOVED, FileChanges
 from orchestrator.typing import StageSpec
@@ -65,7 +65,7 @@ def test_a_product_code_change_reruns_every_unit_and_says_so(tmp_path, monkeypat
     """A new build of the product itself invalidates every record and names the cause."""
     build = write_toy(tmp_path, {"a.txt": "1\n", "b.txt": "2\n"})
     build_toy(build)
-    monkeypatch.setattr(scheduler, "code_digest", lambda modules: "e" * 64)
+    monkeypatch.setattr(session, "code_digest", lambda modules: "e" * 64)
     result = build_toy(build, explain=True, no_cache=False)
     assert lines_reasons(result) == ["the product's code changed"] * 2
 

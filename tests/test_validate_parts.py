@@ -10,6 +10,7 @@ from stages import validate
 from stages.rules import parts
 from stages.rules.engine import validate_project
 from stages.rules.report import render
+from stages.sources.base import index_entries
 
 TYPES = ("Material", "Model", "Mesh", "Texture")
 RULES = """
@@ -50,8 +51,8 @@ def project(tmp_path):
     rule_file = tmp_path / "rules.yaml"
     rule_file.write_text(RULES, encoding="utf-8")
     index = make_index(root, resources)
-    inputs = {"assets": {}, "index": index, "cooklist": None}
-    return root, rule_file, inputs
+    inputs = {"assets": {}, "index": index_entries(index), "cooklist": None}
+    return root, rule_file, inputs, index
 
 
 def run_stage(root, rule_file, inputs):
@@ -69,7 +70,7 @@ def run_stage(root, rule_file, inputs):
 def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch):
     """The repository is checked in several units, each reading it once, and the document
     (every rendering) is byte-identical to one unit per file and to validate_project."""
-    root, rule_file, inputs = project
+    root, rule_file, inputs, index = project
     assert (root / "Repository/resource.repository").stat().st_size > parts.SPLIT_MIN_BYTES
     plan, document = run_stage(root, rule_file, inputs)
     repository = [u for u in plan.units if u.files == ("Repository/resource.repository",)]
@@ -87,16 +88,14 @@ def test_a_big_file_in_parts_gives_the_document_of_one_unit(project, monkeypatch
     ]
     for fmt in ("json", "junit", "text"):
         assert render(document, fmt) == render(whole, fmt)
-    in_process = validate_project(
-        str(root), [rule_file], inputs["index"], files=sorted(project_paths(root))
-    )
+    in_process = validate_project(str(root), [rule_file], index, files=sorted(project_paths(root)))
     assert render(document, "json") == render(in_process, "json")
 
 
 def test_rules_with_one_digest_share_a_part(project):
     """Two rules that check the same thing (one digest) land in one part, so the rule's
     outcome is reported once."""
-    root, rule_file, inputs = project
+    root, rule_file, inputs, index = project
     plan, _ = run_stage(root, rule_file, inputs)
     twins = {6, 9}  # model-faces and model-faces-again, apart in the library
     holders = [u for u in plan.units if any(twins & set(check.rules) for check in u.payload)]
@@ -107,7 +106,7 @@ def test_rules_with_one_digest_share_a_part(project):
 def test_a_rule_edit_changes_only_the_keys_of_the_parts_holding_it(project):
     """Editing one rule's condition leaves the ids of all units and the keys of every unit
     without that rule unchanged, so only its part re-runs."""
-    root, rule_file, inputs = project
+    root, rule_file, inputs, index = project
     before, _ = run_stage(root, rule_file, inputs)
     rule_file.write_text(RULES.replace("'len(d) < 9'", "'len(d) < 8'"), encoding="utf-8")
     after, _ = run_stage(root, rule_file, inputs)

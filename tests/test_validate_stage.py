@@ -8,9 +8,10 @@ import shutil
 import pytest
 from rules_helpers import REPOSITORY, make_index, write_files
 
+from orchestrator.files.reads import entry_path
 from orchestrator.testing import run_stage
 from stages import validate
-from stages.sources.base import Asset, CookList
+from stages.sources.base import Asset, CookList, index_entries
 
 G = "914fa3a0-62cd-4b5a-83df-92fdf494534a"
 RULES = """
@@ -49,7 +50,7 @@ def setup(tmp_path):
         (),
     )
     cooklist = CookList([G], {}, {}, {}, {}, [], {})
-    return root, work, {"assets": {G: asset}, "index": index, "cooklist": cooklist}
+    return root, work, {"assets": {G: asset}, "index": index_entries(index), "cooklist": cooklist}
 
 
 def validate_once(setup, **rules):
@@ -65,9 +66,10 @@ def validate_once(setup, **rules):
 
 def test_small_files_are_checked_in_shards_with_keys_naming_what_they_use(setup, monkeypatch):
     """Small files share shard units (each file and its rules in the key); a file of its own
-    unit keys on its own rules; the index digest and the root enter keys only where rules need
-    them."""
-    plan = validate_once(setup).plan
+    unit keys on its own rules; the root enters keys only where rules need it, and the index
+    never: what a unit looked up in it is in its trace (issue 29)."""
+    run = validate_once(setup)
+    plan = run.plan
     (shard,) = plan.units
     assert shard.id == "<shard 0/1>"
     assert shard.files == (
@@ -77,12 +79,20 @@ def test_small_files_are_checked_in_shards_with_keys_naming_what_they_use(setup,
         "Repository/resource.repository",
     )
     assert [path for path, _ in shard.key["files"]] == list(shard.files)
-    assert "index" in shard.key and "root" in shard.key
+    assert "index" not in shard.key and "root" in shard.key
+    assert run.reads[shard.id][entry_path("index", f"disk/{G}")] is not None
     monkeypatch.setattr(validate, "SHARD_MAX_BYTES", 0)  # every file a unit of its own
-    keys = {u.id: u.key for u in validate_once(setup).plan.units}
+    alone = validate_once(setup)
+    keys = {u.id: u.key for u in alone.plan.units}
     assert sorted(keys) == sorted(shard.files)
-    assert "index" in keys["Repository/resource.repository"]
-    assert "index" not in keys["Repository/Loose/resource.xml"]
+    assert not any("index" in key for key in keys.values())
+    looked_up = {
+        unit: {p for p in reads if p.startswith("\x1e")} for unit, reads in alone.reads.items()
+    }
+    repository = looked_up["Repository/resource.repository"]  # `in res_in_disk`, per GUID
+    assert entry_path("index", f"disk/{G}") in repository
+    assert all(path.startswith(entry_path("index", "disk/")) for path in repository)
+    assert looked_up["Repository/Loose/resource.xml"] == set()
     assert "root" in keys["Other/x.xml"] and "root" not in keys["Repository/resource.repository"]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
 from ..hashing import digest_bytes
-from ..keyed import Changes
+from ..keyed import Changes, what_changed
 from .statedb import StateDatabase
 
 INLINE_MAX_BYTES = 256 * 1024  # larger values live in the blob store
@@ -21,6 +21,9 @@ WHOLE = ""  # the key of a value that is not keyed
 #: Up to this many keys, a patch looks up their stored digests by key rather than reading all
 #: of the value's (SQLite binds at most 999 parameters by default in older builds).
 FEW_KEYS = 500
+#: Up to this many entries changed by one store, each change is also put in words (--explain:
+#: `index entry repo/1027c4d1-…: Name changed`); more, and only the keys are named.
+NOTED_KEYS = 64
 
 
 def named_blobs(rows: Iterable[Sequence]) -> list[str]:
@@ -39,6 +42,8 @@ class ValueStore:
     def __init__(self, db: StateDatabase, blobs: Any) -> None:
         self.db = db
         self.blobs = blobs
+        # (value, key) → how the entry changed, for the entries stored in this process
+        self.notes: dict[tuple[str, str], str] = {}
 
     def encode(self, value: Any) -> tuple[bytes, bytes]:
         """(digest, stored data) of a value: inline, or a reference into the blob store."""
@@ -173,6 +178,9 @@ class ValueStore:
             check = self.db.checks.check("entries", value, key, gen, digest, 1)
             rows.append((value, key, gen, digest, data, check))
             changed.append(key)
+        if 0 < len(changed) <= NOTED_KEYS:
+            noted = set(changed)
+            self._note(value, [(key, entry) for key, entry in entries if key in noted], known)
         rows.sort()
         self.db.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
         return changed
@@ -189,7 +197,21 @@ class ValueStore:
             "AND key = ? AND data IS NOT NULL",
             rows,
         )
+        if len(rows) <= NOTED_KEYS:
+            self.notes.update(((value, key), "removed") for _, _, _, key in rows)
         return [key for _, _, _, key in rows]
+
+    def _note(self, value: str, entries: list[tuple[str, Any]], known: dict[str, str]) -> None:
+        """Put each entry's change in words, against the entry stored before it (read before
+        it is replaced)."""
+        for key, entry in entries:
+            if known.get(key) is None:
+                self.notes[value, key] = "added"
+                continue
+            try:
+                self.notes[value, key] = what_changed(self.entry(value, key), entry)
+            except (KeyError, CacheCorrupt):  # no earlier entry to compare: name the key only
+                continue
 
     def replace_entries(self, value: str, entries: dict[str, Any]) -> list[str]:
         """Make the value exactly `entries`; returns the keys that changed or went away."""

@@ -13,6 +13,7 @@ from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
 from ..files.changes import FileChanges
 from ..files.filetable import FileTable
+from ..files.reads import entry_path
 from ..hashing import digest_bytes
 from .records import StageRecord, UnitKeys, UnitRecord
 from .statedb import StateDatabase, chunks
@@ -233,6 +234,16 @@ class UnitStore:
     def drop_stage(self, stage: str) -> None:
         self.db.execute("DELETE FROM units WHERE stage = ?", (stage,))
         self.db.execute("DELETE FROM reads WHERE stage = ?", (stage,))
+
+    def reads_entries(self, stage: str, value: str) -> bool:
+        """Whether any unit of the stage read an entry of `value` (an entry read's path is
+        ENTRY_MARK, the value's name, `/` and the key: files/reads.py)."""
+        prefix = entry_path(value, "")
+        row = self.db.execute(
+            "SELECT 1 FROM reads WHERE path >= ? AND path < ? AND stage = ? LIMIT 1",
+            (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1), stage),
+        ).fetchone()
+        return row is not None
 
     def readers(self, stage: str, paths: Iterable[str]) -> dict[str, list[str]]:
         """The stage's units that read (or looked for) any of these files → those files."""

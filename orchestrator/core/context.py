@@ -14,9 +14,11 @@ from ..files.atomic import atomic_write
 from ..files.filetable import FileTable, signature_of
 from ..files.outputs import Ledger, OutputFolder
 from ..files.projectfiles import ProjectFiles, Refusal
+from ..files.reads import entry_read
 from ..hashing import digest_bytes, digest_file
 from ..typing import BuildSettings, FileEntry
 from .outcomes import StageReport
+from .values import EntryDigests
 
 
 class Context:
@@ -45,6 +47,7 @@ class Context:
         self.rewritten: list[str] = []
         self.reports: list[StageReport] = []
         self.load_result = load_result  # digest of a stored unit result → the result
+        self.entries = EntryDigests(state.values)  # what units' entry reads are checked against
         self._walk: list[FileEntry] | None = None
         self._listing: str | None = None  # digest of the listing (listing_digest)
         # Files units read whose digest the table could not take (moved since the scan): no
@@ -107,7 +110,11 @@ class Context:
 
     def digest_of(self, relpath: str) -> str | None:
         """Content digest of a project file now (None if absent): the table's when known, else
-        hashed (and remembered under the signature of what was read)."""
+        hashed (and remembered under the signature of what was read). For the trace path of an
+        entry read (files/reads.py), the entry's digest as the build state holds it."""
+        read = entry_read(relpath)
+        if read is not None:
+            return self.entries.digest(read)
         row = self.files.row(relpath)
         if row is not None:
             known = self.files.digest(row)
@@ -125,7 +132,7 @@ class Context:
         """Remember the digests units computed, under the signatures of the files they read."""
         files = self.files
         for path, digest in reads.items():
-            if digest is None:
+            if digest is None or entry_read(path) is not None:
                 continue
             row = files.row(path)
             if row is None or files.digest(row) == digest:

@@ -83,6 +83,8 @@ class ResourceSampler:
         self._window_peak = 0
         self._cpu: list[float] = []
         self._me = psutil.Process()
+        self._last_total = 0  # driver + workers at the last sample
+        self._last_at = -1.0
 
     def __enter__(self) -> ResourceSampler:
         self._me.cpu_percent(None)
@@ -117,12 +119,16 @@ class ResourceSampler:
             self.workers_peak = max(self.workers_peak, workers)
             self._window_peak = max(self._window_peak, driver + workers)
             self._cpu.append(cpu)
+            self._last_total, self._last_at = driver + workers, time.monotonic()
 
     def window(self) -> tuple[int, float]:
-        """Peak RSS (driver + workers) and mean driver CPU% since the last call."""
-        self.sample()
+        """Peak RSS (driver + workers) and mean driver CPU% since the last call. A window
+        that a sample just ended is not sampled again: listing the process tree costs ~7 ms,
+        and most stages of an incremental build (`watch`'s every save) take a few."""
+        if time.monotonic() - self._last_at > min(self.interval, 0.05):
+            self.sample()
         with self._lock:
-            peak, cpu = self._window_peak, self._cpu
+            peak, cpu = self._window_peak or self._last_total, self._cpu
             self._window_peak, self._cpu = 0, []
         return peak, (sum(cpu) / len(cpu) if cpu else 0.0)
 

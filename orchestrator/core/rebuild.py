@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__
 from ..cache import ActionEntry, Cache
 from ..cache.records import UnitRecord
 from ..codec import dumps, loads
@@ -23,8 +22,10 @@ from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, Orche
 from ..executors import LazyBlobs, WorkItem, run_item
 from ..executors.pool import ExecutorPool
 from ..files.projectfiles import ProjectFiles
+from ..files.reads import ENTRY_MARK, describe_read
 from ..hashing import canonical_json, digest_bytes, digest_value
 from ..typing import Parts, StoredParts, Unit
+from ..version import __version__
 from .context import Context
 from .graph import Stage
 from .observe import Progress, outcome_line
@@ -195,11 +196,10 @@ class Rebuilder:
                         raise error
                     continue
                 digest, _ = self.store(finished.result, record)
-                self.cache.actions.put(run.name, record.static, finished.reads, digest)
-                ctx.note_reads(finished.reads, finished.signatures)
-                record.finished(
-                    digest, finished.reads, finished.seconds, finished.worker, finished.start
-                )
+                reads = ctx.entries.resolve(finished.reads, run.stage.spec.inputs)
+                self.cache.actions.put(run.name, record.static, reads, digest)
+                ctx.note_reads(reads, finished.signatures)
+                record.finished(digest, reads, finished.seconds, finished.worker, finished.start)
                 run.report.ran([record])
                 if self.options.explain or self.options.dry_run:  # a dry run names what it ran
                     self.explained.append(record)
@@ -246,15 +246,20 @@ class Rebuilder:
         # the remote cache, if any, is asked only when no entry of the folder matches
         for entry in self.cache.actions.candidates(stage_name, static):
             changed = next(
-                (path for path, digest in entry.reads if ctx.digest_of(path) != digest), None
-            )
+                (
+                    path
+                    for path, digest in entry.reads
+                    if not path.startswith(ENTRY_MARK) and ctx.digest_of(path) != digest
+                ),
+                None,
+            ) or ctx.entries.changed(entry.reads)
             if changed is None:
                 if self.cache.has_blob(entry.result):
                     self.cache.actions.touch(stage_name, static, entry.result)
                     return entry, None
                 reason = "cached result was dropped from the store"
             elif reason is None:
-                reason = f"input changed: {changed}"
+                reason = f"input changed: {describe_read(changed, ctx.entries.notes)}"
         return None, reason
 
     # -- results -----------------------------------------------------------------------------------

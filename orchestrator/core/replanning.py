@@ -15,6 +15,7 @@ from typing import Any
 
 from ..cache.records import UnitRecord
 from ..cache.state import BuildState
+from ..files.reads import describe_read
 from ..hashing import digest_value
 from ..typing import Plan, StageChanges
 from .context import Context
@@ -63,6 +64,7 @@ class Replanner:
                 staleness.record.state,
                 staleness.modified_files(),
                 lambda: list(units.keys(spec.name)),
+                lambda ids: {i: record.planned for i, record in units.get(spec.name, ids).items()},
             )
             plan = update(self.ctx, inputs, changes)
             if plan is not None:
@@ -164,7 +166,12 @@ class Replanner:
         stored = self.state.units.get(stage, [record.id for record in due])
         for record in due:
             if record.id in dirty:
-                record.explain(f"input changed: {', '.join(dirty[record.id])}")
+                record.explain(
+                    "input changed: "
+                    + ", ".join(
+                        describe_read(path, self.ctx.entries.notes) for path in dirty[record.id]
+                    )
+                )
                 continue
             known = stored.get(record.id)
             if (reasons and record.id in reasons) or known is None:

@@ -126,7 +126,12 @@ class Scheduler:
                         outputs = stage.spec.outputs
                         later = any(last_use.get(name, -1) > position for name in outputs)
                         stepping = Stepping(ctx, state, values, progress, sampler)
-                        self._stage(stage, stepping, scanned.trusted, needed_later=later)
+                        record = self._stage(stage, stepping, scanned.trusted, later)
+                        if record is not None:  # what it read outside the file table
+                            self.outside_files.update(record.external)
+                            self.outside_files.update(
+                                os.path.normpath(os.path.join(self.root, p)) for p in record.outside
+                            )
                         for name in outputs:  # nothing later reads it: let it go
                             if last_use.get(name, -1) <= position:
                                 values.release(name)
@@ -216,10 +221,13 @@ class Scheduler:
         return Scanned(table, changes, trusted, result.racy, hashed)
 
     # -- one stage -------------------------------------------------------------------------------
-    def _stage(self, stage: Stage, step: Stepping, trusted: bool, needed_later: bool) -> None:
+    def _stage(
+        self, stage: Stage, step: Stepping, trusted: bool, needed_later: bool
+    ) -> StageRecord | None:
         """Run (or skip) one stage. `trusted`: the stages' records may be used (the file
         table they were made against is this checkout's, and no damage restarted the run);
-        `needed_later`: a later stage of the run reads its values."""
+        `needed_later`: a later stage of the run reads its values. Returns the stage's record
+        as this run leaves it (None: a dry run named its units and stored nothing)."""
         ctx, state, values = step.ctx, step.state, step.values
         spec = stage.spec
         started = time.perf_counter()
@@ -241,12 +249,11 @@ class Scheduler:
             assert staleness.record is not None
             ctx.begin_stage(previous=None)
             ctx.adopt_published(staleness.record.published)  # as published by this run too
-            self._depends_outside(staleness.record)
             report.skip(staleness.record.units)
             for callback in callbacks:
                 callback(ctx, {name: values[name] for name in spec.outputs})
             self._close(report, started, step)
-            return
+            return staleness.record
         report.runs_because(why)
         if self.options.explain:
             self.log.info("explain", stage=spec.name, runs_because=why)
@@ -263,16 +270,15 @@ class Scheduler:
                 outputs = StageInputs(values, list(spec.outputs))  # read from the rows taken
                 kept = self.wholes.take(whole, ctx, state, outputs, taken, not dry)
                 report.planned(kept.units, kept.units)
-                self._depends_outside(kept)
                 self._close(report, started, step)
-                return
+                return kept
         run = RunningStage(stage, prefix, report, step.progress, needed_later)
         try:
             replanned = Replanner(self.rebuilder, state, ctx).units(run, inputs, staleness)
         except DryRunNamed:  # no later stage reads its values: nothing to finish or store
             self.rebuilder.end_stage()
             self._close(report, started, step)
-            return
+            return None
         try:
             outputs = stage.module.finish(ctx, inputs, replanned.results)
         finally:
@@ -288,17 +294,10 @@ class Scheduler:
             now, staleness.record, replanned.plan, replanned.due, removed, report.units
         )
         record = store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
-        self._depends_outside(record)
         if whole is not None and not dry:
             self.wholes.keep(whole, ctx, state, replanned.due)
         self._close(report, started, step)
-
-    def _depends_outside(self, record: StageRecord) -> None:
-        """Note the files outside the file table that a stage's record depends on."""
-        self.outside_files.update(record.external)
-        self.outside_files.update(
-            os.path.normpath(os.path.join(self.root, p)) for p in record.outside
-        )
+        return record
 
     def _close(self, report: StageReport, started: float, step: Stepping) -> None:
         # Ray's startup is reported on its own, not in the stage that needed it.

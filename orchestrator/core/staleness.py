@@ -3,9 +3,10 @@
 A stage's record (cache/records.py) holds its fingerprint (declaration, product code, libraries,
 the build-file slice it reads), the generation at which it last ran, the outside files it
 tracked and the files it published. Against that, this module finds the project files that
-changed since (the state's change log), the units that read them (the reverse index), and the
-entries of each input value that changed (their generations): everything `update` is told, and
-what decides a skip. It only asks: nothing here changes the state or the context.
+changed since (the state's change log), the entries of each input value that changed (their
+generations), and the units that read either (the reverse index: a unit's trace holds the
+entries it looked up as it holds the files it read): everything `update` is told, and what
+decides a skip. It only asks: nothing here changes the state or the context.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cache.entries import FEW_KEYS
 from ..cache.records import NO_RECORD, Fingerprint, StageRecord, output_signature
 from ..cache.state import BuildState
 from ..files.changes import FileChanges
+from ..files.reads import describe_read, entry_path, entry_read, whole_path
 from ..hashing import digest_value
 from ..keyed import Changes
 from ..typing import PROJECT, StageSpec
@@ -65,11 +68,11 @@ def assess(
         return Staleness(None, now.change_from(record.fingerprint if record else None))
     since = record.generation
     file_changes = state.files.changes_since(since)
+    inputs = input_changes(spec, state, since, file_changes)
     paths = set(file_changes.paths()) | outside_changes(record, ctx)
+    paths |= entry_changes(spec.name, inputs, state)
     dirty = state.units.readers(spec.name, sorted(paths)) if paths else {}
-    return Staleness(
-        record, NO_RECORD, file_changes, dirty, input_changes(spec, state, since, file_changes)
-    )
+    return Staleness(record, NO_RECORD, file_changes, dirty, inputs)
 
 
 def must_run(staleness: Staleness, ctx: Context) -> str | None:
@@ -83,7 +86,10 @@ def must_run(staleness: Staleness, ctx: Context) -> str | None:
         )
     if staleness.dirty:
         read = sorted({path for paths in staleness.dirty.values() for path in paths})
-        return f"{len(staleness.dirty)} unit(s) read changed files: {few(read)}"
+        entries = sum(1 for path in read if entry_read(path) is not None)
+        what = "files" if not entries else "entries" if entries == len(read) else "inputs"
+        shown = [describe_read(path, ctx.entries.notes) for path in read]
+        return f"{len(staleness.dirty)} unit(s) read changed {what}: {few(shown)}"
     moved = {name: changes for name, changes in staleness.inputs.items() if changes}
     if moved:
         return "inputs changed: " + ", ".join(
@@ -107,6 +113,21 @@ def outside_changes(record: StageRecord, ctx: Context) -> set[str]:
     """Files the stage's units read that the file table does not track (outside the project,
     behind a folder link) and that changed since."""
     return {path for path, digest in record.outside.items() if ctx.digest_of(path) != digest}
+
+
+def entry_changes(stage: str, inputs: dict[str, Changes], state: BuildState) -> set[str]:
+    """The trace paths of the entry reads the changes of the stage's inputs reach: each entry
+    changed, added or removed, and the whole of every value that moved (files/reads.py). A
+    value none of the stage's units read entries of is passed over without a path per key."""
+    paths: set[str] = set()
+    for name, changes in inputs.items():
+        if name == PROJECT or not changes:
+            continue
+        paths.add(whole_path(name))
+        if len(changes.touched) > FEW_KEYS and not state.units.reads_entries(stage, name):
+            continue
+        paths.update(entry_path(name, key) for key in changes.touched)
+    return paths
 
 
 def input_changes(

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord, output_signature
 from ..cache.state import WHOLE, BuildState
+from ..files.reads import entry_read
 from ..keyed import Keyed, KeyedPatch
 from ..typing import PROJECT, Plan
 from .context import Context
@@ -41,7 +42,7 @@ def store_stage(
         outside = dict(previous.outside) if previous else {}
         for record in finished:
             for path, digest in record.reads.items():  # what a rescan would not notice
-                if not ctx.files.tracks(ctx.root, path, digest):
+                if entry_read(path) is None and not ctx.files.tracks(ctx.root, path, digest):
                     outside[path] = digest
         if previous is None:  # the plan named every unit the stage has: the others go
             state.units.drop_stage(spec.name)
@@ -50,6 +51,7 @@ def store_stage(
         state.units.drop(spec.name, stored.removed)
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)
+            ctx.entries.forget(name)
         stage_record = StageRecord(
             fingerprint=stored.fingerprint,
             generation=state.generation,
@@ -86,6 +88,7 @@ def adopt_stage(
         state.units.put_rows(stage.spec.name, taken.units, taken.reads)
         for name, rows in taken.values.items():
             state.values.put_rows(name, rows)
+            ctx.entries.forget(name)
         record = dataclasses.replace(taken.record, generation=state.generation, published={})
         record = _publish(stage, ctx, state, record, outputs, callbacks, publish)
         state.commit()

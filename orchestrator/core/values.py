@@ -3,10 +3,12 @@ come from memory when this run made them, else from the build state, decoded on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..cache.entries import WHOLE, ValueStore
+from ..errors import InternalError
+from ..files.reads import ENTRY_MARK, FOUND, EntryRead, entry_read
 from ..keyed import Keyed, KeyedPatch
 from ..typing import Plan
 
@@ -114,3 +116,103 @@ class StageInputs(Mapping):
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+class EntryDigests:
+    """The digests of stage values' entries as the build state holds them, for the entry reads
+    of units' traces (files/reads.py): what a read found is filled in after the unit ran, and an
+    action entry's reads are checked against it. Read from the state once per value and run (a
+    few keys by key; many, or a whole value's fingerprint, in one pass), and forgotten when the
+    value is stored again."""
+
+    #: Up to this many keys not yet known, their digests are looked up by key; more, and the
+    #: value's every digest is read in one pass.
+    FEW = 2000
+
+    def __init__(self, store: ValueStore) -> None:
+        self._store = store
+        self._known: dict[str, dict[str, str | None]] = {}
+        self._complete: set[str] = set()  # values whose every digest is in _known
+        self._fingerprints: dict[str, str] = {}
+
+    @property
+    def notes(self) -> Mapping[tuple[str, str], str]:
+        """How the entries stored in this process changed, in words (for --explain)."""
+        return self._store.notes
+
+    def forget(self, value: str) -> None:
+        """The value was stored again: what was read of it is stale."""
+        self._known.pop(value, None)
+        self._complete.discard(value)
+        self._fingerprints.pop(value, None)
+
+    def digest(self, read: EntryRead) -> str | None:
+        """The digest of an entry (None: absent), or a whole value's fingerprint."""
+        if read.key is None:
+            return self.fingerprint(read.value)
+        return self.of(read.value, [read.key])[read.key]
+
+    def fingerprint(self, value: str) -> str:
+        if value not in self._fingerprints:
+            self._fingerprints[value] = self._store.fingerprint(value)
+        return self._fingerprints[value]
+
+    def of(self, value: str, keys: list[str]) -> dict[str, str | None]:
+        """key → the digest of its entry, None for a key the value does not hold."""
+        known = self._known.setdefault(value, {})
+        if value not in self._complete:
+            wanted = [key for key in keys if key not in known]
+            if len(wanted) > self.FEW:
+                known.clear()
+                known.update(self._store.digests(value))
+                self._complete.add(value)
+            elif wanted:
+                found = self._store.digests_of(value, wanted)
+                known.update((key, found.get(key)) for key in wanted)
+        return {key: known.get(key) for key in keys}
+
+    def resolve(self, reads: dict[str, str | None], inputs: Iterable[str]) -> dict[str, str | None]:
+        """A unit's reads with each entry it found given its stored digest; InternalError for
+        an entry read of a value the stage does not consume (no change to it would reach it)."""
+        found: dict[str, dict[str, EntryRead]] = {}
+        consumed: set[str] | None = None
+        for path, digest in reads.items():
+            if not path.startswith(ENTRY_MARK):
+                continue
+            read = entry_read(path)
+            assert read is not None
+            if consumed is None:
+                consumed = set(inputs)
+            if read.value not in consumed:
+                raise InternalError(
+                    f"a unit read entries of {read.value!r}, which its stage does not take as input"
+                )
+            if digest == FOUND:
+                found.setdefault(read.value, {})[path] = read
+        if not found:
+            return reads
+        resolved = dict(reads)
+        for value, reads_of in found.items():
+            keys = [read.key for read in reads_of.values() if read.key is not None]
+            digests = self.of(value, keys) if keys else {}
+            for path, read in reads_of.items():
+                resolved[path] = (
+                    self.fingerprint(value) if read.key is None else digests.get(read.key)
+                )
+        return resolved
+
+    def changed(self, reads: Iterable[tuple[str, str | None]]) -> str | None:
+        """The first entry read (of `(path, digest)` pairs, files left out) whose entry no longer
+        has the digest recorded; None when every one still has it."""
+        by_value: dict[str, list[tuple[str, str | None, str | None]]] = {}
+        for path, digest in reads:
+            read = entry_read(path)
+            if read is not None:
+                by_value.setdefault(read.value, []).append((path, read.key, digest))
+        for value, recorded in by_value.items():
+            digests = self.of(value, [key for _, key, _ in recorded if key is not None])
+            for path, key, digest in recorded:
+                now = self.fingerprint(value) if key is None else digests[key]
+                if now != digest:
+                    return path
+        return None

@@ -2,7 +2,12 @@
 
 Units never open project files directly: they call `reader.read_bytes(relpath)` and
 `reader.exists(relpath)`. The recorded trace — relpath → content digest, or None for a file looked
-for and not found — becomes part of the unit's constructive trace. On a worker that does not share
+for and not found — becomes part of the unit's constructive trace. A unit that looks up entries
+of a keyed input (a GUID in the index) says so with `reader.entry(value, key, entries)`, or
+`reader.whole(value)` when it iterates the value: such a read is recorded in the same trace
+under a path no project file can have (`entry_path`), found or missing, and the driver fills in
+the entry's digest as the build state holds it (`core/context.py`), so a change to one entry
+re-runs only the units that read it. On a worker that does not share
 the driver's file system, the reader serves preloaded bytes and raises `MissingInput` for anything
 else, so the driver can resend the unit with that file. What it reads from disk goes through
 `projectfiles.ProjectFiles`: a link leading out of the project, a special file or a file over the
@@ -13,11 +18,60 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..errors import MissingInput
 from ..hashing import digest_bytes
 from .projectfiles import FilePolicy, ProjectFiles
+
+T = TypeVar("T")
+
+#: What starts the path of an entry read in a unit's trace: a control character, which no
+#: project file's name holds (the scan leaves such names out), so it is never a file's path.
+ENTRY_MARK = "\x1e"
+#: The digest an entry read carries until the driver fills in the stored entry's.
+FOUND = "found"
+
+
+class EntryRead(NamedTuple):
+    """A read of a stage value recorded in a unit's trace: one entry, or the whole value."""
+
+    value: str
+    key: str | None  # None: the unit iterated the whole value
+
+    def describe(self) -> str:
+        """In words, for --explain: `index entry repo/1027c4d1-…`, `index (read whole)`."""
+        return (
+            f"{self.value} (read whole)" if self.key is None else f"{self.value} entry {self.key}"
+        )
+
+
+def entry_path(value: str, key: str) -> str:
+    """The trace path of entry `key` of value `value`."""
+    return f"{ENTRY_MARK}{value}/{key}"
+
+
+def whole_path(value: str) -> str:
+    """The trace path of a read of the whole of `value`."""
+    return ENTRY_MARK + value
+
+
+def entry_read(path: str) -> EntryRead | None:
+    """The entry read a trace path names; None for a file's path."""
+    if not path.startswith(ENTRY_MARK):
+        return None
+    value, found, key = path[1:].partition("/")
+    return EntryRead(value, key if found else None)
+
+
+def describe_read(path: str, notes: Mapping[tuple[str, str], str] | None = None) -> str:
+    """A trace path in words: a file's path as it is, an entry read by value and key, and how
+    the entry changed when `notes` (value, key → words: cache/entries.py) say."""
+    read = entry_read(path)
+    if read is None:
+        return path
+    note = notes.get((read.value, read.key)) if notes and read.key is not None else None
+    return f"{read.describe()}: {note}" if note else read.describe()
 
 
 def to_posix(path: str) -> str:
@@ -79,6 +133,25 @@ class Reader:
         """A stored result another stage produced, declared in the unit's `blobs`."""
         return self._blobs[digest]
 
+    # -- entries of the stage's inputs ---------------------------------------------------------
+    def entry(self, value: str, key: str, entries: Mapping[str, T]) -> T | None:
+        """Entry `key` of the stage's keyed input `value`, as `entries` (that input, or what
+        the plan sent of it) holds it; None when it has none. The read, or the miss, enters the
+        unit's trace: the unit runs again when that entry changes, appears or goes."""
+        path = ENTRY_MARK + value + "/" + key
+        try:
+            found = entries[key]
+        except KeyError:
+            self.reads[path] = None
+            return None
+        self.reads[path] = FOUND
+        return found
+
+    def whole(self, value: str) -> None:
+        """Record that the unit read the whole of input `value` (it iterated it, or handed it
+        to code that cannot say what it looks up): any change to the value runs it again."""
+        self.reads[ENTRY_MARK + value] = FOUND
+
     # -- paths -------------------------------------------------------------------------------
     def abspath(self, relpath: str) -> str:
         """Absolute `/`-separated path of a project-relative path."""
@@ -98,6 +171,8 @@ class Reader:
     # -- reads -------------------------------------------------------------------------------
     def read_bytes(self, relpath: str) -> bytes:
         """The bytes of a project file; raises FileNotFoundError (recorded as a miss)."""
+        if relpath.startswith(ENTRY_MARK):  # no file has such a name: its trace is an entry's
+            raise FileNotFoundError(self.abspath(relpath))
         data = self._load(relpath)
         if data is None:
             self.reads[relpath] = None

@@ -16,8 +16,8 @@ from typing import NoReturn
 
 import click
 
-from .. import __version__
 from ..errors import ConfigError, OrchestrateError
+from ..version import __version__
 from .arguments import build_file_argument
 from .runs import load
 from .switches import SwitchedCommand

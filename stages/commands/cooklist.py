@@ -43,10 +43,12 @@ def why(words) -> None:
     when the project has no such asset and nothing references it."""
     from stages.cooklist.explain import namer, unknown_asset, why_text
     from stages.cooklist.explain import why as why_answers
+    from stages.sources.base import index_of
 
     build_file, asset = split_build_file(words, "ASSET")
     build, result = run_stages(build_file, COOK_LIST_RUN)
-    canonical = getattr(result.outputs["index"], "canonical", None)  # a Cocos compressed uuid
+    index = index_of(result.outputs["index"])
+    canonical = getattr(index, "canonical", None)  # a Cocos compressed uuid
     asset = canonical(asset) if canonical is not None else asset
     assets = result.outputs["assets"].as_dict()
     shown = namer(assets)

@@ -39,6 +39,8 @@ from typing import Any
 
 from lxml import etree
 
+from .traced import TracedEntries
+
 #: The largest result an expression may make in one operation: characters of a string, bytes,
 #: items of a container; and bits of an integer.
 MAX_RESULT_ITEMS = 10_000_000
@@ -165,7 +167,15 @@ def _count_container(value: Any, budget: list[int], ancestors: set[int]) -> None
 # -- the work of comparing, hashing and sorting ---------------------------------------------------
 
 _SCALARS = frozenset({str, bytes, int, float, complex, bool, type(None)})
-_HASHED_CONTAINERS: tuple[type, ...] = (dict, set, frozenset, type({}.keys()), type({}.items()))
+# TracedEntries: a predefined set, looked up by key (its members are the index's entries).
+_HASHED_CONTAINERS: tuple[type, ...] = (
+    dict,
+    set,
+    frozenset,
+    type({}.keys()),
+    type({}.items()),
+    TracedEntries,
+)
 _FIXED_COST = frozenset({int, float, complex, bool, type(None)})  # compared in a bounded time
 _TEXTS = frozenset({str, bytes})
 

@@ -34,6 +34,7 @@ from .loader import CompiledRule, FilterRef, PathRef, RuleNote, RuleSet, load_ru
 from .paths import DocumentError, element_label
 from .regex import RegexTimeout, regex_time_limit
 from .sandbox import CustomCodeTimeout, unit_time_limits
+from .traced import TracedView
 from .xmleval import evaluate as xml_evaluate
 
 
@@ -222,7 +223,9 @@ def _custom_function(rule: CompiledRule, ctx: EvalContext, name: str, role: str)
     code = CustomCode(rule.code_key, rule.label, rule.func_str or "")
 
     def call(**kwargs):
-        return custom_code_host().call(code, ctx.view, name, role, kwargs, ctx.timeout)
+        if rule.custom_index:  # custom code holds the index whole: it may read any of it
+            ctx.view.whole()
+        return custom_code_host().call(code, ctx.view.shared, name, role, kwargs, ctx.timeout)
 
     return call
 
@@ -353,7 +356,7 @@ def check_files(items, shared: Shared, reader: Any) -> tuple:
         unit_time_limits(),
         regex_time_limit(shared.timeout),
     ):
-        view = index_view(shared.index, shared.index_digest, shared.root)
+        view = TracedView(index_view(shared.index, shared.index_digest, shared.root), reader)
         ctx = EvalContext(shared.root, view, reader, shared.timeout or 0.0)
         documents = _Documents(ctx)
         unit = _UnitOutcomes()

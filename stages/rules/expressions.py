@@ -56,6 +56,7 @@ from .bounded import (
 )
 from .functions import RuleModules
 from .lines import line_of
+from .traced import TracedEntries
 
 BUILTIN_NAMES: dict[str, Any] = {
     "len": len,
@@ -486,6 +487,8 @@ _BOUNDED_NAMES = frozenset(name for _, name in BOUNDED_METHODS)
 
 # Exact types whose every public attribute `_readable` allows: checked first, by one set
 # lookup (guarded_attribute runs for every attribute an expression reads, value after value).
+#: What an expression may read of a predefined set (traced.TracedEntries), as of a dict.
+_TRACED_READS = frozenset({"get", "keys", "items", "values"})
 _READABLE_TYPES = frozenset((*_DATA_TYPES, *_VIEW_TYPES, re.Pattern, re.Match, SimpleNamespace))
 
 
@@ -510,6 +513,8 @@ def guarded_attribute(owner: Any, name: str) -> Any:
 def _readable(owner: Any, name: str) -> bool:
     if owner is REGEX:
         return name in REGEX_NAMES
+    if isinstance(owner, TracedEntries):  # a predefined set, as a dict is read
+        return name in _TRACED_READS
     if isinstance(owner, (_DATA_TYPES, _VIEW_TYPES, re.Pattern, re.Match, SimpleNamespace)):
         return True
     if isinstance(owner, etree._Element):

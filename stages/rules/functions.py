@@ -64,14 +64,17 @@ INDEX_MODULES = ("res_store", "res_filter")
 
 class StoredIndex:
     """An index the build state holds, decoded the first time a rule reads it. Loading rules
-    and planning units need only its digest and whether it offers the predefined sets, which
-    the previous run recorded: an edit whose rules read no index never decodes one (a second
-    at 100,000 resources)."""
+    and planning units need only its digest and whether it offers the predefined sets: an
+    edit whose rules read no index never decodes one (a second at 100,000 resources)."""
 
-    def __init__(self, load: Callable[[], Any], digest: str, available: bool) -> None:
+    def __init__(
+        self, load: Callable[[], Any], digest: str, available: bool, keyed: bool | None = None
+    ) -> None:
         self._load = load
         self._digest = digest
         self.available = available
+        # Stored by entry (sources.base.index_entries): an index offering the sets always is.
+        self.keyed = available if keyed is None else keyed
         self._index: Any = None
 
     def digest(self) -> str:
@@ -111,7 +114,8 @@ def index_is_available(index: Any) -> bool:
 
 
 class IndexView:
-    """Read-only views of one index, built lazily and shared by every rule in a process.
+    """Read-only views of one index, built lazily and shared by every rule in a process. A
+    unit reads it through a `traced.TracedView`, which records what it looks up.
 
     `stored` is the index as the build keeps it: a Messiah index holds project-relative paths
     there (so that it is the same value wherever the checkout lies); `index` is the same with
@@ -123,6 +127,13 @@ class IndexView:
         self.stored = index
         self.root = root
         self.available = index_is_available(index)
+        # Stored by entry (collect's `index`: sources/base.py index_entries): lookups by GUID
+        # and virtual path are entry reads; else any read of it is a read of all of it.
+        self.keyed = self.available and (
+            index.keyed
+            if isinstance(index, StoredIndex)
+            else callable(getattr(index, "entries", None))
+        )
         self._index: Any = None
         self._namespaces: RuleModules | None = None
         self._by_resource_path: dict[str, Any] | None = None
@@ -134,6 +145,11 @@ class IndexView:
             at = getattr(self.stored, "at", None) if self.available else None
             self._index = self.stored if at is None else at(self.root)
         return self._index
+
+    @staticmethod
+    def attribute_of(set_name: str) -> str:
+        """The index attribute a predefined set is (`res_filter.ALL_RES` → `res_in_repo`)."""
+        return PREDEFINED_SETS[set_name][0]
 
     def container(self, set_name: str):
         """The dict or set answering `d in S` for a predefined set (empty without an index)."""
@@ -200,7 +216,7 @@ class EvalContext:
     """What functions and checks may use while checking one unit."""
 
     root: str  # absolute project root, `/`
-    view: IndexView
+    view: Any  # the IndexView; in a unit, its traced.TracedView
     reader: Any  # orchestrator.files.reads.Reader (records every read)
     timeout: float = 0.0
 
@@ -308,7 +324,7 @@ def record_reads(reads: dict[str, str | None]) -> None:
         reader.reads.update(reads)
 
 
-def functions_for_custom_code(view: IndexView) -> dict[str, Callable]:
+def functions_for_custom_code(view: Any) -> dict[str, Callable]:
     """`res_filter.<name>` → the predefined function as custom code calls it."""
     found = {}
     for qualified, predefined in PREDEFINED_FUNCTIONS.items():
@@ -317,7 +333,7 @@ def functions_for_custom_code(view: IndexView) -> dict[str, Callable]:
     return found
 
 
-def _for_custom_code(function: Callable, view: IndexView, name: str) -> Callable:
+def _for_custom_code(function: Callable, view: Any, name: str) -> Callable:
     def call(data: Any = (), filepath: Any = None, **_others: Any) -> list:
         # `filepath` and any other keyword are accepted and unused, as ArtEase's **pdict
         values = [data] if isinstance(data, (str, bytes)) else list(data or ())

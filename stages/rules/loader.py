@@ -100,6 +100,9 @@ class CompiledRule:
     # another path finds the units another agent ran.
     sees_root: bool = False
     code_key: str = ""  # keys this rule's func_str namespace in each process
+    # Its func_str reads res_store/res_filter: custom code holds the index whole, in a worker
+    # process, so a unit running it depends on the whole index (rules/traced.py).
+    custom_index: bool = False
     name: str = ""
     file: str = ""
 
@@ -332,12 +335,13 @@ def _compile_fields(
     available = view.available
     custom_names: frozenset[str] = frozenset()
     func_str = raw.get("func_str")
-    uses_index = False
+    uses_index = custom_index = False
     digest = code_key = _rule_digest(raw)
     if func_str is not None:
-        custom_names, uses_index = _run_custom_code(
+        custom_names, custom_index = _run_custom_code(
             func_str, label, code_key, view, timeout, defined
         )
+        uses_index = custom_index
     rpath, rpath_set = _compile_rpath(raw["rpath"], available)
     not_rpath = _regex("not_rpath", raw.get("not_rpath"))
     xpath = _compile_path("xpath", raw["xpath"])
@@ -392,6 +396,7 @@ def _compile_fields(
         uses_index,
         sees_root=sees_root,
         code_key=code_key,
+        custom_index=custom_index,
         name=str(raw.get("name") or ""),
         file=where,
     )
@@ -465,10 +470,12 @@ def _run_custom_code(
 
 
 def _defined_key(code_key: str, view) -> str:
-    """What the functions a func_str defines are remembered by (`RuleSet.defined`): its code
-    and the index's digest, not where the checkout lies (the names are kept in the validate
-    stage's state, which another checkout of the project may take whole)."""
-    return f"{code_key}:{view.key.partition(':')[0]}"
+    """What a func_str's names are remembered under: its code, and whether an index offers
+    the predefined sets (the names its top level defines are taken not to depend on what the
+    index holds, so an edit to the project never runs custom code to load the rules; nor on
+    where the checkout lies: they are kept in the validate stage's state, which another
+    checkout of the project may take whole)."""
+    return f"{code_key}:{'index' if view.available else 'none'}"
 
 
 def _regex(key: str, text: str | None) -> Regex | None:

@@ -67,9 +67,23 @@ def split_rules(size: int, rules: list[CompiledRule], positions: list[int]) -> l
     Groups are contiguous runs of the library, cut where the rules' weights balance. Rules with
     the same digest share one group (results are keyed by digest, and a unit reports a digest
     once), and so do consecutive rules extracting the same values (they share the work on the
-    file and on its subxpath targets).
+    file and on its subxpath targets). Rules whose custom code reads the index (so their unit
+    depends on all of it) form a group of their own, first: an edit to one Item re-runs them,
+    not the rules sharing a part with them.
     """
     wanted = part_count(size, len(rules))
+    whole = [i for i, rule in enumerate(rules) if rule.custom_index]
+    if wanted > 1 and whole and len(whole) < len(rules):
+        rest = [i for i in range(len(rules)) if not rules[i].custom_index]
+        digests = {rules[i].digest for i in whole}
+        if not any(rules[i].digest in digests for i in rest):
+            groups = _split(wanted - 1, [rules[i] for i in rest], [positions[i] for i in rest])
+            return [[positions[i] for i in whole], *groups]
+    return _split(wanted, rules, positions)
+
+
+def _split(wanted: int, rules: list[CompiledRule], positions: list[int]) -> list[list[int]]:
+    """`wanted` groups of contiguous runs (split_rules)."""
     blocks: list[list[int]] = []  # indexes into rules
     for i, rule in enumerate(rules):
         if blocks and _same_values(rules[blocks[-1][-1]], rule):

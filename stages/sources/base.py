@@ -162,6 +162,29 @@ class SourceInfo:
     not_bundled: dict[str, str] = field(default_factory=dict)
 
 
+#: The one entry of an index its source does not key (Unity's, Cocos's): rule units that read
+#: it depend on all of it.
+WHOLE_INDEX = "whole"
+
+
+def index_entries(index: Any) -> dict[str, Any]:
+    """A source's index as the entries of the keyed value `index` (collect's output): its own
+    `entries()` when it has them (the Messiah index, by GUID and virtual path), else one entry
+    holding it whole."""
+    entries = getattr(index, "entries", None)
+    return entries() if callable(entries) else {WHOLE_INDEX: index}
+
+
+def index_of(entries: Any) -> Any:
+    """The index a keyed value's entries describe (collect's `index` as a stage reads it)."""
+    if WHOLE_INDEX in entries:
+        return entries[WHOLE_INDEX]
+    from .messiah.index import MessiahIndex
+
+    items = entries.items() if hasattr(entries, "items") else entries
+    return MessiahIndex.from_entries(items)
+
+
 class AssetSource(Protocol):
     """A project format. Implementations are module-level objects so they pickle by reference.
 

@@ -5,19 +5,26 @@ built once by the Messiah source and is read-only afterwards (it is put in Ray's
 and shared by every rule unit).
 
 The spec's sets hold absolute paths, so as the build stores it the index holds project-relative
-ones (`root` is ""): a value, and a digest keying the rule units that read it, that do not depend
-on where the checkout lies, so that a checkout at another path finds the units another agent
-ran. `at(root)` is the same index with the absolute paths rule code sees (the rules' index view,
-stages/rules/functions.py, makes it when rule code first reads a path).
+ones (`root` is ""): a value, and entries keying the rule units that read them, that do not
+depend on where the checkout lies, so that a checkout at another path finds the units another
+agent ran. `at(root)` is the same index with the absolute paths rule code sees (the rules' index
+view, stages/rules/functions.py, makes it when rule code first reads a path).
+
+Between stages it travels as a keyed value (`entries`): one entry per GUID of each set keyed by
+GUID (`repo/<GUID>`, `disk/<GUID>`), one per virtual path (`virt/<Package/Name>`), the used levels
+and the root; so a repository edit changes the entries of the Items it touched, and a rule unit
+depends on the entries it looked up (stages/rules/traced.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from orchestrator import digest_value, paused_gc, record, to_posix
+from stages.rules.traced import ILEVELS, PREFIXES, ROOT, all_res_form, all_res_guid_form
 
 
 @record
@@ -71,23 +78,47 @@ class MessiahIndex:
     # planning asks for the digest on every run, and hashing 100,000 entries costs seconds.
     known_digest: str = field(default="", compare=False, repr=False)
 
+    # -- the keyed form --------------------------------------------------------------------------
+    def entries(self) -> dict[str, Any]:
+        """The index as a keyed value's entries (the module's docstring)."""
+        found: dict[str, Any] = {ROOT: self.root, ILEVELS: tuple(sorted(self.ilevels))}
+        for attribute, prefix in PREFIXES.items():
+            for key, members in getattr(self, attribute).items():
+                found[prefix + key] = members
+        return found
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[tuple[str, Any]]) -> MessiahIndex:
+        """The index a keyed value's entries describe (each set in key order)."""
+        sets: dict[str, dict[str, Any]] = {attribute: {} for attribute in PREFIXES}
+        by_prefix = {prefix: sets[attribute] for attribute, prefix in PREFIXES.items()}
+        root, ilevels = "", frozenset[str]()
+        with paused_gc():
+            for key, value in entries:
+                head, _, rest = key.partition("/")
+                target = by_prefix.get(head + "/")
+                if target is not None:
+                    target[rest] = value
+                elif key == ROOT:
+                    root = value
+                elif key == ILEVELS:
+                    ilevels = frozenset(value)
+        return cls(
+            root,
+            res_in_repo=sets["res_in_repo"],
+            res_in_disk=sets["res_in_disk"],
+            res_virt_info=sets["res_virt_info"],
+            ilevels=ilevels,
+        )
+
     # -- 1.x views ----------------------------------------------------------------------------
     def all_res(self) -> dict[str, list[tuple]]:
         """`res_filter.ALL_RES`: GUID → list of (Package, Name, Type, Deps list, repository path)."""
-        return {
-            guid: [(r.Package, r.Name, r.Type, list(r.Deps), r.RepositoryFullPath) for r in items]
-            for guid, items in self.res_in_repo.items()
-        }
+        return {guid: all_res_form(items) for guid, items in self.res_in_repo.items()}
 
     def all_res_guid(self) -> dict[str, list[dict]]:
         """`res_filter.ALL_RES_GUID`: GUID → list of {Resource, Data, HDR, Source}."""
-        return {
-            guid: [
-                {"Resource": f.Resource, "Data": f.Data, "HDR": f.HDR, "Source": f.Source}
-                for f in files
-            ]
-            for guid, files in self.res_in_disk.items()
-        }
+        return {guid: all_res_guid_form(files) for guid, files in self.res_in_disk.items()}
 
     def namespaces(self) -> IndexNamespaces:
         """The objects rules import (`import res_store`), and res_filter's sets."""

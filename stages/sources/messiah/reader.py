@@ -165,26 +165,33 @@ def _scan_layout(files: list[FileEntry]) -> Layout:
             repository_dir = nearest[parent] = _nearest_repository(folder, repository_dirs)
         if repository_dir is None:
             continue
-        paths = by_folder[folder]
-        cut = len(folder) + 1
-        names = {path[cut:]: path for path in paths}
-        attribute = next((names[n] for n in ATTRIBUTE_FILES if n in names), None)
-        if attribute is None:
-            continue
-        data = next((names[n] for n in PAYLOAD_FILES if n in names), None)
-        members = sorted(paths)
-        hdr = next((p for p in members if p.endswith(".hdr")), None)
-        source = next((p for p in members if p.startswith("source", cut)), None)
-        folders.append(
-            ResourceFolder(
-                folder, guid, repository_dir, attribute, data, hdr, source, tuple(members)
-            )
-        )
+        found = resource_folder(folder, guid, repository_dir, by_folder[folder])
+        if found is not None:
+            folders.append(found)
     return Layout(
         tuple(sorted(repositories, key=repository_order)),
         tuple(sorted(worlds)),
         tuple(sorted(levels)),
         tuple(folders),
+    )
+
+
+def resource_folder(
+    folder: str, guid: str, repository_dir: str, paths: list[str]
+) -> ResourceFolder | None:
+    """The resource folder `folder` is, given the files directly in it; None without an
+    attribute file."""
+    cut = len(folder) + 1
+    names = {path[cut:]: path for path in paths}
+    attribute = next((names[n] for n in ATTRIBUTE_FILES if n in names), None)
+    if attribute is None:
+        return None
+    data = next((names[n] for n in PAYLOAD_FILES if n in names), None)
+    members = sorted(paths)
+    hdr = next((p for p in members if p.endswith(".hdr")), None)
+    source = next((p for p in members if p.startswith("source", cut)), None)
+    return ResourceFolder(
+        folder, guid, repository_dir, attribute, data, hdr, source, tuple(members)
     )
 
 
@@ -240,6 +247,16 @@ class MapPart(NamedTuple):
 class AttributePart(NamedTuple):
     files: tuple[tuple[str, tuple[str, ...]], ...]  # (attribute file, GUIDs it names in order)
     problems: tuple[Problem, ...]
+
+
+def attribute_bucket(folder: str, bits: int) -> int:
+    """The batch of a resource folder's attribute file: the first `bits` of the first 16 bits
+    of the folder path's BLAKE3 (as `digest_bytes(...)[:4]`, read as bytes rather than hex)."""
+    return int.from_bytes(blake3.blake3(folder.encode("utf-8")).digest(2), "big") >> (16 - bits)
+
+
+def attribute_unit_id(bits: int, bucket: int) -> str:
+    return f"attrs:{bits}-{bucket:04x}"
 
 
 def _attribute_bucket_bits(count: int) -> int:
@@ -369,16 +386,11 @@ class MessiahSource:
         units += [ParseUnit(f"map:{path}", WORLD, (path,)) for path in layout.worlds]
         units += [ParseUnit(f"map:{path}", LEVEL, (path,)) for path in layout.levels]
         bits = _attribute_bucket_bits(len(layout.folders))
-        shift = 16 - bits
-        hasher = blake3.blake3
         batches: dict[int, list[str]] = defaultdict(list)
         for folder in layout.folders:
-            # The first 16 bits of the folder path's BLAKE3 (as `digest_bytes(...)[:4]`), read
-            # as bytes rather than hex: 100,000 folders per plan.
-            hashed = int.from_bytes(hasher(folder.folder.encode("utf-8")).digest(2), "big") >> shift
-            batches[hashed].append(folder.attribute)
+            batches[attribute_bucket(folder.folder, bits)].append(folder.attribute)
         units += [
-            ParseUnit(f"attrs:{bits}-{bucket:04x}", "attributes", tuple(batches[bucket]))
+            ParseUnit(attribute_unit_id(bits, bucket), "attributes", tuple(batches[bucket]))
             for bucket in sorted(batches)
         ]
         return units
@@ -403,39 +415,26 @@ class MessiahSource:
     ) -> SourceResult:
         """`parts` may carry `digests` (unit id → stored result digest, as the collect stage's
         do): then the index carries a digest derived from them instead of hashing its content."""
-        assembler = _Assembler(to_posix(root).rstrip("/") or "/", files, parts)
+        assembler = _Assembler(to_posix(root).rstrip("/") or "/", scan_layout(files), parts)
         with paused_gc():
             return assembler.result()
 
-    def patch_assets(self, assets, before: dict, after: dict) -> dict[str, Asset] | None:
-        """The assets to store again when only attribute files were parsed again: each file
-        whose GUIDs changed changes the references of its folder's asset (its Deps and
-        annotations stay first, as `assemble` orders them). None when anything else moved: a
-        repository or map part, a problem, an asset with several folders."""
-        changed: dict[str, Asset] = {}
-        for unit_id, part in after.items():
-            old = before.get(unit_id)
-            if not unit_id.startswith("attrs:") or old is None or old.problems != part.problems:
-                return None
-            previous = dict(old.files)
-            if set(previous) != {path for path, _ in part.files}:
-                return None
-            for path, guids in part.files:
-                if previous[path] == guids:
-                    continue
-                folder = _parent(path)
-                guid = folder[folder.rfind("/") + 1 :]
-                asset = assets.get(guid)
-                if asset is None or asset.folders != (folder,):
-                    return None
-                refs = [ref for ref in asset.refs if ref.label != "attribute file"]
-                seen = {ref.target for ref in refs}
-                for target in guids:
-                    if target != guid and target not in seen:
-                        refs.append(Ref(target, SOFT, "attribute file"))
-                        seen.add(target)
-                changed[guid] = dataclasses.replace(asset, refs=tuple(refs))
-        return changed
+
+def item_resource(item: RepositoryItem, repository: Repository) -> MessiahResource:
+    """An Item of a repository as the index lists it."""
+    return tuple.__new__(
+        MessiahResource,
+        (
+            item.guid,
+            item.package,
+            item.name,
+            item.type,
+            item.deps,
+            repository.name,
+            f"{item.package}/{item.name}",
+            repository.path,
+        ),
+    )
 
 
 class Repository(NamedTuple):
@@ -460,9 +459,9 @@ class _Assembler:
     per-repository facts are computed once, and equal references share one `Ref`.
     """
 
-    def __init__(self, root: str, files: list[FileEntry], parts: dict) -> None:
+    def __init__(self, root: str, layout: Layout | None, parts: dict) -> None:
         self.root = root
-        self.layout = scan_layout(files)
+        self.layout = layout  # None: patching (patching.py), not assembling
         self.parts = parts
         self.problems: list[Problem] = []
         self._repositories: dict[str, Repository] = {}
@@ -485,6 +484,7 @@ class _Assembler:
 
     def result(self) -> SourceResult:
         layout, parts = self.layout, self.parts
+        assert layout is not None
         repository_parts = [parts[f"repo:{path}"] for path in layout.repositories]
         map_parts = {path: parts[f"map:{path}"] for path in layout.worlds + layout.levels}
         attribute_refs: dict[str, tuple[str, ...]] = {}
@@ -501,19 +501,7 @@ class _Assembler:
             repository = self.repository(_parent(part.path))
             for item in part.items:
                 guid = item.guid
-                resource = new_tuple(
-                    MessiahResource,
-                    (
-                        guid,
-                        item.package,
-                        item.name,
-                        item.type,
-                        item.deps,
-                        repository.name,
-                        f"{item.package}/{item.name}",
-                        repository.path,
-                    ),
-                )
+                resource = item_resource(item, repository)
                 known = by_guid.get(guid)
                 if known is None:
                     by_guid[guid] = new_tuple(SameGuid, ([item], [resource]))
@@ -524,21 +512,11 @@ class _Assembler:
 
         index = self.build_index(by_guid, all_resources, map_parts)
         assets: dict[str, Asset] = {}
-        for kind, paths in ((WORLD, layout.worlds), (LEVEL, layout.levels)):
+        for paths in (layout.worlds, layout.levels):
             for path in paths:
                 part = map_parts[path]
                 self.problems.extend(part.problems)
-                label = "level" if kind == WORLD else "placed"
-                assets[path] = Asset(
-                    path,
-                    kind,
-                    "World" if kind == WORLD else "Level",
-                    (path,),
-                    (_parent(path),),
-                    (path,),
-                    tuple(self.ref(target, HARD, label) for target in part.refs),
-                    name=posixpath.basename(path),
-                )
+                assets[path] = self.map_asset(part)
         folders_by_guid: dict[str, list[ResourceFolder]] = {}
         for folder in layout.folders:
             same_guid = folders_by_guid.get(folder.guid)
@@ -564,6 +542,45 @@ class _Assembler:
                 )
         return SourceResult(assets=assets, index=index, problems=self.problems)
 
+    def map_asset(self, part: MapPart) -> Asset:
+        """The asset of a world or a level."""
+        path, kind = part.path, part.kind
+        label = "level" if kind == WORLD else "placed"
+        return Asset(
+            path,
+            kind,
+            "World" if kind == WORLD else "Level",
+            (path,),
+            (_parent(path),),
+            (path,),
+            tuple(self.ref(target, HARD, label) for target in part.refs),
+            name=posixpath.basename(path),
+        )
+
+    @staticmethod
+    def used_levels(worlds: list[MapPart]) -> frozenset[str]:
+        """`ilevels`: every level a world names (project-relative, as the index is stored)."""
+        return frozenset(level for part in worlds for level in part.refs)
+
+    def resource_file(
+        self, folder: ResourceFolder, resources: tuple[MessiahResource, ...]
+    ) -> ResourceFile:
+        """A resource folder as the index lists it (its Type from the GUID's items; its paths
+        project-relative, as the index is stored)."""
+        repository = self.repository(folder.repository_dir)
+        return tuple.__new__(
+            ResourceFile,
+            (
+                folder.guid,
+                repository.name,
+                self.folder_type(folder.attribute, repository.path, resources),
+                folder.attribute,
+                folder.data,
+                folder.hdr,
+                folder.source,
+            ),
+        )
+
     def build_index(self, by_guid, all_resources, map_parts) -> MessiahIndex:
         res_in_repo = {guid: tuple(known.resources) for guid, known in by_guid.items()}
         res_virt_info: dict[str, list[MessiahResource]] = {}
@@ -574,31 +591,16 @@ class _Assembler:
             else:
                 known.append(resource)
         res_in_disk: dict[str, list[ResourceFile]] = {}
-        new_file = tuple.__new__
-        repository_dir, repository = "", self.repository("")
+        assert self.layout is not None
         for folder in self.layout.folders:  # sorted folder order
             guid = folder.guid
-            if folder.repository_dir != repository_dir:  # sorted: runs of one repository
-                repository_dir = folder.repository_dir
-                repository = self.repository(repository_dir)
-            entry = new_file(
-                ResourceFile,
-                (
-                    guid,
-                    repository.name,
-                    self.folder_type(folder, repository.path, res_in_repo.get(guid, ())),
-                    folder.attribute,
-                    folder.data,
-                    folder.hdr,
-                    folder.source,
-                ),
-            )
+            entry = self.resource_file(folder, res_in_repo.get(guid, ()))
             files_of_guid = res_in_disk.get(guid)
             if files_of_guid is None:
                 res_in_disk[guid] = [entry]
             else:
                 files_of_guid.append(entry)
-        ilevels = frozenset(level for path in self.layout.worlds for level in map_parts[path].refs)
+        ilevels = self.used_levels([map_parts[path] for path in self.layout.worlds])
         return MessiahIndex(
             root="",  # paths project-relative: stored, it does not depend on the checkout's place
             res_in_repo=res_in_repo,
@@ -616,6 +618,7 @@ class _Assembler:
         if digests is None:
             return ""
         layout = self.layout
+        assert layout is not None
         named_by_root = REPOSITORY_FILE in layout.repositories
         return digest_value(
             [
@@ -629,15 +632,15 @@ class _Assembler:
         )
 
     @staticmethod
-    def folder_type(
-        folder: ResourceFolder, own_repository: str, items: tuple[MessiahResource, ...]
-    ) -> str:
+    def folder_type(attribute: str, own_repository: str, items: tuple[MessiahResource, ...]) -> str:
+        """A resource folder's Type: its own repository's item's, else the GUID's first item's,
+        else what its attribute file's name says."""
         for resource in items:
             if resource.RepositoryFullPath == own_repository:
                 return resource.Type
         if items:
             return items[0].Type
-        return "Texture" if folder.attribute.endswith("/texture.xml") else ""
+        return "Texture" if attribute.endswith("/texture.xml") else ""
 
     def ref(self, target: str, strength: str, label: str) -> Ref:
         """One shared Ref per (target, strength, label): most are Deps of a few popular GUIDs."""
