@@ -34,6 +34,7 @@ from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord
 from ..cache.state import BuildState
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
+from ..files.reads import ENTRY_MARK
 from ..hashing import canonical_json, digest_bytes
 from ..typing import PROJECT
 from .context import Context
@@ -96,7 +97,10 @@ class StageEntries:
     def _lookup(self, name: str, keys: tuple[str, str], ctx: Context) -> StageRows | None:
         for key in keys:
             for entry in self.cache.actions.candidates(WHOLE + name, key):
-                if not all(self._holds(ctx, path, digest) for path, digest in entry.reads):
+                files = (read for read in entry.reads if not read[0].startswith(ENTRY_MARK))
+                if not all(self._holds(ctx, path, digest) for path, digest in files):
+                    continue
+                if ctx.entries.changed(entry.reads) is not None:  # entry reads: in one pass
                     continue
                 try:
                     rows = loads(self.cache.get_blob(entry.result))
