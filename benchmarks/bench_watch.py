@@ -1,6 +1,7 @@
-"""`orchestrate watch` (issue 29): started on the warm build, one texture's Width saved and the
-seconds until the manifest in the output folder changed (each repeat a fresh edit), then its CPU
-over a minute with nothing changing, as a share of one core.
+"""`orchestrate watch` (issue 29): started on the warm build, the seconds from an edit until the
+manifest in the output folder changed, for one texture's Width saved, one Item renamed, one asset
+added and one deleted (each repeat a fresh edit), then its CPU over a minute with nothing
+changing, as a share of one core.
 
     python benchmarks/bench_watch.py [--assets 10000] [--seed 1] [--repeat 3] [--json]
 

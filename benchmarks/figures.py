@@ -258,19 +258,37 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
 
 @section("watch")
 def watching(project: Project, results: SizeResults, options: Options) -> None:
-    """`orchestrate watch` on the warm build: one texture's Width saved, the seconds until the
-    manifest changed (a fresh edit each repeat, the file saved back untimed between them), then
-    its CPU over `options.idle_seconds` with nothing changing."""
+    """`orchestrate watch` on the warm build: the seconds from an edit until the manifest
+    changed, for one texture's Width saved and for the index edits (rename one Item, add one
+    asset, delete one asset), a fresh edit each repeat and each undone untimed between them;
+    then its CPU over `options.idle_seconds` with nothing changing."""
     from watching import manifest_of, measure
 
     build = _warm_build(project, WARM_BUILD, AUTO, options)
-    texture = pick_edit_targets(project).texture_xml
+    targets = pick_edit_targets(project)
     manifest = manifest_of(output_dir(project, WARM_BUILD))
-    latencies, share, _ = measure(
-        build, texture, manifest, options.repeat, options.idle_seconds, options.timeout
+    doomed = deletable_textures(project, targets, options.repeat)
+    ks = range(1, options.repeat + 1)
+    edits = {
+        "attribute": [edited(project, targets.texture_xml, change_width(k)) for k in ks],
+        "rename": [
+            edited(project, targets.repository, change_item_name(targets.guid, 100 + k)) for k in ks
+        ],
+        "add_asset": [asset_added(project, targets, 100 + k) for k in ks],
+        "delete_asset": [asset_deleted(project, targets.repository, doomed[k - 1]) for k in ks],
+    }
+    latencies, share, _ = measure(build, edits, manifest, options.idle_seconds, options.timeout)
+    whats = {
+        "attribute": "one texture's Width saved → manifest.json changed",
+        "rename": "one Item renamed in a resource.repository → manifest.json changed",
+        "add_asset": "one asset added (its folder and its Item) → manifest.json changed",
+        "delete_asset": "one asset deleted (its folder and its Item) → manifest.json changed",
+    }
+    results.put(
+        "watch.save_to_manifest", timed_figure(latencies["attribute"], what=whats["attribute"])
     )
-    figure = timed_figure(latencies, what="one texture's Width saved → manifest.json changed")
-    results.put("watch.save_to_manifest", figure)
+    for kind in ("rename", "add_asset", "delete_asset"):
+        results.put(f"watch.{kind}_to_manifest", timed_figure(latencies[kind], what=whats[kind]))
     results.put("watch.idle_cpu", {"median": share, "seconds": options.idle_seconds})
 
 

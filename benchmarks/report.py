@@ -260,6 +260,20 @@ def targets(figures: dict) -> list[dict]:
         "≤ 0.5 s",
         latency is not None and latency <= 0.5,
     )
+    for kind, what in (
+        ("rename", "rename one Item"),
+        ("add_asset", "add one asset"),
+        ("delete_asset", "delete one asset"),
+    ):
+        latency = f(f"watch.{kind}_to_manifest")
+        add(
+            ISSUE_29,
+            f"{what} with `orchestrate watch`: save → manifest published",
+            latency,
+            f"{fmt_s(latency)} (from the edit until manifest.json changed)",
+            "≤ 1 s",
+            latency is not None and latency <= 1.0,
+        )
     seconds = f("watch.idle_cpu", "seconds")
     add(
         ISSUE_29,

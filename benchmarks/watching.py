@@ -12,10 +12,11 @@ import signal
 import subprocess
 import threading
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import psutil
-from common import BenchError, change_width, log, orchestrate_command
+from common import BenchError, log, orchestrate_command
 
 OUTCOME = re.compile(r"^\d\d:\d\d:\d\d (built|failed a gate|error|internal error|not built) ")
 POLL_SECONDS = 0.002
@@ -73,27 +74,24 @@ class WatchProcess:
             self.stderr.close()
 
 
-def save_to_manifest(watch: WatchProcess, texture: Path, manifest: Path, k: int) -> float:
-    """Save one texture's Width changed by `k`; seconds until the manifest changed. The
-    original is saved back afterwards (its build untimed)."""
-    original = texture.read_bytes()
+def save_to_manifest(watch: WatchProcess, edit: AbstractContextManager, manifest: Path) -> float:
+    """Make an edit (entering `edit`: one file saved, or an asset's folder and its Item);
+    seconds until the manifest changed. The edit is undone afterwards (its build untimed)."""
     before = manifest.read_bytes()
-    changed = change_width(k)(original)
     started = time.perf_counter()
-    texture.write_bytes(changed)
-    deadline = started + watch.timeout
-    while True:
-        try:
-            if manifest.read_bytes() != before:
-                seconds = time.perf_counter() - started
-                break
-        except FileNotFoundError:
-            pass
-        if time.perf_counter() > deadline:
-            raise BenchError("the manifest did not change after the save")
-        time.sleep(POLL_SECONDS)
-    log(f"  save → manifest published: {seconds:.3f} s; {watch.settle()}")
-    texture.write_bytes(original)
+    with edit:
+        deadline = started + watch.timeout
+        while True:
+            try:
+                if manifest.read_bytes() != before:
+                    seconds = time.perf_counter() - started
+                    break
+            except FileNotFoundError:
+                pass
+            if time.perf_counter() > deadline:
+                raise BenchError("the manifest did not change after the edit")
+            time.sleep(POLL_SECONDS)
+        log(f"  save → manifest published: {seconds:.3f} s; {watch.settle()}")
     watch.settle()
     return seconds
 
@@ -107,14 +105,18 @@ def idle_cpu(watch: WatchProcess, seconds: float) -> float:
     return used / spent
 
 
-def measure(build_file: Path, texture: Path, manifest: Path, repeat: int, idle_seconds: float,
-            timeout: float) -> tuple[list[float], float, str]:  # fmt: skip
-    """(save → manifest seconds per repeat, idle share of a core, the first build's line)."""
+def measure(build_file: Path, edits: dict[str, list[AbstractContextManager]], manifest: Path,
+            idle_seconds: float, timeout: float) -> tuple[dict[str, list[float]], float, str]:  # fmt: skip
+    """(save → manifest seconds of each kind of edit, one per edit given; the idle share of a
+    core; the first build's line)."""
     watch = WatchProcess(build_file, timeout)
     try:
         first = watch.settle()
         log(f"  watch started: {first}")
-        latencies = [save_to_manifest(watch, texture, manifest, k + 1) for k in range(repeat)]
+        latencies = {}
+        for kind, made in edits.items():
+            log(f"  {kind}")
+            latencies[kind] = [save_to_manifest(watch, edit, manifest) for edit in made]
         share = idle_cpu(watch, idle_seconds)
         log(f"  idle: {share * 100:.2f} % of a core over {idle_seconds:.0f} s")
     finally:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib
 
-from .version import __version__
-
 # typing.TYPE_CHECKING without importing typing (3 ms): type checkers know the name.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names of _HOMES below, for type checkers
@@ -100,6 +98,7 @@ if TYPE_CHECKING:  # the names of _HOMES below, for type checkers
         Unit,
         UnitResults,
     )
+    from .version import __version__
     from .yamlfile import (
         ExpansionRefused,
         compose_all,
@@ -143,11 +142,13 @@ _HOMES: dict[str, str] = {
     "shell.runrecord": "read_record render_reports RECORD PREVIOUS",
     # Running one stage on its own in a test.
     "testing": "run_stage StageRun",
+    # The product's version (in every action key and manifest).
+    "version": "__version__",
 }
 
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names.split()}
 
-__all__ = ["__version__", *_HOME_OF]
+__all__ = [*_HOME_OF]
 
 
 def __getattr__(name: str) -> Any:

@@ -24,9 +24,10 @@ from pathlib import Path
 import psutil
 import pytest
 from buildkit import cli_env, content_reports, make_project, published, run_cli
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from lawkit import build as clean_build
+from test_incremental_laws import MessiahChanges
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -331,3 +332,70 @@ def test_a_bug_is_shown_with_its_trace_and_the_next_build_starts_afresh(
         assert re.search(r" (built|failed a gate) in ", out), out
     finally:
         watch.close()
+
+
+def looks(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file's and folder's (size, mtime) under `root`: whether an edit changed anything."""
+    return {
+        str(path): (stat.st_size, stat.st_mtime_ns)
+        for path in root.rglob("*")
+        for stat in [path.stat()]
+    }
+
+
+#: The index edits of issue 29, as tests/test_incremental_laws.py makes them through `run`.
+INDEX_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "edit_repository",  # an Item renamed, a Deps added or dropped, its Type changed
+                "add_asset",
+                "delete_asset",
+                "move_asset",
+                "break_repository",  # cut short, then mended by the next one
+            ]
+        ),
+        st.integers(0, 999),
+        st.integers(0, 999),
+    ),
+    min_size=2,
+    max_size=4,
+)
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: each step is a build
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(edits=INDEX_EDITS)
+def test_index_edits_through_a_live_watch_equal_clean_builds(tmp_path_factory, edits):
+    """Index edits (rename, add, delete, move between packages, Deps, a repository broken and
+    mended) made while the watch runs: each settled state's outcome is a clean build's, and
+    when that build publishes, the watch's output folder holds the same files and content
+    reports, byte for byte."""
+    base = tmp_path_factory.mktemp("watched-index")
+    build_file = make_project(base, assets=120)
+    changes = MessiahChanges(base)
+    watch = LiveWatch(build_file)
+    try:
+        assert "started" in watch.outcome(), watch.seen
+        done: list[str] = []
+        for kind, a, b in edits:
+            before = looks(changes.root)
+            done.append(changes.apply(kind, a, b))
+            if looks(changes.root) == before:  # nothing to apply it to (its repository broken)
+                continue
+            line = watch.settle()
+            clean = clean_build(build_file, output="clean/out", cache="clean/cache")
+            story = "; ".join(done)
+            said = OUTCOME.match(line)
+            assert said is not None, (story, line)
+            assert said.group(1) == CODE.get(clean.exit_code, "error"), (story, line, clean.error)
+            if clean.exit_code in CODE:
+                out = build_file.parent / "build" / "out"
+                assert published(out) == clean.outputs, (story, line)
+                assert content_reports(out) == clean.reports, (story, line)
+    finally:
+        assert watch.stop() == 130
