@@ -246,9 +246,14 @@ def _ensure_generated(
 
 
 def bench_build_file(
-    project: Project, name: str, fresh: bool = True, shared_paths: bool = True
+    project: Project,
+    name: str,
+    fresh: bool = True,
+    shared_paths: bool = True,
+    cache: Path | dict | None = None,
 ) -> Path:
-    """A copy of the project's build.yaml with its own cache and output folders.
+    """A copy of the project's build.yaml with its own cache and output folders (or the given
+    `cache`: a folder, or the `cache:` mapping of a cache server).
 
     `executor.shared_paths: true` (workers read project files from disk: the project is on this
     machine) — see docs/benchmarks.md for why the default (`false`) is not measured.
@@ -260,7 +265,7 @@ def bench_build_file(
     if fresh and run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    raw["cache"] = str(run_dir / "cache")
+    raw["cache"] = str(run_dir / "cache") if cache is None else _cache_setting(cache)
     raw["output"] = str(run_dir / "out")
     executor = dict(raw.get("executor") or {})
     executor["shared_paths"] = shared_paths
@@ -270,8 +275,37 @@ def bench_build_file(
     return path
 
 
+def _cache_setting(cache: Path | dict) -> str | dict:
+    return cache if isinstance(cache, dict) else str(cache)
+
+
 def output_dir(project: Project, name: str) -> Path:
     return project.dir / "runs" / name / "out"
+
+
+def agent_checkout(
+    project: Project, name: str, cache: Path | dict, output: str, shared_paths: bool = True
+) -> Path:
+    """The build file of another agent's checkout of the project: a copy of it at another path
+    (runs/<name>/checkout: the project's files hard-linked, made afresh on each call, so no
+    file table or build state of an earlier one is found), building into `output` (relative
+    to the copy) with `cache` (a folder another agent's builds filled, or the `cache:` mapping
+    of a cache server)."""
+    import yaml
+
+    checkout = project.dir / "runs" / name / "checkout"
+    shutil.rmtree(checkout, ignore_errors=True)
+    checkout.mkdir(parents=True)
+    shutil.copytree(project.root, checkout / "project", symlinks=True, copy_function=os.link)
+    for file in ("build.yaml", "rules.yaml"):
+        shutil.copy2(project.dir / file, checkout / file)
+    raw = yaml.safe_load((project.dir / "build.yaml").read_text(encoding="utf-8"))
+    raw["cache"] = _cache_setting(cache)
+    raw["output"] = output
+    raw["executor"] = {**(raw.get("executor") or {}), "shared_paths": shared_paths}
+    path = checkout / f"agent-{output.replace('/', '-')}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
 
 
 # -- running orchestrate ---------------------------------------------------------------------------
@@ -294,6 +328,7 @@ class Run:
     driver_peak_private: int | None = None  # RSS less shared pages (Ray's object store)
     hashed_files: int | None = None  # files the scan read again (signature moved)
     scan_seconds: float | None = None
+    cpu: dict | None = None  # runner.py --cpu: driver_s, all_s (CPU seconds during run_build)
 
     @property
     def stage_seconds(self) -> dict[str, float]:
@@ -334,6 +369,7 @@ class Run:
             "peak_rss_total": self.peak_total(),
             "hashed_files": self.hashed_files,
             "scan_seconds": self.scan_seconds,
+            "cpu": self.cpu,
             "code": self.code,
             "stages": self.stages,
         }
@@ -355,6 +391,7 @@ class Run:
             data.get("driver_peak_private"),
             data.get("hashed_files"),
             data.get("scan_seconds"),
+            data.get("cpu"),
         )
 
 
@@ -373,17 +410,20 @@ def run_orchestrate(
     command: str = "run",
     timeout: float = DEFAULT_TIMEOUT,
     attempts: int = 3,
+    flags: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Run:
     """`orchestrate COMMAND BUILD ARGS` in a fresh interpreter (`run` with `--log-format json`);
     exit 0 or 1 is ok (generated projects carry planted rule failures, so a full build and
-    `validate` exit 1)."""
+    `validate` exit 1). `flags` are runner.py's (`--cpu`); `env` is added to the process's."""
     for attempt in range(attempts):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "run.json"
             started = time.perf_counter()
             done = subprocess.run(
-                runner_command(out, build_file, command, args),
+                runner_command(out, build_file, command, args, flags),
                 cwd=build_file.parent,
+                env=None if env is None else {**os.environ, **env},
                 capture_output=True,
                 text=True,
                 timeout=timeout,

@@ -1,6 +1,7 @@
 """Profile the runs the incremental engine's targets are about, with py-spy: the cold build, the
-no-op rerun and one edited attribute file, each `orchestrate run build.yaml` as a user runs it
-(executor `auto`, a fresh process through benchmarks/runner.py `--stage-frames`).
+no-op rerun, one edited attribute file and a fresh checkout (a copy of the project at another
+path, no build state, the same warm cache folder), each `orchestrate run build.yaml` as a user
+runs it (executor `auto`, a fresh process through benchmarks/runner.py `--stage-frames`).
 
     python benchmarks/profile_runs.py --size 100000
     python benchmarks/profile_runs.py --size 10000 --runs noop,one-edit --rate 200
@@ -28,7 +29,7 @@ from pathlib import Path
 import common
 import profiles
 
-RUNS = ("cold", "noop", "one-edit", "rename", "add-asset", "delete-asset")
+RUNS = ("cold", "noop", "one-edit", "rename", "add-asset", "delete-asset", "fresh")
 TITLES = {
     "cold": "cold build (empty cache)",
     "noop": "no-op rerun (nothing changed since the cold build)",
@@ -36,6 +37,7 @@ TITLES = {
     "rename": "one Item renamed in a resource.repository",
     "add-asset": "one asset added (its folder and its Item)",
     "delete-asset": "one asset deleted (its folder and its Item)",
+    "fresh": "a fresh checkout at another path with the warm cache folder (no build state)",
 }
 PROFILES = common.RESULTS / "profiles"
 
@@ -167,11 +169,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         common.log(f"profiling the {what} run")
         edit, detail = edit_of_run(project, what)
+        target = build
+        if what == "fresh":
+            target = common.agent_checkout(project, "profile-fresh", run_dir / "cache", "out")
         with edit:
-            run, stacks, collapsed = profile_run(py_spy, build, run_dir, what, args.rate)
-        if what not in ("cold", "noop"):
+            run, stacks, collapsed = profile_run(py_spy, target, run_dir, what, args.rate)
+        if what not in ("cold", "noop", "fresh"):
             common.run_orchestrate(build)  # the cache matches the restored files again
-        lines = header(what, detail, project, build, run, args.rate)
+        lines = header(what, detail, project, target, run, args.rate)
         lines.append(f"collapsed stacks: {shown(collapsed)}")
         text = profiles.render(profiles.summarise(stacks, args.rate), lines, top=args.top)
         path = args.out / f"{date}-{size_label(args.size)}-{what}.txt"

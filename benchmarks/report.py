@@ -44,6 +44,7 @@ def output_seconds(figures: dict, name: str) -> float | None:
 
 
 ISSUE_15 = "issue 15"  # the incremental engine's targets: the first table
+ISSUE_28 = "issue 28"  # the farm's: a fresh agent from a warm cache, scaling out
 ISSUE_29 = "issue 29"  # the developer loop: `orchestrate watch`
 EARLIER = "earlier"  # targets of earlier issues that are still measured
 
@@ -174,6 +175,41 @@ def targets(figures: dict) -> list[dict]:
         r is not None and r <= 12,
     )
 
+    for name, how in (
+        ("fresh.disk", "the shared cache folder, same path"),
+        ("fresh.disk_elsewhere", "the shared cache folder, another path"),
+        ("fresh.http", "the cache server (HTTP), same path"),
+    ):
+        fresh = f(name)
+        r = _ratio(fresh, noop)
+        add(
+            ISSUE_28,
+            f"fresh checkout, warm cache: {how} / no-op",
+            r,
+            f"{_x(r)} ({fmt_s(fresh)} vs {fmt_s(noop)}, whole processes)",
+            "≤ 3x",
+            r is not None and r <= 3,
+        )
+    share = f("scale.ray2", "driver_share")
+    add(
+        ISSUE_28,
+        "driver CPU / all CPU, cold Ray build (2 workers)",
+        share,
+        _pct(share) + _ceilings(figures),
+        "≤ 15 %",
+        share is not None and share <= 0.15,
+    )
+    one, two = f("scale.ray1"), f("scale.ray2")
+    r = _ratio(two, one)
+    add(
+        ISSUE_28,
+        "cold Ray build, 2 workers / 1 worker",
+        r,
+        f"{_x(r)} ({fmt_s(two)} vs {fmt_s(one)}, engine seconds)",
+        "≤ 0.6",
+        r is not None and r <= 0.6,
+    )
+
     v1, v2 = f("validate.ray1"), f("validate.ray2")
     r = _ratio(v1, v2)
     add(
@@ -248,6 +284,15 @@ def targets(figures: dict) -> list[dict]:
         idle is not None and idle < 0.01,
     )
     return rows
+
+
+def _ceilings(figures: dict) -> str:
+    """The speed-ups over one process the driver's share allows (farm.amdahl)."""
+    workers = _f(figures, "scale.ceiling", "workers") or {}
+    if not workers:
+        return ""
+    shown = ", ".join(f"{_x(v)} with {n} workers" for n, v in workers.items())
+    return f"; it bounds the build at {shown}"
 
 
 def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
@@ -496,6 +541,33 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
     )
     add("build report: click the largest bundle (drawn)", f("report.open", "click_median"))
     add("build report: search every asset (no match)", f("report.open", "search_median"))
+    for name in ("fresh.disk", "fresh.disk_elsewhere", "fresh.http"):
+        add(
+            f"fresh checkout, warm cache ({f(name, 'what') or name}), whole process",
+            f(name),
+            _ratio(f(name), f("noop")),
+            "no-op rerun",
+        )
+    for name, label in (
+        ("scale.ray1", "Ray 1 worker"),
+        ("scale.ray2", "Ray 2 workers"),
+        ("scale.two_nodes", "two-node cluster (`ray start` head + node, 1 CPU each)"),
+    ):
+        share = f(name, "driver_share")
+        add(
+            f"cold build, {label}, engine seconds",
+            f(name),
+            _ratio(f(name), f("scale.ray1")),
+            "Ray 1 worker" + ("" if share is None else f"; driver's CPU share {_pct(share)}"),
+        )
+    for workers, speedup in (_f(figures, "scale.ceiling", "workers") or {}).items():
+        add(
+            f"ceiling the driver's share implies, {workers} workers (Amdahl)",
+            f"{_x(speedup)}",
+            None,
+            "speed-up over one process: 1 / (s + (1 - s) / n)",
+            ratio_text="",
+        )
     return rows
 
 
@@ -529,6 +601,7 @@ def targets_markdown(figures: dict) -> list[str]:
     out = []
     titles = {
         ISSUE_15: "Targets (issue 15)",
+        ISSUE_28: "Targets (issue 28: the farm)",
         ISSUE_29: "Targets (issue 29: the developer loop)",
         EARLIER: "Earlier targets, still measured",
     }
@@ -673,8 +746,26 @@ How the figures are taken:
 - Output throughput: MB = uncompressed cooked payload bytes of the bundles; write+archive+hash
   seconds come from the cold builds; `zstd -3 -T1` compresses the same payloads, concatenated per
   bundle, in one process.
-- Profiles (py-spy) of the cold build, the no-op and the one-edit run:
-  `python benchmarks/profile_runs.py --size N` writes
+- A fresh checkout with a warm cache (`benchmarks/farm.py`, section `fresh`): a first agent
+  builds the commit cold (untimed); each timed agent has no build state of its own (a new
+  output folder: a new build state) and builds the same files from what the first one left:
+  through the cache folder they share, checked out at the same path (a farm's agents use one
+  workspace path) or at another path (the project's files hard-linked under
+  `runs/fresh-other-N/checkout`); and through a cache server (nginx with its WebDAV methods on
+  a loopback port, started as `tests/remotekit.py` does, entries signed with a farm key) with
+  an empty cache folder of its own. Each is judged against the no-op rerun.
+- Scaling (section `scaling`): cold builds on a local Ray with 1 and 2 workers, with the CPU
+  seconds of the driver and of every process of the build (the driver's descendants: Ray's
+  head processes and workers, custom-code workers) sampled with psutil every 0.2 s while
+  `run_build` runs (`benchmarks/runner.py --cpu`). The driver's share `s` bounds the speed-up
+  over one process at `1 / (s + (1 - s) / n)` with `n` workers (Amdahl), shown for 16 and 64.
+  Then a cold build on a two-node cluster on this machine: `ray start --head` and `ray start
+  --address` on loopback, one CPU each, as docs/cluster.md's steps say (`tests/raystart.py`),
+  the build file's `executor.address` naming the head; its CPU counts the nodes' processes too.
+  On a 2-core machine the driver and two workers share the cores: the 2-worker figure shows
+  the machine's bound as much as the engine's; the driver's share is what carries to a farm.
+- Profiles (py-spy) of the cold build, the no-op, the one-edit run and a fresh checkout at
+  another path: `python benchmarks/profile_runs.py --size N` writes
   `benchmarks/results/profiles/<date>-<size>-<run>.txt` (top functions, time by stage).
 - The machine is shared and noisy: compare ratios within one size's table, not across days.
 

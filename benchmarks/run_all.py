@@ -19,6 +19,7 @@ import sys
 import time
 
 import common
+import farm
 import figures as F
 import report
 
@@ -34,6 +35,8 @@ SECTIONS = (
     "pack",
     "cocos",
     "report",
+    "fresh",
+    "scaling",
 )
 # The name each section records its failure under (figures.section).
 SECTION_ERRORS = {
@@ -48,6 +51,8 @@ SECTION_ERRORS = {
     "pack": "pack",
     "cocos": "cocos",
     "report": "report page",
+    "fresh": "fresh checkout",
+    "scaling": "scaling",
 }
 
 
@@ -174,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             "pack": lambda: F.packing(project, results, options),
             "cocos": lambda: F.cocos(project, results, options),
             "report": lambda: F.report_page(project, results, options),
+            "fresh": lambda: farm.fresh_checkouts(project, results, options),
+            "scaling": lambda: farm.scaling(project, results, options),
         }
         for name in SECTIONS:
             if name in sections:

@@ -10,12 +10,18 @@ harness times the whole process from outside (what a user waits for) and reads t
 
 `--stage-frames` (for profilers): each stage runs inside a frame named `stage:<name>`, so a
 sampling profiler's stacks say which stage a sample belongs to (benchmarks/profile_runs.py).
+
+`--cpu` (for the scaling figures): the CPU seconds of this process (the driver) and of every
+process descending from it or from the processes named in BENCH_CPU_ROOTS (a cluster's nodes
+started apart), sampled with psutil while `run_build` runs (`CpuSampler`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 import types
 
@@ -61,6 +67,54 @@ def name_stage_frames(scheduler_class) -> None:
     scheduler_class._stage = stage_in_named_frame
 
 
+class CpuSampler(threading.Thread):
+    """The CPU seconds (user + system) the driver and all processes of the build spend while it
+    samples: this process and the descendants of it and of `roots` (less what those that ran
+    before had spent then), each process's last sample kept (one that ends between two samples
+    loses at most `interval` of its time)."""
+
+    def __init__(self, roots: list[int], interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        import psutil
+
+        self.psutil = psutil
+        self.roots = [os.getpid(), *roots]
+        self.interval = interval
+        self.seen: dict[tuple[int, float], float] = {}
+        self.done = threading.Event()
+        self.sample()
+        self.before = dict(self.seen)
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        psutil = self.psutil
+        for root in self.roots:
+            try:
+                top = psutil.Process(root)
+                processes = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for proc in processes:
+                try:
+                    times = proc.cpu_times()
+                    self.seen[(proc.pid, proc.create_time())] = times.user + times.system
+                except psutil.Error:
+                    continue
+
+    def stop(self) -> dict:
+        """Stop sampling; the figures."""
+        self.done.set()
+        self.join()
+        self.sample()
+        spent = {key: seconds - self.before.get(key, 0.0) for key, seconds in self.seen.items()}
+        me = self.psutil.Process()
+        driver = spent.get((me.pid, me.create_time()), 0.0)
+        return {"driver_s": driver, "all_s": sum(spent.values()), "processes": len(spent)}
+
+
 def main() -> None:
     out_path = sys.argv[1]
     flags = sys.argv[2 : sys.argv.index("--")]
@@ -78,7 +132,16 @@ def main() -> None:
     def run_build(*args, **kwargs):
         began = time.perf_counter()
         captured["imports_s"] = began - STARTED
-        result = original(*args, **kwargs)
+        sampler = None
+        if "--cpu" in flags:
+            roots = os.environ.get("BENCH_CPU_ROOTS", "")
+            sampler = CpuSampler([int(pid) for pid in roots.split(",") if pid])
+            sampler.start()
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            if sampler is not None:  # before Ray's workers leave with the driver
+                captured["cpu"] = sampler.stop()
         captured["run_build_s"] = time.perf_counter() - began
         captured["result"] = result
         return result
@@ -107,6 +170,7 @@ def main() -> None:
         "workers_peak_rss": None,
         "hashed_files": None,
         "scan_seconds": None,
+        "cpu": captured.get("cpu"),
     }
     if result is not None:
         record["ray_startup"] = result.ray_startup

@@ -36,7 +36,8 @@ SPEC = StageSpec(
     name="collect",
     # 3: assets, index and source as values of their own (assets keyed by id), patched in place.
     # 4: problems are the engine's records (orchestrator.typing.Problem)
-    # 5: the index keyed (sources.base.index_entries: by GUID and virtual path for Messiah)
+    # 5: the index keyed (sources.base.index_entries: by GUID and virtual path for Messiah),
+    # its paths project-relative (no value depends on where the checkout lies)
     version=5,
     inputs=(PROJECT,),
     outputs=("assets", "index", "source"),

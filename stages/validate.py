@@ -313,8 +313,8 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, files: list[PlannedFile]) -> Unit
         ]
     }
     # What the rules look up in the index is in the unit's trace (rules/traced.py), not its key.
-    if any(rule.func_str for rule in rules.values()):
-        key["root"] = ctx.root  # custom code sees absolute paths
+    if any(rule.sees_root for rule in rules.values()):
+        key["root"] = ctx.root  # its rule code may see where the checkout lies
     return Unit(
         id=unit_id,
         payload=tuple(FileCheck(planned.path, planned.rules) for planned in files),

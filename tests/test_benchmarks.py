@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import common  # noqa: E402
+import farm  # noqa: E402
 import profiles  # noqa: E402
 import report  # noqa: E402
 import runner  # noqa: E402
@@ -126,7 +128,8 @@ def test_issue_15_targets_come_first_in_the_issues_order():
     ones still measured."""
     rows = report.targets(issue_15_figures())
     groups = [row["group"] for row in rows]
-    assert groups == sorted(groups, key=[report.ISSUE_15, report.EARLIER, report.ISSUE_29].index)
+    order = [report.ISSUE_15, report.ISSUE_28, report.EARLIER, report.ISSUE_29]
+    assert groups == sorted(groups, key=order.index)
     assert [r["target"] for r in rows if r["group"] == report.ISSUE_15] == ISSUE_15_TARGETS
     verdicts = {row["target"]: row["met"] for row in rows}
     assert all(verdicts[name] for name in ISSUE_15_TARGETS)
@@ -221,6 +224,72 @@ def test_markdown_has_the_issue_15_table_first():
     assert "cold `orchestrate validate` (executor auto), whole process" in markdown
     rendered = report.render({"100000": {"figures": figures, "meta": {}}})
     assert "benchmarks/profile_runs.py" in rendered
+
+
+def test_issue_28_targets_are_judged_from_the_farm_figures():
+    """A fresh checkout is judged against the no-op (each cache kind apart), the driver's CPU
+    share against 15 % with the ceilings it implies shown, and 2 workers against 1."""
+    figures = issue_15_figures()
+    run = lambda driver, all_: {"cpu": {"driver_s": driver, "all_s": all_}}  # noqa: E731
+    figures.update(
+        {
+            "fresh.disk": {"median": 2.4},
+            "fresh.disk_elsewhere": {"median": 3.7},
+            "fresh.http": {"median": 3.6},
+            "scale.ray1": {"median": 20.0},
+            "scale.ray2": {
+                "median": 11.0,
+                "driver_share": 0.1,
+                "runs": [run(1, 10), run(3, 30)],
+            },
+            "scale.ceiling": {"workers": {"16": farm.amdahl(0.1, 16), "64": farm.amdahl(0.1, 64)}},
+        }
+    )  # the no-op is 1.2 s
+    rows = {row["target"]: row for row in report.targets(figures) if row["group"] == "issue 28"}
+    verdicts = {name: row["met"] for name, row in rows.items()}
+    assert list(verdicts.values()) == [True, False, True, True, True]
+    share = rows["driver CPU / all CPU, cold Ray build (2 workers)"]["shown"]
+    assert "10.0 %" in share and "6.40x with 16 workers" in share
+    assert farm.driver_share({"runs": [run(1, 10), run(4, 10), run(2, 10)]}) == 0.2
+    assert farm.driver_share({"runs": [{"cpu": None}]}) is None
+    markdown = "\n".join(report.size_markdown("10000", {"figures": figures, "meta": {}}))
+    assert markdown.index("### Targets (issue 28") < markdown.index("### Earlier targets")
+    assert "ceiling the driver's share implies, 64 workers (Amdahl) | 8.77x" in markdown
+
+
+def test_amdahl_bounds_the_speed_up_by_the_drivers_share():
+    """No driver share: n workers give n; all of it in the driver: nothing; more workers never
+    give less, and never more than 1 / share."""
+    assert farm.amdahl(0.0, 16) == 16 and farm.amdahl(1.0, 64) == 1
+    for share in (0.05, 0.15, 0.4):
+        speedups = [farm.amdahl(share, n) for n in (1, 2, 16, 64, 10**6)]
+        assert speedups == sorted(speedups) and speedups[-1] <= 1 / share
+
+
+def test_an_agent_checkout_is_a_copy_elsewhere_with_no_state(project):
+    """Another agent's checkout: the project's files at another path (linked, not copied
+    byte by byte), its build file pointed at the shared cache, made afresh on each call."""
+    cache = project.dir / "runs" / "shared" / "cache"
+    build = common.agent_checkout(project, "test-agent", cache, "out")
+    checkout = build.parent
+    assert checkout != project.dir and (checkout / "project").is_dir()
+    some = next(p for p in project.root.rglob("*") if p.is_file())
+    copy = checkout / "project" / some.relative_to(project.root)
+    assert copy.read_bytes() == some.read_bytes() and copy.stat().st_ino == some.stat().st_ino
+    raw = yaml.safe_load(build.read_text(encoding="utf-8"))
+    assert raw["cache"] == str(cache) and raw["output"] == "out"
+    (checkout / "out").mkdir()
+    again = common.agent_checkout(project, "test-agent", cache, "out")
+    assert again == build and not (checkout / "out").exists()
+
+
+def test_the_runner_samples_the_builds_cpu(project):
+    """`--cpu`: the driver's CPU seconds during run_build, and all processes' (custom-code
+    workers included), at least the driver's."""
+    build = common.bench_build_file(project, "test-cpu")
+    run = common.run_orchestrate(build, "--executor", "local", flags=("--cpu",))
+    assert run.cpu is not None and 0 < run.cpu["driver_s"] <= run.cpu["all_s"]
+    assert run.cpu["processes"] >= 1
 
 
 def test_pack_layouts_list_cooked_assets_by_literal_path(project):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -347,8 +348,9 @@ def test_index_carries_a_digest_derived_from_repository_and_world_parts(tmp_path
     files, reader, parts = _parts_with_digests(tmp_path)
     index = SOURCE.assemble(reader.root, files, parts, {}).index
     assert index.known_digest and index.digest() == index.known_digest
-    plain = collect_project(str(tmp_path)).index
-    assert plain == index and plain.known_digest == "" and plain.digest() != index.digest()
+    plain = collect_project(str(tmp_path)).index  # with absolute paths, as the spec's sets
+    assert plain == index.at(reader.root) and plain.digest() != index.digest()
+    assert index.at(reader.root).digest() == index.digest()  # rooted, it keeps its name
     again = SOURCE.assemble(reader.root, files, parts, {}).index
     assert again.digest() == index.digest()
     attrs = next(u for u in parts if u.startswith("attrs:"))
@@ -367,6 +369,34 @@ def test_index_carries_a_digest_derived_from_repository_and_world_parts(tmp_path
     write(tmp_path, f"Repo/P/{a}/a.hdr", "h")  # a file the index names
     files3, _, parts3 = _parts_with_digests(tmp_path)
     assert SOURCE.assemble(reader.root, files3, parts3, {}).index.digest() != index.digest()
+
+
+def test_the_index_is_the_same_value_wherever_the_checkout_lies(tmp_path):
+    """Two checkouts of one project at different paths assemble the same index, with the same
+    digest (it keys the rule units that read it), holding project-relative paths; rooted, the
+    rules see the spec's absolute paths under each checkout's own root."""
+    a = guid(40)
+    one = tmp_path / "agent-1" / "项目"
+    write_repository(one, "Repo", [Item(a, "a", "P")])
+    write_world(one, "Worlds/W.iworld", ["Levels/L.ilevel"])
+    write_level(one, "Levels/L.ilevel", [a])
+    two = tmp_path / "elsewhere" / "checkout"
+    shutil.copytree(one, two)
+    indexes = []
+    for root in (one, two):
+        files, reader, parts = _parts_with_digests(root)
+        indexes.append((reader.root, SOURCE.assemble(reader.root, files, parts, {}).index))
+    (root_one, first), (root_two, second) = indexes
+    assert first == second and first.digest() == second.digest()
+    assert first.content_digest() == second.content_digest()
+    assert str(tmp_path) not in repr(first)
+    (entry,) = first.res_in_disk[a]
+    assert entry.Resource == f"Repo/P/{a}/resource.xml"
+    assert first.ilevels == frozenset({"Levels/L.ilevel"})
+    for root, index in ((root_one, first), (root_two, second)):
+        (rooted,) = index.at(root).res_in_disk[a]
+        assert rooted.Resource == f"{root}/Repo/P/{a}/resource.xml"
+        assert index.at(root).ilevels == frozenset({f"{root}/Levels/L.ilevel"})
 
 
 def test_duplicated_guid_keeps_hard_references_over_soft_ones_across_items(tmp_path):

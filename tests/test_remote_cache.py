@@ -39,6 +39,7 @@ from orchestrator.cache.remote import (
     row_check,
 )
 from orchestrator.core.config import load_build
+from orchestrator.core.stageentries import WHOLE
 from orchestrator.errors import ConfigError
 from orchestrator.hashing import digest_bytes
 
@@ -275,6 +276,12 @@ def forge_entry(url: str, folder: Path, signer: EntryKey | None) -> str:
         assert http.request("PUT", f"{url}{AC}/{blob_key(digest)}", body=body).status < 300
         return bytes.fromhex(digest), address
 
+    # An agent takes a stage whole from its whole-stage entry (core/stageentries.py) without
+    # looking its units up: the forger deletes those, so that the unit's entry is read.
+    for name, data in stored(folder, AC).items():
+        found = RemoteEntry.decode(data)
+        if found is not None and found.stage.startswith(WHOLE):
+            (folder / AC / name).unlink()
     entry, world, part = _world_entry(folder)
     parts = loads(_server_blob(folder, entry.result.hex())[1]).digests
     cooked = loads(_server_blob(folder, part)[1])
@@ -324,6 +331,39 @@ def test_a_forged_entry_on_the_server_is_refused_with_the_key(
     # the unit's genuine entry went back to the server: the next fresh agent refuses nothing
     third, _ = build(agent(project, checkout, tmp_path / "cache-c", url, **keys))
     assert not lines(third, "cache.refused") and published(checkout / "build" / "out") == outputs
+
+
+@pytest.mark.parametrize(
+    "signer", [None, EntryKey(KEY[::-1], "the forger's")], ids=["unsigned", "another-key"]
+)
+def test_a_forged_whole_stage_entry_is_refused_with_the_key(tmp_path, project, nginx, signer):
+    """The cook stage's whole-stage entry on the server re-pointed at the pack stage's rows
+    (a valid blob of another stage): an agent with the key refuses it in one line, finds the
+    cook units one by one, and publishes the right bytes."""
+    url, folder = nginx.folder()
+    checkout = tmp_path / "workspace"
+    built, _ = build(agent(project, checkout, tmp_path / "cache-a", url, key_env=KEY_ENV))
+    outputs = published(checkout / "build" / "out")
+    entries = {}
+    for name, data in stored(folder, AC).items():
+        entry = RemoteEntry.decode(data)
+        if entry is not None and entry.stage in (WHOLE + "cook", WHOLE + "pack"):
+            entries[entry.stage] = (name, entry)
+    (name, cook), (_, pack) = entries[WHOLE + "cook"], entries[WHOLE + "pack"]
+    fields = _signed(cook.stage, cook.key, pack.result, cook.reads)
+    forged = cook._replace(
+        result=pack.result,
+        address=pack.address,
+        check=row_check(pack.result, cook.reads),
+        signature=None if signer is None else signer.sign(*fields),
+    )
+    (folder / AC / name).write_bytes(forged.encode())
+
+    again, _ = build(agent(project, checkout, tmp_path / "cache-b", url, key_env=KEY_ENV))
+    assert again.returncode == built.returncode, again.stderr[-3000:]
+    refused = lines(again, "cache.refused")
+    assert len(refused) == 1 and f"action entry of {WHOLE}cook" in refused[0], again.stderr
+    assert published(checkout / "build" / "out") == outputs
 
 
 @pytest.mark.parametrize("readdressed", [False, True], ids=["in-place", "readdressed"])

@@ -6,7 +6,7 @@ digest, and its data, inline or in the blob store, is checked against that diges
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..codec import dumps, loads
@@ -24,6 +24,15 @@ FEW_KEYS = 500
 #: Up to this many entries changed by one store, each change is also put in words (--explain:
 #: `index entry repo/1027c4d1-…: Name changed`); more, and only the keys are named.
 NOTED_KEYS = 64
+
+
+def named_blobs(rows: Iterable[Sequence]) -> list[str]:
+    """The blobs stored entries (key, digest, data) name: the values too large to be inline."""
+    return [
+        data[len(STORED_PREFIX) :].decode("ascii")
+        for _, _, data in rows
+        if data.startswith(STORED_PREFIX)
+    ]
 
 
 class ValueStore:
@@ -210,6 +219,35 @@ class ValueStore:
         changed = self.put_entries(value, entries.items(), known)
         gone = [key for key in known if key not in entries]
         return changed + self.remove_entries(value, gone)
+
+    def rows(self, value: str) -> list[tuple[str, bytes, bytes]]:
+        """The value's live entries as stored (key, digest, data), in key order: what another
+        build of the stage takes with `put_rows` (cache snapshots, core/stageentries.py)."""
+        return [
+            (key, digest, data)
+            for key, _, digest, data in self._rows(
+                value, "AND data IS NOT NULL ORDER BY key", data=True
+            )
+        ]
+
+    def put_rows(self, value: str, rows: Sequence[Sequence]) -> list[str]:
+        """Make the value exactly these stored entries (key, digest, data), as another build
+        stored them: in bulk, nothing decoded, encoded or hashed (the data is checked against
+        its digest when read, as every entry's is). An entry whose digest is the stored one is
+        left as it is, so consumers see only what changed; keys not among them are removed.
+        Returns the keys that changed or went away."""
+        known = self.digests(value)
+        gen, checks = self.db.generation, self.db.checks
+        changed, new = [], []
+        for key, digest, data in rows:
+            if known.get(key) == digest.hex():
+                continue
+            check = checks.check("entries", value, key, gen, digest, 1)
+            new.append((value, key, gen, digest, data, check))
+            changed.append(key)
+        self.db.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", new)
+        kept = {key for key, _, _ in rows}
+        return changed + self.remove_entries(value, [key for key in known if key not in kept])
 
     def prune_tombstones(self, before: int) -> None:
         self.db.execute("DELETE FROM entries WHERE data IS NULL AND gen < ?", (before,))

@@ -70,6 +70,20 @@ class StageRecord:
 
 
 @record
+class StageRows(NamedTuple):
+    """What the build state keeps of one stage's run, as stored rows, so that another build
+    takes it without decoding a value (core/stageentries.py): its record, its units ([id, key,
+    result, digest, data] each), the files each read ([path, unit id]) and its output values'
+    live entries ([key, digest, data]). Rows are plain lists, not records: a stage can have a
+    hundred thousand, and msgpack reads a list of bytes without a call per row."""
+
+    record: StageRecord
+    units: list[list]
+    reads: list[list[str]]
+    values: dict[str, list[list]]
+
+
+@record
 @dataclass(slots=True)
 class UnitRecord:
     """A unit's life in one run. Made when the unit is planned (or read back from the build

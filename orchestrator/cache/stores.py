@@ -7,7 +7,7 @@ values, entry by entry, are entries.py's.) Every row read is verified against it
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
@@ -193,6 +193,38 @@ class UnitStore:
         rows.sort()
         db.execute_many("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         db.execute_many("INSERT OR IGNORE INTO reads VALUES (?, ?, ?)", sorted(reads))
+
+    def rows(self, stage: str) -> tuple[list[tuple], list[tuple[str, str]]]:
+        """The stage's units as stored, (id, key, result, digest, data) each, verified, and
+        what each read, (path, unit id): what another build of it takes with `put_rows`."""
+        units = []
+        for unit_id, key, result, digest, data, check in self.db.execute(
+            f"SELECT {self.COLUMNS} FROM units WHERE stage = ? ORDER BY id", (stage,)
+        ):
+            self._verify(stage, unit_id, key, result, digest, check)
+            units.append((unit_id, bytes(key), bytes(result), bytes(digest), bytes(data)))
+        reads = self.db.execute(
+            "SELECT path, unit FROM reads WHERE stage = ? ORDER BY path, unit", (stage,)
+        )
+        return units, [(path, unit) for path, unit in reads]
+
+    def put_rows(self, stage: str, units: Iterable[Sequence], reads: Iterable[Sequence]) -> None:
+        """Make the stage's units exactly these stored rows (as `rows` gives them), in bulk:
+        nothing decoded (a unit's data is checked against its digest when read)."""
+        self.drop_stage(stage)
+        checks = self.db.checks
+        self.db.execute_many(
+            "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (stage, unit_id, key, result, digest, data,
+                 checks.check("units", stage, unit_id, key, result, digest))
+                for unit_id, key, result, digest, data in units
+            ),
+        )  # fmt: skip
+        self.db.execute_many(
+            "INSERT OR IGNORE INTO reads VALUES (?, ?, ?)",
+            ((path, stage, unit_id) for path, unit_id in reads),
+        )
 
     def drop(self, stage: str, ids: Iterable[str]) -> None:
         pairs = [(stage, unit_id) for unit_id in ids]

@@ -49,6 +49,7 @@ class Context:
         self.load_result = load_result  # digest of a stored unit result → the result
         self.entries = EntryDigests(state.values)  # what units' entry reads are checked against
         self._walk: list[FileEntry] | None = None
+        self._listing: str | None = None  # digest of the listing (listing_digest)
         # Files units read whose digest the table could not take (moved since the scan): no
         # digest may be learned for them later in the run (scanning.learn_unread_digests).
         self.unsettled: set[str] = set()
@@ -75,9 +76,24 @@ class Context:
         The output and cache folders are skipped when they sit inside the project.
         """
         self.stage_walked = True
+        return self._entries()
+
+    def _entries(self) -> list[FileEntry]:
         if self._walk is None:
             self._walk = self.files.entries()
         return self._walk
+
+    def listing_digest(self) -> str:
+        """A digest of the project's listing as `walk` and `refused_files` give it (the paths,
+        and why an entry is refused), recording nothing: what a stage that listed the project
+        depends on besides the files it read (its whole-stage entry: core/stageentries.py)."""
+        if self._listing is None:
+            lines = [entry.path for entry in self._entries()]
+            lines += [
+                f"{path}\0{kind}\0{why}" for path, (kind, why) in sorted(self.files.refused.items())
+            ]
+            self._listing = digest_bytes("\n".join(lines).encode("utf-8", "surrogateescape"))
+        return self._listing
 
     def refused_files(self) -> dict[str, Refusal]:
         """The project's entries the build does not read, by path, with why (a link leading

@@ -38,6 +38,7 @@ from .outcomes import StageReport
 from .rebuild import Rebuilder, RunningStage
 from .replanning import Replanner
 from .session import Session
+from .stageentries import StageEntries
 from .staleness import assess, fingerprint, must_run
 from .storing import PreviousValues, StoredStage, store_stage
 from .values import RunValues, StageInputs
@@ -94,6 +95,7 @@ class Scheduler:
             self.options,
             keep_producers=forget_state,
         )
+        self.wholes = StageEntries(self.cache, self.log, use=not self.options.no_cache)
         self.outside_files: set[str] = set()  # RunResult.outside_files, stage by stage
 
     # -- the loop ------------------------------------------------------------------------------
@@ -258,6 +260,18 @@ class Scheduler:
         ctx.begin_stage(PreviousValues(state, spec.keyed) if staleness.usable else None)
         inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
         prefix = self.rebuilder.key_prefix(stage, slice_value)
+        dry = self.options.dry_run  # stored in scratch for the later stages; nothing published
+        # Planning afresh: another build's whole run of the stage may serve (stageentries.py).
+        whole = None
+        if not staleness.usable:
+            whole = self.wholes.find(stage, prefix, now, ctx, state, take=voided is None)
+            if whole.found is not None:
+                taken = () if dry else callbacks
+                outputs = StageInputs(values, list(spec.outputs))  # read from the rows taken
+                kept = self.wholes.take(whole, ctx, state, outputs, taken, not dry)
+                report.planned(kept.units, kept.units)
+                self._close(report, started, step)
+                return kept
         run = RunningStage(stage, prefix, report, step.progress, needed_later)
         try:
             replanned = Replanner(self.rebuilder, state, ctx).units(run, inputs, staleness)
@@ -275,12 +289,13 @@ class Scheduler:
             )
         for name, value in outputs.items():
             values.add(name, value)
-        dry = self.options.dry_run  # stored in scratch for the later stages; nothing published
         removed = replanned.results.removed or set()
         stored = StoredStage(
             now, staleness.record, replanned.plan, replanned.due, removed, report.units
         )
         record = store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
+        if whole is not None and not dry:
+            self.wholes.keep(whole, ctx, state, replanned.due)
         self._close(report, started, step)
         return record
 

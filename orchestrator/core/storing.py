@@ -8,11 +8,12 @@ again rather than trusting files it may not have finished.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache.records import Fingerprint, StageRecord, UnitRecord, output_signature
+from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord, output_signature
 from ..cache.state import WHOLE, BuildState
 from ..files.reads import entry_read
 from ..keyed import Keyed, KeyedPatch
@@ -51,32 +52,76 @@ def store_stage(
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)
             ctx.entries.forget(name)
-        hook = getattr(stage.module, "publish", None) if publish else None
-        if hook is not None:
-            hook(ctx, outputs)
-        for callback in callbacks:
-            callback(ctx, outputs)
-        published = {}
-        for path in sorted(ctx.stage_published):
-            st = ctx.output_folder.lstat(path)
-            if st is not None:
-                published[path] = output_signature(st)
         stage_record = StageRecord(
             fingerprint=stored.fingerprint,
             generation=state.generation,
             state=stored.plan.state,
             external=dict(ctx.stage_external),
-            published=published,
+            published={},
             outside=outside,
             walked=ctx.stage_walked or PROJECT in spec.inputs,
             units=stored.units,
         )
-        state.records.put(spec.name, stage_record)
+        stage_record = _publish(stage, ctx, state, stage_record, outputs, callbacks, publish)
         state.commit()
     except BaseException:
         state.rollback()
         raise
     return stage_record
+
+
+def adopt_stage(
+    stage: Stage,
+    ctx: Context,
+    state: BuildState,
+    taken: StageRows,
+    outputs: Mapping[str, Any],
+    callbacks: Iterable[Callable] = (),
+    publish: bool = True,
+) -> StageRecord:
+    """Store what another build of the stage left (its rows, as stored: nothing decoded,
+    encoded or hashed again) as this run's, then publish its outputs (`outputs`, read from
+    those rows) and keep its record with what this run published: all or nothing; the
+    record."""
+    state.begin()
+    try:
+        state.units.put_rows(stage.spec.name, taken.units, taken.reads)
+        for name, rows in taken.values.items():
+            state.values.put_rows(name, rows)
+            ctx.entries.forget(name)
+        record = dataclasses.replace(taken.record, generation=state.generation, published={})
+        record = _publish(stage, ctx, state, record, outputs, callbacks, publish)
+        state.commit()
+    except BaseException:
+        state.rollback()
+        raise
+    return record
+
+
+def _publish(
+    stage: Stage,
+    ctx: Context,
+    state: BuildState,
+    record: StageRecord,
+    outputs: Mapping[str, Any],
+    callbacks: Iterable[Callable],
+    publish: bool,
+) -> StageRecord:
+    """Publish the stage's outputs (its `publish` hook, unless a dry run), tell the callbacks,
+    and keep its record with the signatures of the files it published; the record kept."""
+    hook = getattr(stage.module, "publish", None) if publish else None
+    if hook is not None:
+        hook(ctx, outputs)
+    for callback in callbacks:
+        callback(ctx, outputs)
+    published = {}
+    for path in sorted(ctx.stage_published):
+        st = ctx.output_folder.lstat(path)
+        if st is not None:
+            published[path] = output_signature(st)
+    kept = dataclasses.replace(record, published=published)
+    state.records.put(stage.spec.name, kept)
+    return kept
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,16 @@ def index_is_available(index: Any) -> bool:
 
 class IndexView:
     """Read-only views of one index, built lazily and shared by every rule in a process. A
-    unit reads it through a `traced.TracedView`, which records what it looks up."""
+    unit reads it through a `traced.TracedView`, which records what it looks up.
+
+    `stored` is the index as the build keeps it: a Messiah index holds project-relative paths
+    there (so that it is the same value wherever the checkout lies); `index` is the same with
+    the absolute paths of the spec's sets under `root`, made the first time rule code reads a
+    path (sets keyed by GUID answer `d in S` from the stored index)."""
 
     def __init__(self, index: Any, root: str, key: str = "") -> None:
         self.key = key  # identifies the index in per-process caches (custom code namespaces)
-        self.index = index
+        self.stored = index
         self.root = root
         self.available = index_is_available(index)
         # Stored by entry (collect's `index`: sources/base.py index_entries): lookups by GUID
@@ -129,8 +134,17 @@ class IndexView:
             if isinstance(index, StoredIndex)
             else callable(getattr(index, "entries", None))
         )
+        self._index: Any = None
         self._namespaces: RuleModules | None = None
         self._by_resource_path: dict[str, Any] | None = None
+
+    @property
+    def index(self) -> Any:
+        """The index as rule code sees it: its paths absolute."""
+        if self._index is None:
+            at = getattr(self.stored, "at", None) if self.available else None
+            self._index = self.stored if at is None else at(self.root)
+        return self._index
 
     @staticmethod
     def attribute_of(set_name: str) -> str:
@@ -139,8 +153,10 @@ class IndexView:
 
     def container(self, set_name: str):
         """The dict or set answering `d in S` for a predefined set (empty without an index)."""
-        attribute = PREDEFINED_SETS[set_name].attribute
-        return getattr(self.index, attribute) if self.available else frozenset()
+        predefined = PREDEFINED_SETS[set_name]
+        if not self.available:
+            return frozenset()
+        return getattr(self.index if predefined.of_paths else self.stored, predefined.attribute)
 
     def namespaces(self) -> RuleModules:
         """res_store, the 2.0 sets; res_filter, the 1.x sets with the four predefined functions,
@@ -277,6 +293,8 @@ PREDEFINED_FUNCTIONS: dict[str, PredefinedFunction] = {
     "res_filter.getResourcesInILevel": PredefinedFunction(resources_in_ilevel, False),
     "res_filter.validGUID": PredefinedFunction(valid_guid, False),
 }
+#: The functions whose values are absolute paths (where the checkout lies shows in them).
+PATH_FUNCTIONS = frozenset({"res_filter.guidToRealPath", "res_filter.guidToResourcePath"})
 
 
 # -- the same functions for custom code ----------------------------------------------------------

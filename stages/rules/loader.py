@@ -21,7 +21,7 @@ from orchestrator import RuleFileError, digest_value, read_yaml, unknown_key_mes
 from . import registry
 from .conditions import Condition, ConditionError, compile_condition
 from .custom.host import CustomCode, CustomCodeError, custom_code_host
-from .functions import INDEX_MODULES, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
+from .functions import INDEX_MODULES, PATH_FUNCTIONS, PREDEFINED_FUNCTIONS, PREDEFINED_SETS
 from .paths import PathSyntaxError, XmlQuery
 from .regex import Regex, compile_regex
 from .sandbox import CustomCodeTimeout, names_used
@@ -95,6 +95,10 @@ class CompiledRule:
     condition: Condition
     func_str: str | None
     uses_index: bool
+    # Rule code may see where the checkout lies (an absolute path reaching a condition, custom
+    # code): the units checking it key on the project's root. Others do not, so a checkout at
+    # another path finds the units another agent ran.
+    sees_root: bool = False
     code_key: str = ""  # keys this rule's func_str namespace in each process
     # Its func_str reads res_store/res_filter: custom code holds the index whole, in a worker
     # process, so a unit running it depends on the whole index (rules/traced.py).
@@ -364,6 +368,9 @@ def _compile_fields(
             for ref in (filter_ref, subfilter)
         )
     )
+    sees_root = func_str is not None or sees_absolute_paths(
+        condition, filter_ref, not_filter, subxpath, subfilter
+    )
     if condition.check is not None:  # a plug-in's own version decides its results too
         digest = digest_value([digest, condition.check.target, condition.check.version])
     warnings = [
@@ -387,12 +394,38 @@ def _compile_fields(
         condition,
         func_str,
         uses_index,
+        sees_root=sees_root,
         code_key=code_key,
         custom_index=custom_index,
         name=str(raw.get("name") or ""),
         file=where,
     )
     return rule, warnings
+
+
+def sees_absolute_paths(
+    condition: Condition,
+    filter_ref: FilterRef | None,
+    not_filter: Regex | None,
+    subxpath: PathRef | None,
+    subfilter: FilterRef | None,
+) -> bool:
+    """Whether absolute paths of the index (the predefined sets hold them) reach what decides
+    the rule's outcome: a condition on a set of paths or an expression over the index, the
+    values of a path function when no subxpath turns them into project files (or a not_filter
+    sees them first), a path function as subfilter. A built-in check sees them too, but is the
+    product's code: it answers from what the paths hold, never from where they lie."""
+
+    def path_function(ref: FilterRef | None) -> bool:
+        return ref is not None and ref.kind == "predefined" and ref.name in PATH_FUNCTIONS
+
+    path_set = condition.set_name is not None and PREDEFINED_SETS[condition.set_name].of_paths
+    return (
+        path_set
+        or (condition.method == "expr" and condition.uses_index)
+        or path_function(subfilter)
+        or (path_function(filter_ref) and (subxpath is None or not_filter is not None))
+    )
 
 
 def _rule_digest(raw: dict) -> str:
@@ -439,7 +472,9 @@ def _run_custom_code(
 def _defined_key(code_key: str, view) -> str:
     """What a func_str's names are remembered under: its code, and whether an index offers
     the predefined sets (the names its top level defines are taken not to depend on what the
-    index holds, so an edit to the project never runs custom code to load the rules)."""
+    index holds, so an edit to the project never runs custom code to load the rules; nor on
+    where the checkout lies: they are kept in the validate stage's state, which another
+    checkout of the project may take whole)."""
     return f"{code_key}:{'index' if view.available else 'none'}"
 
 

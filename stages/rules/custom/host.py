@@ -296,7 +296,7 @@ class CustomCodeHost:
             return
         frame = self._index_frames.get(view.key)
         if frame is None:
-            index = view.index if view.available else None
+            index = view.stored if view.available else None  # the worker roots it itself
             with paused_gc(), _own_code("preparing the index for custom-code workers"):
                 frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
             with self._lock:

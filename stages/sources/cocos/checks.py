@@ -41,7 +41,7 @@ def bundle_not_nested(data: list, filepath: str, condition: list, context=None) 
     index = _index(context, "cocos_bundle_not_nested")
     if not data:
         return []  # not a bundle folder
-    root = index.root.rstrip("/") + "/"
+    root = context.root.rstrip("/") + "/"
     path = filepath.replace("\\", "/")
     folder = path[len(root) :] if path.startswith(root) else path
     folder = folder[: -len(".meta")] if folder.endswith(".meta") else folder

@@ -13,9 +13,9 @@ from .uuids import decompress_uuid
 @record
 @dataclass
 class CocosIndex:
-    """Read-only after collect."""
+    """Read-only after collect. Its paths are project-relative: stored, it is the same value
+    wherever the checkout lies."""
 
-    root: str  # absolute project root, `/`-separated
     urls: dict[str, str] = field(default_factory=dict)  # asset id → URL
     paths: dict[str, str] = field(default_factory=dict)  # asset id → the file (or meta) it is in
     scripts: frozenset[str] = frozenset()  # script uuids (not content, but they exist)
@@ -47,7 +47,6 @@ class CocosIndex:
     def digest(self) -> str:
         return digest_value(
             {
-                "root": self.root,
                 "urls": sorted(self.urls.items()),
                 "scripts": sorted(self.scripts),
                 "folders": sorted(self.folders),

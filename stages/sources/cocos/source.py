@@ -171,7 +171,6 @@ def assemble(
         + [i for page in atlas.pages for i in (page.image, page.texture)]
     ]
     index = CocosIndex(
-        root=root,
         urls={i: a.virtual_paths[0] for i, a in assets.items()},
         paths={i: a.files[0] for i, a in assets.items() if a.files},
         scripts=catalog.scripts,

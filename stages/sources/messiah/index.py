@@ -1,8 +1,14 @@
 """The index of a Messiah project, typed exactly as the rule language's predefined sets expect.
 
-2.0 names live on `res_store`, 1.x names on `res_filter` (see spec/asset-project.md). All paths are
-absolute with `/`. The index is built once by the Messiah source and is read-only afterwards (it is
-put in Ray's object store once and shared by every rule unit).
+2.0 names live on `res_store`, 1.x names on `res_filter` (see spec/asset-project.md). The index is
+built once by the Messiah source and is read-only afterwards (it is put in Ray's object store once
+and shared by every rule unit).
+
+The spec's sets hold absolute paths, so as the build stores it the index holds project-relative
+ones (`root` is ""): a value, and entries keying the rule units that read them, that do not
+depend on where the checkout lies, so that a checkout at another path finds the units another
+agent ran. `at(root)` is the same index with the absolute paths rule code sees (the rules' index
+view, stages/rules/functions.py, makes it when rule code first reads a path).
 
 Between stages it travels as a keyed value (`entries`): one entry per GUID of each set keyed by
 GUID (`repo/<GUID>`, `disk/<GUID>`), one per virtual path (`virt/<Package/Name>`), the used levels
@@ -17,7 +23,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from orchestrator import digest_value, paused_gc, record
+from orchestrator import digest_value, paused_gc, record, to_posix
 from stages.rules.traced import ILEVELS, PREFIXES, ROOT, all_res_form, all_res_guid_form
 
 
@@ -32,7 +38,7 @@ class MessiahResource(NamedTuple):
     Deps: tuple[str, ...]
     Repository: str  # the repository's name (its folder name)
     VirtualPath: str  # Package/Name
-    RepositoryFullPath: str  # absolute path of the resource.repository file
+    RepositoryFullPath: str  # path of the resource.repository file (absolute once rooted)
 
 
 @record
@@ -42,7 +48,7 @@ class ResourceFile(NamedTuple):
     GUID: str
     Repository: str
     Type: str
-    Resource: str  # absolute path of the attribute file
+    Resource: str  # path of the attribute file (absolute once rooted; so are the three below)
     Data: str | None
     HDR: str | None
     Source: str | None
@@ -61,7 +67,9 @@ class IndexNamespaces(NamedTuple):
 class MessiahIndex:
     """The predefined sets. Tuples are in the orders the spec fixes (sorted repository/folder paths)."""
 
-    root: str  # absolute project root, `/`-separated
+    root: (
+        str  # "" as stored (paths project-relative); the absolute root, `/`-separated, once rooted
+    )
     res_in_repo: dict[str, tuple[MessiahResource, ...]] = field(default_factory=dict)
     res_in_disk: dict[str, tuple[ResourceFile, ...]] = field(default_factory=dict)
     res_virt_info: dict[str, tuple[MessiahResource, ...]] = field(default_factory=dict)
@@ -140,10 +148,58 @@ class MessiahIndex:
             self.known_digest = self.content_digest()
         return self.known_digest
 
+    def at(self, root: str) -> MessiahIndex:
+        """The index with absolute paths under `root`, as the spec's sets hold them (an index
+        made with absolute paths is itself); it keeps the stored index's digest."""
+        if self.root:
+            return self
+        with paused_gc():
+            return self._at(to_posix(root).rstrip("/"))
+
+    def _at(self, root: str) -> MessiahIndex:
+        prefix = f"{root}/"
+        paths: dict[str, str] = {}  # a repository's path, made once: shared by its resources
+
+        def absolute(path: str) -> str:
+            found = paths.get(path)
+            if found is None:
+                found = paths[path] = prefix + path
+            return found
+
+        new = tuple.__new__
+        rooted: dict[int, MessiahResource] = {}  # res_in_repo and res_virt_info share them
+
+        def resource(item: MessiahResource) -> MessiahResource:
+            found = rooted.get(id(item))
+            if found is None:
+                found = rooted[id(item)] = new(
+                    MessiahResource, (*item[:7], absolute(item.RepositoryFullPath))
+                )
+            return found
+
+        def folder(entry: ResourceFile) -> ResourceFile:
+            head, tail = entry[:4], entry[4:]
+            return new(
+                ResourceFile,
+                (
+                    *head[:3],
+                    prefix + entry.Resource,
+                    *(None if path is None else prefix + path for path in tail),
+                ),
+            )
+
+        return MessiahIndex(
+            root=root or "/",
+            res_in_repo={g: tuple(map(resource, rs)) for g, rs in self.res_in_repo.items()},
+            res_in_disk={g: tuple(map(folder, fs)) for g, fs in self.res_in_disk.items()},
+            res_virt_info={v: tuple(map(resource, rs)) for v, rs in self.res_virt_info.items()},
+            ilevels=frozenset(prefix + path for path in self.ilevels),
+            known_digest=self.digest(),
+        )
+
     def content_digest(self) -> str:
         return digest_value(
             {
-                "root": self.root,
                 "repo": sorted((g, [list(r) for r in rs]) for g, rs in self.res_in_repo.items()),
                 "disk": sorted((g, [list(f) for f in fs]) for g, fs in self.res_in_disk.items()),
                 "ilevels": sorted(self.ilevels),

@@ -269,7 +269,7 @@ class _Patcher:
         self._whole_folders(guid, folders, old_asset)
         refs = {folder.attribute: self._attribute_guids(folder.attribute) for folder in folders}
         if items is not None:
-            index = MessiahIndex(self.root, res_in_disk={guid: files})
+            index = MessiahIndex("", res_in_disk={guid: files})
             asset = self.assembler.resource_asset(guid, items, resources, folders, refs, index)
         else:  # its Items are as they were: so are the references they make
             assert old_asset is not None
@@ -282,7 +282,7 @@ class _Patcher:
         """The GUID's Items as the index lists them now, and as parsed (None: unknown, and
         unchanged, because a repository not parsed again holds some)."""
         changed = [path for path in self.items if guid in self.items[path]]
-        parsed = {self.assembler.absolute(path) for path in self.new_parts}
+        parsed = set(self.new_parts)  # the index's paths are project-relative
         elsewhere = [r for r in old if r.RepositoryFullPath not in parsed]
         if not changed:  # its Items are as they were (and none, when the index lists none)
             return old, (None if old else [])
@@ -303,10 +303,9 @@ class _Patcher:
     def _folders(self, guid: str, old: tuple[ResourceFile, ...]) -> list[ResourceFolder]:
         """The GUID's resource folders now, in folder order: those the listing's change touched
         as they are now, the others as the index had them (their files left out)."""
-        cut = len(self.root) + 1
         known: dict[str, ResourceFolder | None] = {}
-        for entry in old:
-            attribute = entry.Resource[cut:]
+        for entry in old:  # its paths project-relative, as the index is stored
+            attribute = entry.Resource
             folder = _parent(attribute)
             repository_dir = _nearest_repository(folder, self.repository_dirs)
             if repository_dir is None:
@@ -316,9 +315,9 @@ class _Patcher:
                 guid,
                 repository_dir,
                 attribute,
-                _relative(entry.Data, cut),
-                _relative(entry.HDR, cut),
-                _relative(entry.Source, cut),
+                entry.Data,
+                entry.HDR,
+                entry.Source,
                 (),
             )
         for folder, now in self.folders.items():
@@ -368,7 +367,7 @@ class _Patcher:
                 paths.add(resource.VirtualPath)
         if not paths:
             return
-        parsed = {self.assembler.absolute(path) for path in self.new_parts}
+        parsed = set(self.new_parts)  # the index's paths are project-relative
         new: dict[str, list[MessiahResource]] = {vp: [] for vp in paths}
         for path in self.repositories:
             part = self.new_parts.get(path)
@@ -379,13 +378,12 @@ class _Patcher:
                 virtual_path = f"{item.package}/{item.name}"
                 if virtual_path in new:
                     new[virtual_path].append(item_resource(item, repository))
-        cut = len(self.root) + 1
         for virtual_path in sorted(paths):
             old = self.index.get(VIRT + virtual_path) or ()
             kept = [r for r in old if r.RepositoryFullPath not in parsed]
             merged = sorted(
                 kept + new[virtual_path],
-                key=lambda r: repository_order(r.RepositoryFullPath[cut:]),
+                key=lambda r: repository_order(r.RepositoryFullPath),
             )
             self._set(VIRT + virtual_path, tuple(merged))
 
@@ -406,10 +404,6 @@ def _by_guid(items: Iterable[RepositoryItem]) -> dict[str, list[RepositoryItem]]
     for item in items:
         found.setdefault(item.guid, []).append(item)
     return found
-
-
-def _relative(path: str | None, cut: int) -> str | None:
-    return path[cut:] if path else None
 
 
 def _with_folders(

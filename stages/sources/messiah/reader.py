@@ -441,7 +441,7 @@ class Repository(NamedTuple):
     """A repository as its resources name it."""
 
     name: str  # its folder's name (the project's, for the top-level repository)
-    path: str  # absolute path of its resource.repository
+    path: str  # its resource.repository's path, project-relative (absolute once rooted)
 
 
 class SameGuid(NamedTuple):
@@ -468,9 +468,6 @@ class _Assembler:
         self._refs: dict[tuple[str, str, str], Ref] = {}
         self._dep_refs: dict[str, Ref] = {}  # the same for (target, HARD, "Deps")
 
-    def absolute(self, relpath: str) -> str:
-        return f"{self.root}/{relpath}" if relpath else self.root
-
     def repository_name(self, repository_file: str) -> str:
         folder = _parent(repository_file)
         return folder[folder.rfind("/") + 1 :] if folder else posixpath.basename(self.root)
@@ -481,8 +478,7 @@ class _Assembler:
         if known is None:
             path = f"{repository_dir}/{REPOSITORY_FILE}" if repository_dir else REPOSITORY_FILE
             known = self._repositories[repository_dir] = Repository(
-                self.repository_name(path),
-                self.absolute(path),
+                self.repository_name(path), path
             )
         return known
 
@@ -561,26 +557,27 @@ class _Assembler:
             name=posixpath.basename(path),
         )
 
-    def used_levels(self, worlds: list[MapPart]) -> frozenset[str]:
-        """`ilevels`: every level a world names, absolute."""
-        return frozenset(self.absolute(level) for part in worlds for level in part.refs)
+    @staticmethod
+    def used_levels(worlds: list[MapPart]) -> frozenset[str]:
+        """`ilevels`: every level a world names (project-relative, as the index is stored)."""
+        return frozenset(level for part in worlds for level in part.refs)
 
     def resource_file(
         self, folder: ResourceFolder, resources: tuple[MessiahResource, ...]
     ) -> ResourceFile:
-        """A resource folder as the index lists it (its Type from the GUID's items)."""
+        """A resource folder as the index lists it (its Type from the GUID's items; its paths
+        project-relative, as the index is stored)."""
         repository = self.repository(folder.repository_dir)
-        prefix = f"{self.root}/"
         return tuple.__new__(
             ResourceFile,
             (
                 folder.guid,
                 repository.name,
                 self.folder_type(folder.attribute, repository.path, resources),
-                prefix + folder.attribute,
-                prefix + folder.data if folder.data else None,
-                prefix + folder.hdr if folder.hdr else None,
-                prefix + folder.source if folder.source else None,
+                folder.attribute,
+                folder.data,
+                folder.hdr,
+                folder.source,
             ),
         )
 
@@ -605,7 +602,7 @@ class _Assembler:
                 files_of_guid.append(entry)
         ilevels = self.used_levels([map_parts[path] for path in self.layout.worlds])
         return MessiahIndex(
-            root=self.root,
+            root="",  # paths project-relative: stored, it does not depend on the checkout's place
             res_in_repo=res_in_repo,
             res_in_disk={g: tuple(fs) for g, fs in res_in_disk.items()},
             res_virt_info={vp: tuple(rs) for vp, rs in res_virt_info.items()},
@@ -614,18 +611,20 @@ class _Assembler:
         )
 
     def index_digest(self) -> str:
-        """The index is a function of the root, the listing's resource folders and the parts of
-        the repositories and worlds: with their stored digests, that names it ("" without)."""
+        """The index is a function of the listing's resource folders and the parts of the
+        repositories and worlds (and of the root's name when a repository lies at the root: it
+        names that repository): with their stored digests, that names it ("" without)."""
         digests = getattr(self.parts, "digests", None)
         if digests is None:
             return ""
         layout = self.layout
         assert layout is not None
+        named_by_root = REPOSITORY_FILE in layout.repositories
         return digest_value(
             [
                 "messiah-index",
-                2,  # 2: repositories in repository_order (segment by segment)
-                self.root,
+                3,  # 3: project-relative paths; 2: repositories in repository_order
+                self.repository_name(REPOSITORY_FILE) if named_by_root else "",
                 index_layout_digest(layout),
                 [digests[f"repo:{path}"] for path in layout.repositories],
                 [digests[f"map:{path}"] for path in layout.worlds],
@@ -747,7 +746,9 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     """Plan, parse and assemble a Messiah project in this process, reading from disk.
 
     `options` is the build file's `collect` section; a malformed resource.repository raises
-    `ProjectError` unless `skip_broken` is true (then it is only reported in `problems`).
+    `ProjectError` unless `skip_broken` is true (then it is only reported in `problems`). The
+    index holds absolute paths, as the spec's predefined sets do (the build stores it with
+    project-relative ones: index.py).
     """
     options = dict(options or {})
     files = walk_project(root)
@@ -760,6 +761,7 @@ def collect_project(root: str, options: dict | None = None) -> SourceResult:
     parts = {unit.id: SOURCE.parse(unit, reader, options) for unit in SOURCE.plan(files, options)}
     result = SOURCE.assemble(reader.root, files, parts, options)
     raise_on_fatal(result.problems, bool(options.get("skip_broken", False)))
+    result.index = result.index.at(reader.root)  # the sets as the spec has them: absolute
     return result
 
 

@@ -15,7 +15,6 @@ from .documents import MetaInfo
 class UnityIndex:
     """guid → path, path → `.meta` facts, enabled scenes, and the GUIDs living outside the project."""
 
-    root: str  # absolute project root, `/`-separated
     guid_to_path: dict[str, str] = field(
         default_factory=dict
     )  # every `.meta` GUID (folders, code too)
@@ -55,7 +54,6 @@ class UnityIndex:
     def content_digest(self) -> str:
         return digest_value(
             {
-                "root": self.root,
                 "guids": sorted(self.guid_to_path.items()),
                 "metas": sorted((p, list(m)) for p, m in self.metas.items()),
                 "assets": list(self.asset_ids),

@@ -302,7 +302,6 @@ class _Assembler:
         resources = [path for path in assets if _in_resources_folder(path)]
         orphans = tuple(p.file[: -len(".meta")] for p in self.problems if p.kind == "orphan_meta")
         index = UnityIndex(
-            root=self.root,
             guid_to_path=guid_to_path,
             metas=dict(sorted(self.metas.items())),
             asset_ids=tuple(assets),

@@ -1,0 +1,165 @@
+"""A fresh checkout builds from the cache (orchestrator/core/stageentries.py): another agent's
+checkout of the same commit, at another path, with no build state of its own and the cache
+folder another agent's build filled.
+
+It finds every unit (the Messiah index, and so every rule unit's key, holds no absolute path)
+and takes every stage whole, looking none of its units up; what it leaves equals a clean build.
+A stage whose rule code sees where the checkout lies (custom code) is taken whole only at the
+same path. After random changes a fresh checkout still equals a clean build, whatever entries
+of older states the cache holds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import lawkit
+import pytest
+import yaml
+from buildkit import edit_build, make_project
+from hypothesis import given
+from hypothesis import strategies as st
+from test_incremental_laws import STEP, MessiahChanges, age, law_settings, settle
+
+from orchestrator.core.stageentries import WHOLE
+
+EXPRESSION = ("满足表达式", "expr")
+
+
+def fresh_checkout(checkout: Path, dest: Path, cache_of: Path | None = None) -> Path:
+    """Another agent's checkout of `checkout`'s files at `dest`, with the cache folder it
+    shares with the agent of `cache_of` (default: `checkout`), copied without the build
+    states (so that the outcome's stored state is this checkout's own), and no output."""
+    shutil.copytree(checkout, dest, ignore=shutil.ignore_patterns("build"))
+    shutil.copytree(
+        (cache_of or checkout) / "build" / "cache",
+        dest / "build" / "cache",
+        ignore=shutil.ignore_patterns("state"),
+    )
+    return dest / "build.yaml"
+
+
+def whole_entries(cache: Path, drop: bool = False) -> set[str]:
+    """The stages the cache holds whole-stage entries of (`drop`: and remove them)."""
+    db = sqlite3.connect(cache / "actions.sqlite")
+    try:
+        stages = {row[0] for row in db.execute("SELECT DISTINCT stage FROM actions")}
+        if drop:
+            db.execute("DELETE FROM actions WHERE stage LIKE ?", (WHOLE + "%",))
+            db.commit()
+    finally:
+        db.close()
+    return {stage[len(WHOLE) :] for stage in stages if stage.startswith(WHOLE)}
+
+
+def without_rule_code(rules_file: Path) -> None:
+    """Drop the rules whose own code reads the index (custom code, expressions): the index's
+    paths are absolute as rule code sees them, so their units key on where the checkout lies."""
+    rules = yaml.safe_load(rules_file.read_text(encoding="utf-8"))
+    kept = [
+        rule
+        for rule in rules
+        if "func_str" not in rule and rule.get("condition", [None])[0] not in EXPRESSION
+    ]
+    assert 0 < len(kept) < len(rules)
+    rules_file.write_text(yaml.safe_dump(kept, allow_unicode=True), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A generated project whose rules have no code of their own, built once."""
+    base = tmp_path_factory.mktemp("first")
+    build_file = make_project(base, 120, 11, executor={"kind": "local"})
+    without_rule_code(base / "rules.yaml")
+    age(base)
+    first = lawkit.build(build_file)
+    assert not first.error and first.outputs, first.error
+    return base, first
+
+
+def test_a_checkout_at_another_path_takes_every_stage_whole(built, tmp_path):
+    """No unit is looked up, none runs, and the checkout publishes the same bytes and keeps
+    the same units and values as a clean build of it."""
+    base, first = built
+    assert whole_entries(base / "build" / "cache") >= {"collect", "validate", "cook"}
+    build_file = fresh_checkout(base, tmp_path / "elsewhere")
+    fresh = lawkit.build(build_file)
+    assert fresh.planned == {} and not fresh.ran_anything(), fresh.ran
+    clean = lawkit.build(build_file, "clean/out", "clean/cache")
+    assert clean.ran_anything()  # the clean build did the work
+    assert lawkit.differences(fresh, clean) == []
+    assert fresh.outputs == first.outputs
+
+
+def test_a_checkout_at_another_path_finds_every_unit(built, tmp_path):
+    """Without whole-stage entries (another agent's cache from before them), each unit is
+    found by its key: the index's paths are project-relative, so no rule unit keys on where
+    the checkout lies."""
+    base, first = built
+    build_file = fresh_checkout(base, tmp_path / "elsewhere")
+    assert whole_entries(tmp_path / "elsewhere" / "build" / "cache", drop=True)
+    fresh = lawkit.build(build_file)
+    assert fresh.planned.get("validate") and not fresh.ran_anything(), fresh.ran
+    assert fresh.outputs == first.outputs
+
+
+def test_rule_code_takes_a_stage_whole_only_at_the_same_path(tmp_path):
+    """Rule code (custom code, expressions over the index) sees absolute paths (spec): its
+    units key on the checkout's root, and so does the validate stage's whole-stage entry. A
+    checkout at another path runs those units; one at the same path (a
+    new agent's, with no build state) takes the stage whole."""
+    first_base = tmp_path / "workspace"
+    build_file = make_project(first_base, 120, 11, executor={"kind": "local"})
+    first = lawkit.build(build_file)
+    assert not first.error
+    elsewhere = lawkit.build(fresh_checkout(first_base, tmp_path / "elsewhere"))
+    assert set(elsewhere.planned) == {"validate"}, "only validate's entry keys on the root"
+    assert elsewhere.ran.get("validate"), "the units of rule code key on the other root"
+    assert elsewhere.outputs == first.outputs
+    shutil.move(first_base, tmp_path / "first")  # the next agent checks out at the same path
+    again = lawkit.build(fresh_checkout(tmp_path / "first", first_base))
+    assert again.planned == {} and again.outputs == first.outputs
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("template")
+    make_project(base, 100, 7)
+    (base / "generated.json").unlink()
+    age(base)
+    return base
+
+
+@law_settings(6)
+@given(steps=st.lists(STEP, min_size=1, max_size=3), custom=st.booleans())
+def test_fresh_checkouts_equal_clean_builds(template, tmp_path_factory, steps, custom):
+    """After each random change in one checkout (built incrementally), a fresh checkout of its
+    files at another path with the shared cache (which holds whole-stage entries of older
+    states) and a second one at yet another path (which finds the first one's) equal a clean
+    build of the same files."""
+    base = tmp_path_factory.mktemp("laws")
+    shutil.copytree(template, base, dirs_exist_ok=True)
+    edit_build(base / "build.yaml", rules={"allow_custom_code": custom})
+    changes = MessiahChanges(base)
+    first = lawkit.build(base / "build.yaml")
+    assert not first.error and first.outputs, first.error
+    done: list[str] = []
+    for number, step in enumerate(steps, 1):
+        done.extend(changes.apply(kind, a, b) for kind, a, b in step)
+        settle(base / "project", number)
+        story = "; ".join(done)
+        lawkit.build(base / "build.yaml")
+        agents = tmp_path_factory.mktemp("agents")
+        outcomes = []
+        for name in ("one", "two"):  # the second agent shares what the first one filed
+            cache_of = agents / "one" if name == "two" else base
+            build_file = fresh_checkout(base, agents / name, cache_of)
+            outcomes.append(lawkit.build(build_file))
+            clean = lawkit.build(build_file, "clean/out", "clean/cache")  # the same checkout's
+            problems = lawkit.differences(outcomes[-1], clean)
+            assert not problems, f"agent {name} != clean after: {story}\n" + "\n".join(problems)
+        if not clean.error:  # only rule code over the index keys on where the checkout lies
+            assert outcomes[1].planned.keys() <= {"validate"}, outcomes[1].planned
+        shutil.rmtree(agents)
