@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from orchestrator.cache import Cache, EntryKey
 from orchestrator.core.config import load_build
+from orchestrator.core.stageentries import WHOLE
 from orchestrator.errors import CacheCorrupt, ConfigError
 from orchestrator.hashing import digest_bytes
 
@@ -154,6 +155,9 @@ def forge_cooked_asset(cache_dir: Path) -> str:
     allow_package("stages")
     cache = Cache(cache_dir)
     db = sqlite3.connect(cache_dir / "actions.sqlite")
+    # A checkout takes a stage whole from its whole-stage entry (core/stageentries.py) without
+    # looking its units up: the forger deletes those, so that the unit's entry is read.
+    db.execute("DELETE FROM actions WHERE stage LIKE ?", (WHOLE + "%",))
     rows = db.execute(
         "SELECT stage, key, result, reads FROM actions WHERE stage = 'cook' ORDER BY key"
     ).fetchall()

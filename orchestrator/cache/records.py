@@ -29,20 +29,6 @@ class Fingerprint(NamedTuple):
     code: str
     slice: str
 
-    def change_from(self, old: Fingerprint | None) -> str:
-        """Why a record made under `old` no longer applies."""
-        if old is None:
-            return NO_RECORD
-        if old.version != self.version:
-            return f"stage version changed ({old.version} → {self.version})"
-        if old.code != self.code:
-            return "the product's code changed"
-        if old.libs != self.libs:
-            return "tool or library version changed"
-        if old.slice != self.slice:
-            return "build-file slice changed"
-        return NO_RECORD
-
 
 OutputSignature = tuple[int, int, int, int]
 """How a published file is recognised as untouched since: size, mtime, ctime (a rewrite that

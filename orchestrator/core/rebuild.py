@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..cache import ActionEntry, Cache
-from ..cache.records import UnitRecord
+from ..cache.records import Fingerprint, UnitRecord
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, OrchestrateError
 from ..executors import LazyBlobs, WorkItem, run_item
@@ -24,7 +24,7 @@ from ..executors.pool import ExecutorPool
 from ..files.projectfiles import ProjectFiles
 from ..files.reads import ENTRY_MARK, describe_read
 from ..hashing import canonical_json, digest_bytes, digest_value
-from ..typing import Parts, StoredParts, Unit
+from ..typing import Parts, StageSpec, StoredParts, Unit
 from ..version import __version__
 from .context import Context
 from .graph import Stage
@@ -82,6 +82,27 @@ def library_versions() -> dict[str, str]:
     }
 
 
+class StageKeys(NamedTuple):
+    """A stage's fingerprint and its unit keys' shared prefix (Rebuilder.stage_keys)."""
+
+    fingerprint: Fingerprint
+    prefix: bytes
+
+
+def stage_keys(spec: StageSpec, libs: dict[str, str], slice_value: Any) -> StageKeys:
+    """What a stage's results depend on besides its inputs: its fingerprint (by part, for
+    --explain) and what every unit key of the stage shares, serialized once (`libs`: the
+    product's code digest and the versions of the libraries that shape outputs)."""
+    others = dict(libs)
+    code = others.pop("code")
+    sliced = digest_value(slice_value)
+    fingerprint = Fingerprint(spec.version, digest_value(others)[:16], code[:16], sliced[:16])
+    prefix = canonical_json(
+        {"stage": spec.name, "version": spec.version, "libs": libs, "slice": sliced}
+    )
+    return StageKeys(fingerprint, prefix)
+
+
 class Rebuilder:
     """Runs units through the action cache and an executor, for one run."""
 
@@ -107,18 +128,6 @@ class Rebuilder:
         # in one pass instead of one restart each.
         self.keep_producers = keep_producers
         self._memory: dict[str, Any] = {}  # small results made in this run, by digest
-
-    def key_prefix(self, stage: Stage, slice_value: Any) -> bytes:
-        """What every unit key of the stage shares, serialized once."""
-        spec = stage.spec
-        return canonical_json(
-            {
-                "stage": spec.name,
-                "version": spec.version,
-                "libs": self.libs,
-                "slice": digest_value(slice_value),
-            }
-        )
 
     @staticmethod
     def static_key(prefix: bytes, unit: Unit) -> str:

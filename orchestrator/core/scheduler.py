@@ -35,13 +35,13 @@ from .graph import Stage
 from .observe import Progress, ResourceSampler
 from .options import RunOptions
 from .outcomes import StageReport
-from .rebuild import Rebuilder, RunningStage
+from .rebuild import Rebuilder, RunningStage, stage_keys
 from .replanning import Replanner
 from .session import Session
 from .stageentries import StageEntries
-from .staleness import assess, fingerprint, must_run
-from .storing import PreviousValues, StoredStage, store_stage
-from .values import RunValues, StageInputs
+from .staleness import assess, must_run
+from .storing import StoredStage, store_stage
+from .values import PreviousValues, RunValues, StageInputs
 
 
 @dataclass
@@ -233,7 +233,8 @@ class Scheduler:
         started = time.perf_counter()
         report = StageReport(spec.name, start=time.time())
         slice_value = self.build.slice_for(spec.config_keys)
-        now = fingerprint(spec, self.rebuilder.libs, slice_value)
+        keys = stage_keys(spec, self.rebuilder.libs, slice_value)
+        now = keys.fingerprint
         voided = (
             "--no-cache"
             if self.options.no_cache
@@ -257,9 +258,9 @@ class Scheduler:
         report.runs_because(why)
         if self.options.explain:
             self.log.info("explain", stage=spec.name, runs_because=why)
-        ctx.begin_stage(PreviousValues(state, spec.keyed) if staleness.usable else None)
+        ctx.begin_stage(PreviousValues(state.values, spec.keyed) if staleness.usable else None)
         inputs = StageInputs(values, [name for name in spec.inputs if name != PROJECT])
-        prefix = self.rebuilder.key_prefix(stage, slice_value)
+        prefix = keys.prefix
         dry = self.options.dry_run  # stored in scratch for the later stages; nothing published
         # Planning afresh: another build's whole run of the stage may serve (stageentries.py).
         whole = None

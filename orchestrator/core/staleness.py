@@ -12,26 +12,15 @@ decides a skip. It only asks: nothing here changes the state or the context.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..cache.entries import FEW_KEYS
 from ..cache.records import NO_RECORD, Fingerprint, StageRecord, output_signature
 from ..cache.state import BuildState
 from ..files.changes import FileChanges
 from ..files.reads import describe_read, entry_path, entry_read, whole_path
-from ..hashing import digest_value
 from ..keyed import Changes
 from ..typing import PROJECT, StageSpec
 from .context import Context
-
-
-def fingerprint(spec: StageSpec, libs: dict[str, str], slice_value: Any) -> Fingerprint:
-    """What a stage's results depend on besides its inputs, by part (for --explain)."""
-    others = dict(libs)
-    code = others.pop("code")
-    return Fingerprint(
-        spec.version, digest_value(others)[:16], code[:16], digest_value(slice_value)[:16]
-    )
 
 
 @dataclass(frozen=True)
@@ -65,7 +54,7 @@ def assess(
     if voided is not None:
         return Staleness(None, voided)
     if record is None or record.fingerprint != now:
-        return Staleness(None, now.change_from(record.fingerprint if record else None))
+        return Staleness(None, change_from(now, record.fingerprint if record else None))
     since = record.generation
     file_changes = state.files.changes_since(since)
     inputs = input_changes(spec, state, since, file_changes)
@@ -73,6 +62,21 @@ def assess(
     paths |= entry_changes(spec.name, inputs, state)
     dirty = state.units.readers(spec.name, sorted(paths)) if paths else {}
     return Staleness(record, NO_RECORD, file_changes, dirty, inputs)
+
+
+def change_from(now: Fingerprint, old: Fingerprint | None) -> str:
+    """Why a record made under fingerprint `old` no longer applies to a stage now at `now`."""
+    if old is None:
+        return NO_RECORD
+    if old.version != now.version:
+        return f"stage version changed ({old.version} → {now.version})"
+    if old.code != now.code:
+        return "the product's code changed"
+    if old.libs != now.libs:
+        return "tool or library version changed"
+    if old.slice != now.slice:
+        return "build-file slice changed"
+    return NO_RECORD
 
 
 def must_run(staleness: Staleness, ctx: Context) -> str | None:

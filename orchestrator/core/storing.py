@@ -16,7 +16,7 @@ from typing import Any
 from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord, output_signature
 from ..cache.state import WHOLE, BuildState
 from ..files.reads import entry_read
-from ..keyed import Keyed, KeyedPatch
+from ..keyed import KeyedPatch
 from ..typing import PROJECT, Plan
 from .context import Context
 from .graph import Stage
@@ -151,19 +151,3 @@ def store_value(state: BuildState, name: str, value: Any, keyed: bool) -> None:
             values.replace_entries(name, dict(value))
     else:
         values.put_entries(name, [(WHOLE, value)])
-
-
-class PreviousValues:
-    """A stage's outputs as the last run stored them (`ctx.previous[name]`)."""
-
-    def __init__(self, state: BuildState, keyed: tuple[str, ...]) -> None:
-        self._values = state.values
-        self._keyed = keyed
-        self._whole: dict[str, Any] = {}  # decoded once: `update` and `finish` may both read it
-
-    def __getitem__(self, name: str) -> Any:
-        if name in self._keyed:
-            return Keyed(name, self._values)
-        if name not in self._whole:
-            self._whole[name] = self._values.entry(name, WHOLE)
-        return self._whole[name]

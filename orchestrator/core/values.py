@@ -216,3 +216,19 @@ class EntryDigests:
                 if now != digest:
                     return path
         return None
+
+
+class PreviousValues:
+    """A stage's outputs as the last run stored them (`ctx.previous[name]`)."""
+
+    def __init__(self, values: ValueStore, keyed: tuple[str, ...]) -> None:
+        self._values = values
+        self._keyed = keyed
+        self._whole: dict[str, Any] = {}  # decoded once: `update` and `finish` may both read it
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._keyed:
+            return Keyed(name, self._values)
+        if name not in self._whole:
+            self._whole[name] = self._values.entry(name, WHOLE)
+        return self._whole[name]
