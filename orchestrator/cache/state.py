@@ -17,8 +17,10 @@ machines sharing a cache folder never read each other's signatures.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,18 @@ class BuildState:
     def rollback(self) -> None:
         self.outputs.forget_unsaved()
         self.db.rollback()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """What the block stores, all or nothing: committed when it ends, rolled back when it
+        raises (Ctrl-C included: a stage cut short leaves the state as it was before it)."""
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
 
     def close(self) -> None:
         self.db.close()

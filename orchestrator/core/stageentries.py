@@ -104,8 +104,11 @@ class StageEntries:
                     continue
                 try:
                     rows = loads(self.cache.get_blob(entry.result))
-                except (CacheCorrupt, CodecError):
-                    continue  # counted and logged where it was found: the stage plans afresh
+                except (CacheCorrupt, CodecError) as exc:
+                    if isinstance(exc, CodecError):  # intact bytes, but no value: never again
+                        self.cache.refuse(entry.result, str(exc))
+                    self.cache.actions.drop_result(entry.result)  # no entry leads back here
+                    continue  # the stage plans afresh
                 if isinstance(rows, StageRows) and self._blobs_at_hand(rows):
                     self.cache.actions.touch(WHOLE + name, key, entry.result)
                     return rows

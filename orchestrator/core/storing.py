@@ -36,8 +36,7 @@ def store_stage(
     (without `publish`, a dry run's: the stage's `publish` hook is not called); the record."""
     spec = stage.spec
     previous = stored.previous
-    state.begin()
-    try:
+    with state.transaction():
         finished = [record for record in stored.due if record.result]
         outside = dict(previous.outside) if previous else {}
         for record in finished:
@@ -62,12 +61,7 @@ def store_stage(
             walked=ctx.stage_walked or PROJECT in spec.inputs,
             units=stored.units,
         )
-        stage_record = _publish(stage, ctx, state, stage_record, outputs, callbacks, publish)
-        state.commit()
-    except BaseException:
-        state.rollback()
-        raise
-    return stage_record
+        return _publish(stage, ctx, state, stage_record, outputs, callbacks, publish)
 
 
 def adopt_stage(
@@ -83,19 +77,13 @@ def adopt_stage(
     encoded or hashed again) as this run's, then publish its outputs (`outputs`, read from
     those rows) and keep its record with what this run published: all or nothing; the
     record."""
-    state.begin()
-    try:
+    with state.transaction():
         state.units.put_rows(stage.spec.name, taken.units, taken.reads)
         for name, rows in taken.values.items():
             state.values.put_rows(name, rows)
             ctx.entries.forget(name)
         record = dataclasses.replace(taken.record, generation=state.generation, published={})
-        record = _publish(stage, ctx, state, record, outputs, callbacks, publish)
-        state.commit()
-    except BaseException:
-        state.rollback()
-        raise
-    return record
+        return _publish(stage, ctx, state, record, outputs, callbacks, publish)
 
 
 def _publish(

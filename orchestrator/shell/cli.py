@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import NoReturn
 
 import click
@@ -129,22 +130,34 @@ def cli() -> None:
 
 
 # -- run -------------------------------------------------------------------------------------
+def unit_options(command: Callable) -> Callable:
+    """Where units run and which: the options `run` and `watch` share."""
+    options = [
+        click.option(
+            "--executor",
+            type=click.Choice(["auto", "local", "ray"]),
+            default=None,
+            help="Where units run (default: the build file's executor.kind, else auto).",
+        ),
+        click.option(
+            "--workers",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Ray worker processes for a local Ray.",
+        ),
+        click.option(
+            "--stages", default=None, help="Comma-separated stages to run (and what they need)."
+        ),
+        click.option("--explain", is_flag=True, help="Say why each unit ran."),
+    ]
+    for option in reversed(options):  # the first named is the first shown
+        command = option(command)
+    return command
+
+
 @cli.command(cls=SwitchedCommand)
 @build_file_argument()
-@click.option(
-    "--executor",
-    type=click.Choice(["auto", "local", "ray"]),
-    default=None,
-    help="Where units run (default: the build file's executor.kind, else auto).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Ray worker processes for a local Ray.",
-)
-@click.option("--stages", default=None, help="Comma-separated stages to run (and what they need).")
-@click.option("--explain", is_flag=True, help="Say why each unit ran.")
+@unit_options
 @click.option(
     "--profile",
     type=click.Path(dir_okay=False),
@@ -206,20 +219,7 @@ def run(
 
 @cli.command(cls=SwitchedCommand)
 @build_file_argument()
-@click.option(
-    "--executor",
-    type=click.Choice(["auto", "local", "ray"]),
-    default=None,
-    help="Where units run (default: the build file's executor.kind, else auto).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Ray worker processes for a local Ray.",
-)
-@click.option("--stages", default=None, help="Comma-separated stages to run (and what they need).")
-@click.option("--explain", is_flag=True, help="Say why each unit ran.")
+@unit_options
 @click.option("--log-format", type=click.Choice(["console", "json"]), default="console")
 @click.option("--keep-going", is_flag=True, help="Other units go on after a unit fails.")
 @click.option("-v", "--verbose", is_flag=True)
