@@ -33,7 +33,7 @@ from common import (
     run_orchestrate,
     runs_figure,
 )
-from figures import RAY1, RAY2, Options, section
+from figures import RAY1, RAY2, Options, cold_runs, section
 
 #: The farm's key for the cache server's entries (docs/cluster.md, "The cache key").
 KEY_ENV = "ORCHESTRATE_BENCH_CACHE_KEY"
@@ -139,17 +139,8 @@ def amdahl(share: float, workers: int) -> float:
 @section("scaling")
 def scaling(project: Project, results: SizeResults, options: Options) -> None:
     for label, args in (("ray1", RAY1), ("ray2", RAY2)):
-        name = f"scale-{label}"
-        runs = repeat_runs(
-            options.repeat_cold,
-            lambda i: run_orchestrate(
-                bench_build_file(project, name, shared_paths=options.shared_paths),
-                *args,
-                timeout=options.timeout,
-                flags=("--cpu",),
-            ),
-            f"cold build, {label}, CPU sampled",
-        )
+        what = f"cold build, {label}, CPU sampled"
+        runs = cold_runs(project, options, f"scale-{label}", args, what, flags=("--cpu",))
         figure = runs_figure(runs, lambda r: r.engine_s)
         figure["driver_share"] = driver_share(figure)
         results.put(f"scale.{label}", figure)

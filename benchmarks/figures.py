@@ -131,6 +131,23 @@ def ensure_floor(
 # -- full builds -----------------------------------------------------------------------------------
 
 
+def cold_runs(
+    project: Project, options: Options, name: str, args: tuple, what: str, flags: tuple = ()
+) -> list:
+    """`options.repeat_cold` runs of `orchestrate run ARGS`, each from a fresh build file and
+    cache of its own (`name`): cold builds. `flags` are runner.py's (`--cpu`)."""
+    return repeat_runs(
+        options.repeat_cold,
+        lambda i: run_orchestrate(
+            bench_build_file(project, name, shared_paths=options.shared_paths),
+            *args,
+            timeout=options.timeout,
+            flags=flags,
+        ),
+        what,
+    )
+
+
 @section("cold builds")
 def cold_builds(
     project: Project, results: SizeResults, options: Options, dump_for_zstd: bool = True
@@ -138,16 +155,7 @@ def cold_builds(
     """The cold build a user gets (`orchestrate run`, the build file's executor `auto`), and
     the cold build on Ray with 2 workers (its driver's memory is a target)."""
     for label, args in (("auto", AUTO), ("ray2", RAY2)):
-        name = f"cold-{label}"
-        runs = repeat_runs(
-            options.repeat_cold,
-            lambda i: run_orchestrate(
-                bench_build_file(project, name, shared_paths=options.shared_paths),
-                *args,
-                timeout=options.timeout,
-            ),
-            f"cold build, {label}",
-        )
+        runs = cold_runs(project, options, f"cold-{label}", args, f"cold build, {label}")
         results.put(f"cold.{label}", runs_figure(runs, lambda r: r.engine_s))
     if dump_for_zstd:
         payloads = dump_payloads(
@@ -299,17 +307,8 @@ def watching(project: Project, results: SizeResults, options: Options) -> None:
 def collect(project: Project, results: SizeResults, options: Options) -> None:
     stages = ("--stages", "dependency")
     for label, args in (("local", LOCAL), ("ray1", RAY1), ("ray2", RAY2)):
-        name = f"collect-{label}"
-        runs = repeat_runs(
-            options.repeat_cold,
-            lambda i: run_orchestrate(
-                bench_build_file(project, name, shared_paths=options.shared_paths),
-                *stages,
-                *args,
-                timeout=options.timeout,
-            ),
-            f"collect+dependency cold, {label}",
-        )
+        what = f"collect+dependency cold, {label}"
+        runs = cold_runs(project, options, f"collect-{label}", (*stages, *args), what)
         results.put(f"collect.cold.{label}", runs_figure(runs, lambda r: r.engine_s))
     build = _warm_build(project, "collect-ray2", stages, options)
     runs = repeat_runs(
@@ -366,17 +365,8 @@ def validation(project: Project, results: SizeResults, options: Options) -> None
     )
     stages = ("--stages", "validate")
     for label, args in (("ray1", RAY1), ("ray2", RAY2)):
-        name = f"validate-{label}"
-        runs = repeat_runs(
-            options.repeat_cold,
-            lambda i: run_orchestrate(
-                bench_build_file(project, name, shared_paths=options.shared_paths),
-                *stages,
-                *args,
-                timeout=options.timeout,
-            ),
-            f"validate (after collect+dependency), {label}",
-        )
+        what = f"validate (after collect+dependency), {label}"
+        runs = cold_runs(project, options, f"validate-{label}", (*stages, *args), what)
         results.put(
             f"validate.{label}", runs_figure(runs, lambda r: r.stage_seconds.get("validate"))
         )

@@ -14,20 +14,14 @@ from pathlib import Path
 
 import lawkit
 import pytest
-from test_incremental_laws import MessiahChanges, age, checkout, settle
+from test_incremental_laws import MessiahChanges, aged_project, checkout, settle
 
 from stages.sources.messiah import SOURCE
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    from buildkit import make_project
-
-    base = tmp_path_factory.mktemp("patch-template")
-    make_project(base, 100, 7)
-    (base / "generated.json").unlink()
-    age(base)
-    return base
+    return aged_project(tmp_path_factory.mktemp("patch-template"))
 
 
 @pytest.fixture

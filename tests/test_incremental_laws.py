@@ -62,14 +62,18 @@ def settle(root: Path, step: int) -> None:
                 os.utime(path, ns=(stamp, stamp))
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    """A generated project of 100 resources (the generator's smallest), aged."""
-    base = tmp_path_factory.mktemp("template")
+def aged_project(base: Path) -> Path:
+    """A generated project of 100 resources (the generator's smallest) under `base`, aged: the
+    template the laws' checkouts are copied from."""
     make_project(base, 100, 7)
     (base / "generated.json").unlink()
     age(base)
     return base
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    return aged_project(tmp_path_factory.mktemp("template"))
 
 
 def checkout(template: Path, dest: Path) -> Path:

@@ -23,7 +23,7 @@ from buildkit import cli_env, edit_build, make_project, published, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 from remotekit import TOKEN, free_port, silent_server, start_nginx, stop, stored
-from test_incremental_laws import STEP, MessiahChanges, age, law_settings, settle
+from test_incremental_laws import STEP, MessiahChanges, aged_project, law_settings, settle
 
 from orchestrator.cache import Cache, EntryKey
 from orchestrator.cache.actions import _signed
@@ -445,11 +445,7 @@ def test_an_upload_queue_never_outlives_a_server_gone_mid_build():
 # -- the incremental law across the server ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("template")
-    make_project(base, 100, 7)
-    (base / "generated.json").unlink()
-    age(base)
-    return base
+    return aged_project(tmp_path_factory.mktemp("template"))
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import yaml
 from buildkit import edit_build, make_project
 from hypothesis import given
 from hypothesis import strategies as st
-from test_incremental_laws import STEP, MessiahChanges, age, law_settings, settle
+from test_incremental_laws import STEP, MessiahChanges, age, aged_project, law_settings, settle
 
 from orchestrator.core.stageentries import WHOLE
 
@@ -125,11 +125,7 @@ def test_rule_code_takes_a_stage_whole_only_at_the_same_path(tmp_path):
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("template")
-    make_project(base, 100, 7)
-    (base / "generated.json").unlink()
-    age(base)
-    return base
+    return aged_project(tmp_path_factory.mktemp("template"))
 
 
 @law_settings(6)
