@@ -161,6 +161,20 @@ class Keyed(Mapping):
             )
         )
 
+    def digests(self) -> dict[str, str]:
+        """Every entry's digest by key: what the state stored, without decoding (a patch's
+        entries digested, a value held in memory digested whole)."""
+        from .codec import digest
+
+        if self._memory is not None:
+            return {key: digest(self._memory[key]) for key in self._key_list()}
+        found = self._state.digests(self.name)
+        if self._overlay is not None:
+            for key in self._overlay.removed:
+                found.pop(key, None)
+            found.update((key, digest(entry)) for key, entry in self._overlay.set.items())
+        return found
+
     def as_dict(self) -> dict[str, Any]:
         """The whole value as a dict in key order (decoding every entry a run did not make)."""
         if isinstance(self._memory, dict) and list(self._memory) == self._key_list():

@@ -55,7 +55,7 @@ def write_project(root: Path, files: Mapping[str, str | bytes]) -> Path:
 class RecordingContext(Context):
     """The engine's driver-side context, keeping what the stage published and logged."""
 
-    def __init__(self, build: Build, stored: dict[Digest, Any]) -> None:
+    def __init__(self, build: Build, stored: dict[Digest, Any], resident: bool = False) -> None:
         self.logs = structlog.testing.CapturingLogger()
         root = str(build.project_root)
         key = build.cache_key()  # a state signed with the farm's key is read with it
@@ -64,7 +64,9 @@ class RecordingContext(Context):
         skip = {str(build.output_dir), str(build.cache_dir)}
         project = ProjectFiles(root, build.file_policy)
         files = scan(root, skip, None, project).table
-        super().__init__(build, project, state, files, self.logs, stored.__getitem__)
+        super().__init__(
+            build, project, state, files, self.logs, stored.__getitem__, resident=resident
+        )
         self.stored = stored
         self.published_bytes: dict[str, bytes] = {}
 
@@ -157,12 +159,14 @@ def run_stage(
     blobs: Mapping[Digest, Any] | None = None,
     workdir: Path | None = None,
     publish: bool = True,
+    resident: bool = False,
 ) -> StageRun:
     """Run `stage` (a stage module) once, in this process.
 
     The project is `project` (a folder) or `files` written to a temporary one; `settings` are
     build-file sections (validated like a real build file's); `blobs` are stored results of
-    upstream stages that units read with `reader.blob(digest)`. Errors a unit raises are raised.
+    upstream stages that units read with `reader.blob(digest)`; `resident`: as a build of
+    `orchestrate watch` (StageContext.resident). Errors a unit raises are raised.
     """
     workdir = Path(workdir or tempfile.mkdtemp(prefix="orchestrate-stage-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -178,7 +182,7 @@ def run_stage(
     build_file.write_text(yaml.safe_dump(document, allow_unicode=True), encoding="utf-8")
     build = load_build(build_file)
     stored: dict[Digest, Any] = dict(blobs or {})
-    ctx = RecordingContext(build, stored)
+    ctx = RecordingContext(build, stored, resident)
     given = dict(inputs or {})
     plan = stage.plan(ctx, given)
     results: dict[str, Any] = {}

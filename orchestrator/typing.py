@@ -230,6 +230,9 @@ class StageContext(Protocol):
     root: str
     output_dir: Path
     log: Any
+    # The build runs in a resident process (`orchestrate watch`) that builds again on the next
+    # save: what a stage keeps warm in its process (worker processes, say) may serve that build.
+    resident: bool
 
     def section(self, name: str) -> Any: ...
     def walk(self) -> list[FileEntry]: ...

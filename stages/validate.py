@@ -172,8 +172,14 @@ def stored_index(value: Any, identity: str | None = None) -> StoredIndex:
     caches of the processes that read it (a new one, unless the index is as the last run had
     it: a digest of the whole would read all of it)."""
     keyed = value if isinstance(value, Keyed) else Keyed("index", memory=value)
-    available = WHOLE_INDEX not in keyed or index_is_available(keyed[WHOLE_INDEX])
-    return StoredIndex(lambda: index_of(keyed), identity or uuid.uuid4().hex, available)
+    whole = WHOLE_INDEX in keyed
+    available = not whole or index_is_available(keyed[WHOLE_INDEX])
+    return StoredIndex(
+        lambda: index_of(keyed),
+        identity or uuid.uuid4().hex,
+        available,
+        entries=None if whole else keyed,
+    )
 
 
 def plan(ctx, inputs: dict) -> Plan:
@@ -334,7 +340,8 @@ def run(checks: tuple[FileCheck, ...], shared: Shared, reader):
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    close_workers()  # the driver's custom-code workers (loading, local units) are done
+    if not ctx.resident:  # the driver's custom-code workers (loading, local units) are done
+        close_workers()  # (a resident build keeps them, and the index they hold, for the next)
     KEPT.stop()
     ruleset: RuleSet = results.plan.scratch
     document = None

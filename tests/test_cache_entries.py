@@ -7,19 +7,24 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.cache import Cache
-from orchestrator.cache.entries import INLINE_MAX_BYTES, STORED_PREFIX
+from orchestrator.cache.entries import INLINE_MAX_BYTES, STORED_PREFIX, DecodedEntries
 from orchestrator.cache.state import BuildState
 from orchestrator.errors import CacheCorrupt
 from orchestrator.keyed import Keyed
 
 
-def open_state(folder: Path) -> BuildState:
-    """The scope's state as the next run opens it (one generation later)."""
+def open_state(folder: Path, decoded: DecodedEntries | None = None) -> BuildState:
+    """The scope's state as the next run opens it (one generation later); `decoded`: a
+    resident session's decoded entries."""
     (folder / "project").mkdir(exist_ok=True)
     cache = folder / "cache"
-    return BuildState(cache, str(folder / "project"), str(folder / "out"), Cache(cache))
+    return BuildState(
+        cache, str(folder / "project"), str(folder / "out"), Cache(cache), decoded=decoded
+    )
 
 
 def run(folder: Path, work) -> int:
@@ -149,3 +154,65 @@ def test_a_damaged_database_is_set_aside_and_started_again(tmp_path):
     state = open_state(tmp_path)
     assert state.values.keys("v") == [] and state.generation == 1
     state.close()
+
+
+# -- a resident session's decoded entries ----------------------------------------------------------
+
+ENTRY_VALUES = st.one_of(
+    st.integers(-1000, 1000), st.text(max_size=4), st.lists(st.integers(-9, 9), max_size=3)
+)
+VALUES_BY_RUN = st.lists(
+    st.dictionaries(st.sampled_from("abcdefgh"), ENTRY_VALUES, max_size=6), min_size=1, max_size=5
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(runs=VALUES_BY_RUN)
+def test_decoded_entries_kept_between_runs_read_as_decoding_afresh(tmp_path_factory, runs):
+    """Entries a resident session keeps decoded from one build to the next (a value made
+    exactly each run's mapping, then read whole and by key) read as a fresh process decodes
+    them, and only entries new to the session are decoded."""
+    folder = tmp_path_factory.mktemp("decoded")
+    decoded = DecodedEntries()
+    for mapping in runs:
+        state = open_state(folder, decoded)
+        fresh = open_state(folder)
+        try:
+            state.db.begin()
+            state.values.replace_entries("v", mapping)
+            state.db.commit()
+            kept = dict(state.values.items("v"))
+            assert kept == dict(fresh.values.items("v")) == mapping
+            assert list(kept) == sorted(mapping)
+            for key, value in mapping.items():
+                assert state.values.entry("v", key) == value
+        finally:
+            for opened in (state, fresh):
+                opened.close()
+            state.values.blobs.close()
+    # What the session holds: one value per digest it read, never a digest it did not see.
+    from orchestrator.codec import digest
+
+    seen = {bytes.fromhex(digest(v)) for mapping in runs for v in mapping.values()}
+    assert set(decoded._values) <= seen
+
+
+def test_an_entry_kept_decoded_is_not_decoded_again(tmp_path, monkeypatch):
+    """The second build of a resident session reads the value's rows but decodes only the
+    entry that changed."""
+    from orchestrator.cache import entries as entries_module
+
+    decoded = DecodedEntries()
+    run(tmp_path, lambda s: s.values.put_entries("v", {"a": 1, "b": [2], "c": "3"}.items()))
+    state = open_state(tmp_path, decoded)
+    assert dict(state.values.items("v")) == {"a": 1, "b": [2], "c": "3"}
+    state.values.put_entries("v", [("b", [20])])
+    calls = []
+    real = entries_module.loads
+    monkeypatch.setattr(entries_module, "loads", lambda data: calls.append(data) or real(data))
+    assert dict(state.values.items("v")) == {"a": 1, "b": [20], "c": "3"}
+    assert len(calls) == 1
+    state.close()
+    state.values.blobs.close()

@@ -8,12 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from rules_helpers import REPOSITORY, make_index, run_rules, write_files
 
 from orchestrator.errors import InternalError
 from stages.rules.custom.host import (
     CustomCode,
     CustomCodeError,
+    CustomCodeHost,
     close_workers,
     custom_code_host,
 )
@@ -436,3 +439,90 @@ def test_a_failure_of_this_processs_own_code_is_an_internal_error_too(project, i
     monkeypatch.setattr(conditions, "_unique", broken_unique)
     with pytest.raises(TypeError, match="injected fault in the engine"):
         run_rules(project, [rule(condition=["unique"])], index)
+
+
+# -- an index patched in a worker ------------------------------------------------------------------
+
+#: Custom code that answers with all it sees of the index: every set in its order, the levels.
+WHOLE_INDEX_CODE = """
+import res_store
+def seen(**kw):
+    return [
+        [[g, [[r.Name, r.Package, list(r.Deps)] for r in items]] for g, items in res_store.res_in_repo.items()],
+        [[p, [r.GUID for r in items]] for p, items in res_store.res_virt_info.items()],
+        sorted(res_store.ilevels),
+    ]
+"""
+
+GUIDS = [f"{n:08x}-0000-4000-8000-000000000000" for n in range(12)]
+RESOURCE = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["a", "b", "英雄", "c_1"]),
+        "package": st.sampled_from(["P", "Q"]),
+        "deps": st.lists(st.sampled_from(GUIDS), max_size=3),
+    }
+)
+INDEXES = st.lists(
+    st.tuples(st.dictionaries(st.sampled_from(GUIDS), RESOURCE, max_size=8), st.booleans()),
+    min_size=2,
+    max_size=5,
+)
+
+
+def stored_view(root: Path, resources: dict, level: bool, key: str) -> IndexView:
+    """A view of an index as validate makes it: stored by entry, decoded when read."""
+    from orchestrator import Keyed
+    from stages.rules.functions import StoredIndex
+    from stages.sources.base import index_of
+
+    index = make_index(root, resources, ("L1",) if level else ())
+    entries = Keyed("index", memory=index.entries())
+    stored = StoredIndex(lambda: index_of(entries), key, True, entries=entries)
+    return IndexView(stored, str(root), key)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example starts workers
+)
+@given(indexes=INDEXES)
+def test_a_worker_patched_from_index_to_index_sees_what_one_sent_it_whole_sees(
+    tmp_path_factory, indexes
+):
+    """A worker holding an earlier index is sent only the entries that differ (a resident
+    build after an edit): what custom code sees of the index (each set in order, the levels) is
+    what a fresh worker sent the same index whole sees."""
+    root = tmp_path_factory.mktemp("patched")
+    code = CustomCode("k", "r", WHOLE_INDEX_CODE)
+    host = custom_code_host()
+    sent: list[str] = []
+    seen: list = []
+    real = host._patch_frame
+
+    def noting(worker, view):
+        frame = real(worker, view)
+        sent.append("patch" if frame is not None else "whole")
+        return frame
+
+    host._patch_frame = noting  # type: ignore[method-assign]
+    try:
+        for step, (resources, level) in enumerate(indexes):
+            view = stored_view(root, resources, level, f"v{step}")
+            patched = host.call(code, view, "seen", "condition", {}, 10)
+            fresh = CustomCodeHost()
+            try:
+                whole = fresh.call(
+                    code, stored_view(root, resources, level, "w"), "seen", "condition", {}, 10
+                )
+            finally:
+                fresh.close()
+            assert patched == whole, step
+            seen.append(whole)
+        # The first index again: the worker forgot it (it keeps two), and is sent it anew.
+        first = stored_view(root, *indexes[0], "v0")
+        assert host.call(code, first, "seen", "condition", {}, 10) == seen[0]
+    finally:
+        close_workers()
+    assert sent[0] == "whole" and set(sent[1:]) <= {"patch"}, sent

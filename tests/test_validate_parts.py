@@ -55,7 +55,7 @@ def project(tmp_path):
     return root, rule_file, inputs, index
 
 
-def run_stage(root, rule_file, inputs):
+def run_stage(root, rule_file, inputs, resident=False):
     run = stage_once(
         validate,
         project=root,
@@ -63,6 +63,7 @@ def run_stage(root, rule_file, inputs):
         workdir=rule_file.parent,
         settings={"rules": {"files": [rule_file.name]}},
         publish=False,
+        resident=resident,
     )
     return run.plan, run.outputs["validation"]
 
@@ -128,3 +129,40 @@ def test_small_files_and_few_rules_stay_one_unit():
 def project_paths(root):
     """Every file under `root`, project-relative with forward slashes."""
     return [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+
+
+FEW_RULES = """
+- {id: names, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Name', condition: ['唯一']}
+- {id: cyclic, rpath: 'resource\\.repository$', xpath: '*/Items/Item,GUID', condition: [func_f], func_str: "import res_store\\ndef f(**kw):\\n    return [d for d in kw['data'] if d not in res_store.res_in_repo]\\n"}
+- {id: types, rpath: 'resource\\.repository$', xpath: '*/Items/Item,Type', condition: [in, "['Material', 'Model', 'Mesh']"]}
+"""  # noqa: E501
+
+
+def test_rules_reading_the_whole_index_are_apart_in_a_file_with_units_of_its_own(project):
+    """A file with units of its own (too large to share a shard) checked by few rules is not
+    split, yet a rule whose custom code reads the index is in a unit apart: an edit to one
+    Item (which changes the index) re-runs that rule on the file, not the others with it."""
+    root, rule_file, inputs, index = project
+    rule_file.write_text(FEW_RULES, encoding="utf-8")
+    size = (root / "Repository/resource.repository").stat().st_size
+    assert size >= parts.SHARD_MAX_BYTES and parts.part_count(size, 3) == 1
+    plan, _ = run_stage(root, rule_file, inputs)
+    [whole] = [u for u in plan.units if any(1 in check.rules for check in u.payload)]
+    assert [check.rules for check in whole.payload] == [(1,)]
+    rest = [u for u in plan.units if u is not whole and "repository" in u.id]
+    assert [sorted(r for c in u.payload for r in c.rules) for u in rest] == [[0, 2]]
+
+
+@pytest.mark.parametrize("resident", [False, True])
+def test_a_resident_build_keeps_its_custom_code_workers_for_the_next(project, resident):
+    """`orchestrate watch` builds again on the next save: its custom-code workers, and the
+    index they hold, stay up for it; a build of `orchestrate run` ends them with the stage."""
+    from stages.rules.custom.host import close_workers, custom_code_host
+
+    root, rule_file, inputs, index = project
+    rule_file.write_text(FEW_RULES, encoding="utf-8")
+    try:
+        run_stage(root, rule_file, inputs, resident)
+        assert bool(custom_code_host().worker_pids()) == resident
+    finally:
+        close_workers()

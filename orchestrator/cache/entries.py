@@ -6,6 +6,7 @@ digest, and its data, inline or in the blob store, is checked against that diges
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -35,13 +36,46 @@ def named_blobs(rows: Iterable[Sequence]) -> list[str]:
     ]
 
 
+class DecodedEntries:
+    """Entries of keyed values as decoded, by digest, kept from one build to the next by a
+    resident session (`orchestrate watch`): an edit then decodes the entries it changed, not the
+    hundred thousand a stage reading a whole value reads. Least recently used ones go past
+    `limit`. Sound because an entry's value is its digest's, and values are never changed in
+    place (a stage makes new ones); a whole value (not keyed) is not kept."""
+
+    def __init__(self, limit: int = 400_000) -> None:
+        self.limit = limit
+        self._values: OrderedDict[bytes, Any] = OrderedDict()
+
+    def get(self, digest: bytes) -> Any:
+        """The value decoded for `digest`, or MISSING."""
+        value = self._values.get(digest, MISSING)
+        if value is not MISSING:
+            self._values.move_to_end(digest)
+        return value
+
+    def put(self, digest: bytes, value: Any) -> None:
+        self._values[digest] = value
+        if len(self._values) > self.limit:
+            self._values.popitem(last=False)
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+MISSING = object()
+
+
 class ValueStore:
     """The stage values, entry by entry (the `entries` table of the build state; values large
     enough go to `blobs`, the content-addressed store)."""
 
-    def __init__(self, db: StateDatabase, blobs: Any) -> None:
+    def __init__(
+        self, db: StateDatabase, blobs: Any, decoded: DecodedEntries | None = None
+    ) -> None:
         self.db = db
         self.blobs = blobs
+        self.decoded = decoded  # a resident session's (None: every entry read is decoded)
         # (value, key) → how the entry changed, for the entries stored in this process
         self.notes: dict[tuple[str, str], str] = {}
 
@@ -69,6 +103,16 @@ class ValueStore:
             if stored is not None:  # intact, but no value: no run may find it again
                 self.blobs.refuse(stored, str(exc))
             raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
+
+    def _entry(self, key: str, digest: bytes, data: Any) -> Any:
+        """A keyed value's entry: decoded, or as a resident session decoded it before."""
+        if self.decoded is None or key == WHOLE:
+            return self.decode(digest, data)
+        found = self.decoded.get(digest)
+        if found is MISSING:
+            found = self.decode(digest, data)
+            self.decoded.put(digest, found)
+        return found
 
     def _rows(
         self, value: str, where: str, args: Iterable = (), data: bool = False
@@ -100,7 +144,7 @@ class ValueStore:
         if not rows:
             raise KeyError(key)
         _, _, digest, data = rows[0]
-        return self.decode(digest, data)
+        return self._entry(key, digest, data)
 
     def entry_digest(self, value: str, key: str = WHOLE) -> str | None:
         rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,))
@@ -137,10 +181,27 @@ class ValueStore:
         )
 
     def items(self, value: str) -> Iterator[tuple[str, Any]]:
+        if self.decoded is not None:  # a resident session: read the data of new entries only
+            yield from self._items_decoded(value, self.decoded)
+            return
         for key, _, digest, data in self._rows(
             value, "AND data IS NOT NULL ORDER BY key", data=True
         ):
-            yield key, self.decode(digest, data)
+            yield key, self._entry(key, digest, data)
+
+    def _items_decoded(self, value: str, decoded: DecodedEntries) -> Iterator[tuple[str, Any]]:
+        rows = self._rows(value, "AND data IS NOT NULL ORDER BY key")
+        found = {key: decoded.get(digest) for key, _, digest, _ in rows if key != WHOLE}
+        missing = [key for key, _, _, _ in rows if found.get(key, MISSING) is MISSING]
+        for start in range(0, len(missing), FEW_KEYS):
+            chunk = missing[start : start + FEW_KEYS]
+            marks = ", ".join("?" * len(chunk))
+            for key, _, digest, data in self._rows(
+                value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk, data=True
+            ):
+                found[key] = self._entry(key, digest, data)
+        for key, _, _, _ in rows:
+            yield key, found[key]
 
     def has(self, value: str) -> bool:
         return bool(self._rows(value, "LIMIT 1"))

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes, digest_value
-from .entries import WHOLE, ValueStore
+from .entries import WHOLE, DecodedEntries, ValueStore
 from .signing import EntryKey
 from .statedb import StateDatabase
 from .stores import FileTableStore, OutputStore, RecordStore, UnitStore
@@ -92,6 +92,7 @@ class BuildState:
         log=None,
         scratch: bool = False,
         key: EntryKey | None = None,
+        decoded: DecodedEntries | None = None,
     ) -> None:
         root_dev = os.stat(project_root).st_dev if os.path.isdir(project_root) else 0
         scope = digest_value([project_root, output_dir, root_dev])[:24]
@@ -101,7 +102,7 @@ class BuildState:
         self.files = FileTableStore(self.db)
         self.records = RecordStore(self.db)
         self.units = UnitStore(self.db)
-        self.values = ValueStore(self.db, blobs)
+        self.values = ValueStore(self.db, blobs, decoded)
         self.outputs = OutputStore(self.db)
 
     @property

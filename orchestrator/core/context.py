@@ -32,8 +32,10 @@ class Context:
         files: FileTable,
         log,
         load_result: Callable[[str], Any],
+        resident: bool = False,
     ) -> None:
         self.build = build
+        self.resident = resident  # a resident session's build (StageContext.resident)
         self.project = project  # the project's root and what of it the build reads
         self.root = project.root
         self.build_dir = build.dir

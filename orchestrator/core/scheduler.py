@@ -109,7 +109,13 @@ class Scheduler:
             scanned = self._scan(state)
             scan_seconds = time.perf_counter() - started
             ctx = Context(
-                self.build, self.files, state, scanned.table, self.log, self.rebuilder.load_result
+                self.build,
+                self.files,
+                state,
+                scanned.table,
+                self.log,
+                self.rebuilder.load_result,
+                resident=self.session.resident,
             )
             keyed = {name for stage in self.stages for name in stage.spec.keyed}
             values = RunValues(

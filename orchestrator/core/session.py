@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..cache import Cache
+from ..cache.entries import DecodedEntries
 from ..cache.state import BuildState
 from ..codec import allow_package
 from ..executors import Workplace
@@ -38,9 +39,18 @@ class Session:
     module's docstring). Use it as a context manager: it holds the cache folder while open."""
 
     def __init__(
-        self, build: Build, options: RunOptions, log, stages: Sequence[Stage] | None = None
+        self,
+        build: Build,
+        options: RunOptions,
+        log,
+        stages: Sequence[Stage] | None = None,
+        resident: bool = False,
     ) -> None:
         self.build = build
+        # Builds again on every save (`orchestrate watch`): entries decoded by one build serve
+        # the next (the stages are told, StageContext.resident, and may keep what is theirs).
+        self.resident = resident
+        self.decoded = DecodedEntries() if resident else None
         self.options = options
         self.log = log
         self.root = str(build.project_root).replace("\\", "/")
@@ -91,6 +101,7 @@ class Session:
             self.log,
             scratch=self.options.dry_run,
             key=self.cache.key,
+            decoded=self.decoded,
         )
 
     # -- the file table ----------------------------------------------------------------------
@@ -114,6 +125,8 @@ class Session:
         """After damage was found and set aside: the cache opened afresh (its indexes read
         again), and the file table read again from the state."""
         self._table = None
+        if self.decoded is not None:
+            self.decoded.clear()
         try:
             self.cache.close()
         finally:

@@ -134,7 +134,7 @@ class Watch:
     def _open_session(self) -> Session:
         if self.session is None:
             assert self.build is not None
-            session = Session(self.build, self.options, self.log)
+            session = Session(self.build, self.options, self.log, resident=True)
             session.__enter__()
             self.session = session
         return self.session

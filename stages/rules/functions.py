@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from lxml import etree
 
-from orchestrator import Reader
+from orchestrator import Keyed, Reader
 
 from .paths import DocumentError, node_text, parse_xml
 
@@ -68,13 +68,21 @@ class StoredIndex:
     edit whose rules read no index never decodes one (a second at 100,000 resources)."""
 
     def __init__(
-        self, load: Callable[[], Any], digest: str, available: bool, keyed: bool | None = None
+        self,
+        load: Callable[[], Any],
+        digest: str,
+        available: bool,
+        keyed: bool | None = None,
+        entries: Keyed | None = None,
     ) -> None:
         self._load = load
         self._digest = digest
         self.available = available
         # Stored by entry (sources.base.index_entries): an index offering the sets always is.
         self.keyed = available if keyed is None else keyed
+        # The keyed value it is decoded from (an orchestrator.Keyed), when it is stored by entry:
+        # a custom-code worker holding an earlier index is sent only the entries that differ.
+        self.entries = entries
         self._index: Any = None
 
     def digest(self) -> str:

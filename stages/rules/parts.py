@@ -73,11 +73,16 @@ def split_rules(size: int, rules: list[CompiledRule], positions: list[int]) -> l
     """
     wanted = part_count(size, len(rules))
     whole = [i for i, rule in enumerate(rules) if rule.custom_index]
-    if wanted > 1 and whole and len(whole) < len(rules):
+    # A file with units of its own (split, or too large to share a shard) has the rules reading
+    # the whole index in a unit apart; a small file keeps its one unit in its shard.
+    own = wanted > 1 or size >= SHARD_MAX_BYTES
+    if own and whole and len(whole) < len(rules):
         rest = [i for i in range(len(rules)) if not rules[i].custom_index]
         digests = {rules[i].digest for i in whole}
         if not any(rules[i].digest in digests for i in rest):
-            groups = _split(wanted - 1, [rules[i] for i in rest], [positions[i] for i in rest])
+            groups = _split(
+                max(1, wanted - 1), [rules[i] for i in rest], [positions[i] for i in rest]
+            )
             return [[positions[i] for i in whole], *groups]
     return _split(wanted, rules, positions)
 

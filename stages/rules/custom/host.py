@@ -48,7 +48,7 @@ from orchestrator import (
     paused_gc,
 )
 
-from ..functions import record_reads
+from ..functions import StoredIndex, record_reads
 from ..sandbox import CustomCodeTimeout
 from .containment import (
     DEFAULT_LIMITS,
@@ -59,9 +59,13 @@ from .containment import (
     worker_environment,
 )
 from .crossing import MAX_REPLY_BYTES, PROTOCOL, dump_request, load_reply
+from .worker import KEPT_INDEXES as WORKER_KEPT_INDEXES
 
 #: Index messages kept ready to send (pickled once per process, sent to each new worker).
 KEPT_INDEXES = 2
+#: A worker holding an earlier index is sent the entries that differ when they are at most this
+#: many or a tenth of the index, whichever is more; more, and it is sent the index whole.
+PATCHED_ENTRIES = 1000
 #: Seconds a worker that closed its reply pipe, or was asked to end, has to end by itself (its
 #: own exit status is then known) before its group is killed.
 ENDING_SECONDS = 2.0
@@ -143,10 +147,19 @@ class WorkerProcess:
             os.close(replies_write)
         self.requests = Connection(requests_write, readable=False)
         self.replies = Connection(replies_read, writable=False)
-        self.views: set[str] = set()
+        # The indexes it holds, oldest first: it keeps as many as worker.KEPT_INDEXES says
+        self.views: dict[str, None] = {}
         self.codes: set[tuple[str, str]] = set()
         self.alive = True
         self.worn_out = False  # has used half its CPU time: replaced after this call
+
+    def held(self, view_key: str) -> None:
+        """The worker was sent index `view_key`: it forgets its oldest past what it keeps."""
+        self.views[view_key] = None
+        while len(self.views) > WORKER_KEPT_INDEXES:
+            gone = next(iter(self.views))
+            del self.views[gone]
+            self.codes = {code for code in self.codes if code[1] != gone}  # its rules with it
 
     def request(self, message: Any, timeout: float | None, frame: bytes | None = None) -> Any:
         """Send a request and wait for its reply (at most `timeout` seconds when given)."""
@@ -219,6 +232,15 @@ class WorkerProcess:
         return status
 
 
+def _entry_digests(view: Any) -> dict[str, str] | None:
+    """The digests of the entries `view`'s index is stored as (None: it is not stored by entry,
+    or not available to rule code)."""
+    stored = view.stored
+    if not view.available or not isinstance(stored, StoredIndex) or stored.entries is None:
+        return None
+    return stored.entries.digests()
+
+
 _LIMITS = ("memory", "file_size")  # the limits a worker may name in an answer
 
 
@@ -270,6 +292,8 @@ class CustomCodeHost:
         self._idle: list[WorkerProcess] = []
         self._busy: list[WorkerProcess] = []
         self._index_frames: dict[str, bytes] = {}
+        # view key → its index's entry digests: what a worker holding it is sent a patch against
+        self._index_digests: dict[str, dict[str, str]] = {}
         self.limits = DEFAULT_LIMITS
 
     def define(self, code: CustomCode, view: Any, timeout: float | None) -> list[str]:
@@ -294,15 +318,7 @@ class CustomCodeHost:
     def _send_index(self, worker: WorkerProcess, view: Any) -> None:
         if view.key in worker.views:
             return
-        frame = self._index_frames.get(view.key)
-        if frame is None:
-            index = view.stored if view.available else None  # the worker roots it itself
-            with paused_gc(), _own_code("preparing the index for custom-code workers"):
-                frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
-            with self._lock:
-                while len(self._index_frames) >= KEPT_INDEXES:
-                    self._index_frames.pop(next(iter(self._index_frames)))
-                self._index_frames[view.key] = frame
+        frame = self._patch_frame(worker, view) or self._index_frame(view)
         try:
             worker.request(None, None, frame)
         except CustomCodeError as exc:  # no rule code runs while a worker loads the index
@@ -310,7 +326,54 @@ class CustomCodeHost:
                 f"internal error (a bug in orchestrate {__version__}, not in a rule): while a "
                 f"custom-code worker loaded the project's index, it {exc}"
             ) from None
-        worker.views.add(view.key)
+        worker.held(view.key)
+
+    def _index_frame(self, view: Any) -> bytes:
+        """The index whole, pickled once per process for every worker that needs it."""
+        frame = self._index_frames.get(view.key)
+        if frame is None:
+            index = view.stored if view.available else None  # the worker roots it itself
+            with paused_gc(), _own_code("preparing the index for custom-code workers"):
+                frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
+                digests = _entry_digests(view)
+            with self._lock:
+                while len(self._index_frames) >= KEPT_INDEXES:
+                    stale = next(iter(self._index_frames))
+                    self._index_frames.pop(stale)
+                    self._index_digests.pop(stale, None)
+                self._index_frames[view.key] = frame
+                if digests is not None:
+                    self._index_digests[view.key] = digests
+        return frame
+
+    def _patch_frame(self, worker: WorkerProcess, view: Any) -> bytes | None:
+        """The entries by which `view`'s index differs from one the worker holds, when it holds
+        one whose entries this process knows and few differ (a resident build after an edit:
+        the index is sent whole once, then patched); None: send it whole."""
+        with self._lock:
+            bases = [key for key in worker.views if key in self._index_digests]
+        if not bases:
+            return None
+        with paused_gc(), _own_code("preparing an index patch for custom-code workers"):
+            digests = _entry_digests(view)
+            if digests is None:
+                return None
+            base = bases[-1]
+            old = self._index_digests[base]
+            changed = [key for key, digest in digests.items() if old.get(key) != digest]
+            removed = [key for key in old if key not in digests]
+            if len(changed) + len(removed) > max(PATCHED_ENTRIES, len(digests) // 10):
+                return None
+            entries = view.stored.entries
+            frame = pickle.dumps(
+                ("patch", view.key, base, {key: entries[key] for key in changed}, removed),
+                protocol=PROTOCOL,
+            )
+        with self._lock:
+            self._index_digests[view.key] = digests
+            while len(self._index_digests) > KEPT_INDEXES + 1:
+                self._index_digests.pop(next(iter(self._index_digests)))
+        return frame
 
     def use_limits(self, limits: WorkerLimits) -> None:
         """Start workers under `limits` from now on; idle ones started under others end."""

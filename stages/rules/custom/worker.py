@@ -11,6 +11,9 @@ with every process of its group, when that process does.
 Requests and their answers (`body` below):
 - `("index", view_key, index or None, root)`: the index behind `import res_store` / `res_filter`
   → `("ok", None)`;
+- `("patch", view_key, base_key, changed entries by key, removed keys)`: the index of `base_key`
+  (one sent before, stored by entry: sources/base.py `index_entries`) with those entries changed
+  and removed, held as `view_key` → `("ok", None)`;
 - `("define", code_key, view_key, label, source)`: run a `func_str` in a fresh namespace
   → `("ok", [names of its functions])`;
 - `("call", code_key, view_key, name, role, kwargs)`: call one of them (role `filter` or
@@ -82,6 +85,7 @@ class WorkerState:
 
     def __init__(self) -> None:
         self.views: dict[str, RuleModules] = {}
+        self.indexes: dict[str, Any] = {}  # the index behind each view, as it was sent
         self.roots: dict[str, str] = {}
         self.namespaces: dict[tuple[str, str], dict] = {}
 
@@ -91,6 +95,9 @@ class WorkerState:
         kind = message[0]
         if kind == "index":
             self._index(*message[1:])
+            return ("ok", None)
+        if kind == "patch":
+            self._patch(*message[1:])
             return ("ok", None)
         if kind == "define":
             return self._define(*message[1:])
@@ -104,10 +111,24 @@ class WorkerState:
         if len(self.views) >= KEPT_INDEXES:
             stale = next(iter(self.views))
             del self.views[stale]
+            self.indexes.pop(stale, None)
+            self.roots.pop(stale, None)
             for key in [key for key in self.namespaces if key[1] == stale]:
                 del self.namespaces[key]
         self.views[view_key] = IndexView(index, root, view_key).namespaces()
+        self.indexes[view_key] = index
         self.roots[view_key] = root
+
+    def _patch(self, view_key: str, base_key: str, changed: dict, removed: list) -> None:
+        """The index of `base_key` with entries changed and removed, held as `view_key`."""
+        from ...sources.base import index_of
+
+        entries = self.indexes[base_key].entries()
+        for key in removed:
+            entries.pop(key, None)
+        entries.update(changed)
+        index = index_of(sorted(entries.items()))  # in key order, as the stored value is read
+        self._index(view_key, index, self.roots[base_key])
 
     def _define(self, code_key: str, view_key: str, label: str, source: str) -> tuple:
         modules = self.views[view_key]
