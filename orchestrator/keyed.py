@@ -192,6 +192,8 @@ class Keyed(Mapping):
             for key in self._overlay.removed:
                 merged.pop(key, None)
             merged.update(self._overlay.set)
+            if self._keys is None:  # the keys are those just read (not read again)
+                self._keys = sorted(merged)
             return [(key, merged[key]) for key in self._key_list()]
         return [(key, self[key]) for key in self]
 

@@ -49,7 +49,7 @@ from stages.rules.parts import (
 from stages.rules.report import ValidationSummary, build_document, patch_document, render, summarize
 from stages.rules.traced import ILEVELS, ROOT
 from stages.settings import rule_file_paths, worker_limits
-from stages.sources.base import WHOLE_INDEX, index_of
+from stages.sources.base import WHOLE_INDEX, IndexPatcher, index_of
 
 #: Entries of the index the plan reads (rpath sets, the root paths are made under): a change
 #: to one plans everything again.
@@ -165,17 +165,24 @@ def _rules_key(ruleset: RuleSet) -> str:
     )
 
 
-def stored_index(value: Any, identity: str | None = None) -> StoredIndex:
+#: The index a resident build (orchestrate watch) decoded last: the next build patches it.
+RESIDENT_INDEX = IndexPatcher()
+
+
+def stored_index(value: Any, identity: str | None = None, resident: bool = False) -> StoredIndex:
     """Collect's keyed `index` as the rules read it: decoded (sources.base.index_of) the first
     time a rule reads it, and traced entry by entry (rules/traced.py). Whether it offers the
     predefined sets is known without decoding it; `identity` names this content of it in the
     caches of the processes that read it (a new one, unless the index is as the last run had
-    it: a digest of the whole would read all of it)."""
+    it: a digest of the whole would read all of it). A `resident` build patches the index the
+    previous one decoded (RESIDENT_INDEX) by the entries that changed."""
     keyed = value if isinstance(value, Keyed) else Keyed("index", memory=value)
     whole = WHOLE_INDEX in keyed
     available = not whole or index_is_available(keyed[WHOLE_INDEX])
     return StoredIndex(
-        lambda: index_of(keyed),
+        (lambda: RESIDENT_INDEX.index(keyed))
+        if resident and not whole
+        else lambda: index_of(keyed),
         identity or uuid.uuid4().hex,
         available,
         entries=None if whole else keyed,
@@ -184,7 +191,7 @@ def stored_index(value: Any, identity: str | None = None) -> StoredIndex:
 
 def plan(ctx, inputs: dict) -> Plan:
     KEPT.start()  # the driver: units it runs itself share a split file's parse (rules/kept.py)
-    index = stored_index(inputs["index"])
+    index = stored_index(inputs["index"], resident=ctx.resident)
     section = ctx.section("rules")
     ruleset = _load(ctx, index)
     candidates = candidate_files(ctx, (entry.path for entry in ctx.walk()))
@@ -226,7 +233,9 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     known = changes.state
     if not isinstance(known, ValidateState):
         return None
-    index = stored_index(inputs["index"], None if index_changes else known.index_digest)
+    index = stored_index(
+        inputs["index"], None if index_changes else known.index_digest, ctx.resident
+    )
     if index.available != known.index_available:
         return None
     ruleset = _load(ctx, index, known.defined)

@@ -8,7 +8,7 @@ partial results are assembled in the driver (`assemble`) into a `SourceResult`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -183,6 +183,43 @@ def index_of(entries: Any) -> Any:
 
     items = entries.items() if hasattr(entries, "items") else entries
     return MessiahIndex.from_entries(items)
+
+
+def patched_index(index: Any, changed: Mapping[str, Any], removed: Iterable[str]) -> Any:
+    """`index` (one stored by entry) with some entries changed and some removed: the index
+    `index_of` makes of the entries so changed (each set in key order)."""
+    entries = index.entries()
+    for key in removed:
+        entries.pop(key, None)
+    entries.update(changed)
+    return index_of(sorted(entries.items()))
+
+
+class IndexPatcher:
+    """The index a process last decoded, and the digests of its entries: the next one it is
+    asked for is that one patched by the entries whose digests differ, when they are few (a
+    resident build after an edit), rather than decoded whole."""
+
+    #: More entries differing than this share of the index, and it is decoded whole.
+    MOST_CHANGED = 0.1
+
+    def __init__(self) -> None:
+        self._last: tuple[dict[str, str], Any] | None = None
+
+    def index(self, entries: Any) -> Any:
+        """The index of a keyed value `entries` (an orchestrator.Keyed)."""
+        digests = entries.digests()
+        if self._last is not None:
+            known, index = self._last
+            changed = [key for key, digest in digests.items() if known.get(key) != digest]
+            removed = [key for key in known if key not in digests]
+            if len(changed) + len(removed) <= self.MOST_CHANGED * len(digests):
+                index = patched_index(index, {key: entries[key] for key in changed}, removed)
+                self._last = (digests, index)
+                return index
+        index = index_of(entries)
+        self._last = (digests, index)
+        return index
 
 
 class AssetSource(Protocol):

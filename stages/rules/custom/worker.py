@@ -121,13 +121,9 @@ class WorkerState:
 
     def _patch(self, view_key: str, base_key: str, changed: dict, removed: list) -> None:
         """The index of `base_key` with entries changed and removed, held as `view_key`."""
-        from ...sources.base import index_of
+        from ...sources.base import patched_index
 
-        entries = self.indexes[base_key].entries()
-        for key in removed:
-            entries.pop(key, None)
-        entries.update(changed)
-        index = index_of(sorted(entries.items()))  # in key order, as the stored value is read
+        index = patched_index(self.indexes[base_key], changed, removed)
         self._index(view_key, index, self.roots[base_key])
 
     def _define(self, code_key: str, view_key: str, label: str, source: str) -> tuple:
