@@ -526,3 +526,53 @@ def test_a_worker_patched_from_index_to_index_sees_what_one_sent_it_whole_sees(
     finally:
         close_workers()
     assert sent[0] == "whole" and set(sent[1:]) <= {"patch"}, sent
+
+
+@pytest.mark.parametrize(
+    "source, touches",
+    [
+        ("def f(**kw):\n    return []\n", False),
+        ("import res_store\ndef f(**kw):\n    return list(res_store.res_in_repo)\n", False),
+        ("import res_store\nN = len(res_store.res_in_repo)\ndef f(**kw):\n    return []\n", True),
+        ("from res_filter import guidToRealPath\ndef g(**kw):\n    return []\n", True),
+        (
+            "import res_store\ntry:\n    K = list(res_store.res_in_repo)\nexcept Exception:\n"
+            "    K = []\nif K:\n    def f(**kw):\n        return K\n",
+            True,
+        ),
+    ],
+)
+def test_names_are_learned_without_the_index_unless_the_top_level_reads_it(
+    project, index, source, touches
+):
+    """Loading rules learns a func_str's names without sending the index to a worker (a
+    fresh checkout whose units all come from the cache never sends it); a top level that reads
+    the index, even one that catches what it gets, is run again with it: the names are those
+    the code defines with the index either way."""
+    host = custom_code_host()
+    sent: list[str] = []
+    real = host._send_index
+
+    def noting(worker, view):
+        sent.append(view.key)
+        return real(worker, view)
+
+    host._send_index = noting  # type: ignore[method-assign]
+    view = IndexView(index, str(project), "names-view")
+    names = host.define(CustomCode("k", "r", source), view, 10)
+    assert bool(sent) == touches
+    fresh = CustomCodeHost()
+    try:
+        with fresh._worker() as worker:
+            fresh._send_index(worker, view)
+            expected = worker.request(("define", "k", view.key, "r", source), 10)
+    finally:
+        fresh.close()
+    assert names == expected
+
+
+def test_a_top_level_error_without_the_index_is_the_rules_error(project, index):
+    """A func_str whose top level fails without touching the index fails as it does with it."""
+    view = IndexView(index, str(project), "names-view")
+    with pytest.raises(CustomCodeError, match="raised ZeroDivisionError"):
+        custom_code_host().define(CustomCode("k", "r", "X = 1 / 0\n"), view, 10)

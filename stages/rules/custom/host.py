@@ -297,11 +297,19 @@ class CustomCodeHost:
         self.limits = DEFAULT_LIMITS
 
     def define(self, code: CustomCode, view: Any, timeout: float | None) -> list[str]:
-        """Run a `func_str` once (when rules are loaded); the names of its functions."""
+        """Run a `func_str` once (when rules are loaded); the names of its functions.
+
+        It is run first without the index (a worker need not be sent one for rules whose units
+        all come from the cache); only if its top level touched res_store or res_filter is it
+        run again with the index, as it will be when called."""
         with self._worker() as worker:
-            self._send_index(worker, view)
-            names = worker.request(("define", code.key, view.key, code.label, code.source), timeout)
-            worker.codes.add((code.key, view.key))
+            names = worker.request(("names", code.label, code.source), timeout)
+            if names is None:
+                self._send_index(worker, view)
+                names = worker.request(
+                    ("define", code.key, view.key, code.label, code.source), timeout
+                )
+                worker.codes.add((code.key, view.key))
         return list(names)
 
     def call(

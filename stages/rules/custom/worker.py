@@ -14,6 +14,9 @@ Requests and their answers (`body` below):
 - `("patch", view_key, base_key, changed entries by key, removed keys)`: the index of `base_key`
   (one sent before, stored by entry: sources/base.py `index_entries`) with those entries changed
   and removed, held as `view_key` → `("ok", None)`;
+- `("names", label, source)`: run a `func_str` in a fresh namespace without an index → `("ok",
+  [names of its functions])`, or `("ok", None)` when its top level touched res_store or
+  res_filter (which raise IndexNeeded then);
 - `("define", code_key, view_key, label, source)`: run a `func_str` in a fresh namespace
   → `("ok", [names of its functions])`;
 - `("call", code_key, view_key, name, role, kwargs)`: call one of them (role `filter` or
@@ -99,6 +102,8 @@ class WorkerState:
         if kind == "patch":
             self._patch(*message[1:])
             return ("ok", None)
+        if kind == "names":
+            return self._names(*message[1:])
         if kind == "define":
             return self._define(*message[1:])
         if kind == "call":
@@ -126,15 +131,26 @@ class WorkerState:
         index = patched_index(self.indexes[base_key], changed, removed)
         self._index(view_key, index, self.roots[base_key])
 
+    def _names(self, label: str, source: str) -> tuple:
+        """The names a `func_str` defines, learned without an index: None when its top level
+        touched res_store or res_filter (it is then defined with the index)."""
+        touched: list[str] = []
+        absent = RuleModules(
+            _AbsentIndex("res_store", touched), _AbsentIndex("res_filter", touched)
+        )
+        try:
+            namespace = run_func_str(source, label, absent)
+        except BaseException as exc:  # rule code's SystemExit and KeyboardInterrupt included
+            return ("ok", None) if touched else _raised(exc)
+        if touched:  # whatever it did with the error it was given, it needs the index
+            return ("ok", None)
+        return ("ok", _function_names(namespace))
+
     def _define(self, code_key: str, view_key: str, label: str, source: str) -> tuple:
         modules = self.views[view_key]
         try:
             namespace = run_func_str(source, label, modules)
-            names = sorted(
-                name
-                for name, value in namespace.items()
-                if callable(value) and not name.startswith("__")
-            )
+            names = _function_names(namespace)
         except BaseException as exc:  # rule code's SystemExit and KeyboardInterrupt included
             return _raised(exc)
         self.namespaces[(code_key, view_key)] = namespace
@@ -165,6 +181,37 @@ class WorkerState:
             except BaseException as exc:
                 return _raised(exc)
         return ("ok", plain, dict(reader.reads))
+
+
+def _function_names(namespace: dict) -> list[str]:
+    return sorted(
+        name for name, value in namespace.items() if callable(value) and not name.startswith("__")
+    )
+
+
+class IndexNeeded(BaseException):
+    """Raised into a func_str's top level run without an index when it reads the index (not
+    an Exception, so that `except Exception` in rule code does not take it)."""
+
+
+class _AbsentIndex:
+    """res_store or res_filter while a func_str's names are learned without the index: any use
+    of it is noted, and raises IndexNeeded."""
+
+    def __init__(self, name: str, touched: list[str]) -> None:
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_touched", touched)
+
+    def _touch(self, *_args: Any, **_kwargs: Any) -> Any:
+        name = object.__getattribute__(self, "_name")
+        object.__getattribute__(self, "_touched").append(name)
+        raise IndexNeeded(name)
+
+    def __getattribute__(self, attribute: str) -> Any:
+        return object.__getattribute__(self, "_touch")()
+
+    __setattr__ = __delattr__ = __iter__ = __len__ = __contains__ = __getitem__ = _touch
+    __bool__ = __eq__ = __hash__ = __str__ = __repr__ = __dir__ = _touch  # not callable: no name
 
 
 def _raised(exc: BaseException) -> tuple:
