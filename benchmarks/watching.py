@@ -20,6 +20,8 @@ from common import BenchError, log, orchestrate_command
 
 OUTCOME = re.compile(r"^\d\d:\d\d:\d\d (built|failed a gate|error|internal error|not built) ")
 POLL_SECONDS = 0.002
+#: A watch using less than this share of a core is taken to be between builds.
+IDLE_SHARE = 0.05
 
 
 class WatchProcess:
@@ -55,16 +57,29 @@ class WatchProcess:
                 return line
 
     def settle(self, quiet: float = 1.0) -> str:
+        """The last build's line once the watch is idle: no line for `quiet` seconds and under
+        5 % of a core used over them by it and its workers (a build longer than `quiet`, at
+        100,000 resources, prints nothing while it runs)."""
         last = self.outcome()
         while True:
+            before = self.cpu_seconds()
             try:
                 last = self.outcome(quiet)
             except BenchError:
-                return last
+                if self.cpu_seconds() - before < IDLE_SHARE * quiet:
+                    return last
 
     def cpu_seconds(self) -> float:
-        times = psutil.Process(self.proc.pid).cpu_times()
-        return times.user + times.system
+        """CPU seconds of the watch and the processes it keeps (custom-code workers)."""
+        process = psutil.Process(self.proc.pid)
+        total = 0.0
+        for each in [process, *process.children(recursive=True)]:
+            try:
+                times = each.cpu_times()
+            except psutil.NoSuchProcess:  # ended since it was listed
+                continue
+            total += times.user + times.system
+        return total
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
