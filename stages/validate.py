@@ -32,7 +32,7 @@ from orchestrator import (
     record,
 )
 from stages.algorithms.globs import compile_globs
-from stages.rules.custom.host import close_workers, use_limits
+from stages.rules.custom.host import close_workers, patch_indexes, use_limits
 from stages.rules.engine import Shared, check_files, plan_files
 from stages.rules.functions import StoredIndex, index_is_available
 from stages.rules.kept import KEPT
@@ -141,6 +141,7 @@ def _load(ctx, index, defined: dict | None = None) -> RuleSet:
     for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
         ctx.track_file(path)
     use_limits(worker_limits(section))  # loading runs custom code once
+    patch_indexes(ctx.resident)  # a resident build's workers are sent the next index as a patch
     return load_rules(
         paths,
         index=index,

@@ -497,6 +497,7 @@ def test_a_worker_patched_from_index_to_index_sees_what_one_sent_it_whole_sees(
     root = tmp_path_factory.mktemp("patched")
     code = CustomCode("k", "r", WHOLE_INDEX_CODE)
     host = custom_code_host()
+    host.patch_indexes(True)  # as in orchestrate watch
     sent: list[str] = []
     seen: list = []
     real = host._patch_frame
@@ -576,3 +577,25 @@ def test_a_top_level_error_without_the_index_is_the_rules_error(project, index):
     view = IndexView(index, str(project), "names-view")
     with pytest.raises(CustomCodeError, match="raised ZeroDivisionError"):
         custom_code_host().define(CustomCode("k", "r", "X = 1 / 0\n"), view, 10)
+
+
+def test_a_build_that_is_not_resident_sends_each_index_whole(tmp_path):
+    """`orchestrate run` builds once: the host keeps no entry digests to patch against (reading
+    them is a pass over the index's rows) and a worker is sent each index whole."""
+    code = CustomCode("k", "r", WHOLE_INDEX_CODE)
+    host = custom_code_host()
+    made: list[str] = []
+    real = host._index_frame
+
+    def noting(view):
+        made.append(view.key)
+        return real(view)
+
+    host._index_frame = noting  # type: ignore[method-assign]
+    first = {GUIDS[0]: {"name": "a", "package": "P", "deps": []}}
+    second = {**first, GUIDS[1]: {"name": "b", "package": "P", "deps": [GUIDS[0]]}}
+    for step, resources in enumerate((first, second)):
+        host.call(
+            code, stored_view(tmp_path, resources, False, f"s{step}"), "seen", "condition", {}, 10
+        )
+    assert made == ["s0", "s1"] and host._index_digests == {}

@@ -294,6 +294,7 @@ class CustomCodeHost:
         self._index_frames: dict[str, bytes] = {}
         # view key → its index's entry digests: what a worker holding it is sent a patch against
         self._index_digests: dict[str, dict[str, str]] = {}
+        self._patching = False  # the builds are resident: keep what patches are made against
         self.limits = DEFAULT_LIMITS
 
     def define(self, code: CustomCode, view: Any, timeout: float | None) -> list[str]:
@@ -343,7 +344,7 @@ class CustomCodeHost:
             index = view.stored if view.available else None  # the worker roots it itself
             with paused_gc(), _own_code("preparing the index for custom-code workers"):
                 frame = pickle.dumps(("index", view.key, index, view.root), protocol=PROTOCOL)
-                digests = _entry_digests(view)
+                digests = _entry_digests(view) if self._patching else None
             with self._lock:
                 while len(self._index_frames) >= KEPT_INDEXES:
                     stale = next(iter(self._index_frames))
@@ -360,7 +361,7 @@ class CustomCodeHost:
         the index is sent whole once, then patched); None: send it whole."""
         with self._lock:
             bases = [key for key in worker.views if key in self._index_digests]
-        if not bases:
+        if not bases or not self._patching:
             return None
         with paused_gc(), _own_code("preparing an index patch for custom-code workers"):
             digests = _entry_digests(view)
@@ -382,6 +383,12 @@ class CustomCodeHost:
             while len(self._index_digests) > KEPT_INDEXES + 1:
                 self._index_digests.pop(next(iter(self._index_digests)))
         return frame
+
+    def patch_indexes(self, resident: bool) -> None:
+        """Whether the builds are resident (orchestrate watch): the entry digests of each index
+        sent are kept, so that a worker holding it is later sent a patch (reading them costs a
+        pass over the index's rows, which a one-off build would pay for nothing)."""
+        self._patching = resident
 
     def use_limits(self, limits: WorkerLimits) -> None:
         """Start workers under `limits` from now on; idle ones started under others end."""
@@ -457,6 +464,11 @@ def custom_code_host() -> CustomCodeHost:
 def use_limits(limits: WorkerLimits) -> None:
     """`rules.limits` for this process's custom-code workers from now on (until close_workers)."""
     custom_code_host().use_limits(limits)
+
+
+def patch_indexes(resident: bool) -> None:
+    """Whether this process's builds are resident (CustomCodeHost.patch_indexes)."""
+    custom_code_host().patch_indexes(resident)
 
 
 def close_workers() -> None:
