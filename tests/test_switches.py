@@ -63,10 +63,12 @@ def skipped(tmp_path: Path) -> list:
 
 
 def test_without_the_switch_custom_code_runs(tmp_path):
-    """The control: as the build file allows, the rule's code runs (at load, then per source)."""
+    """The control: as the build file allows, the rule's code runs (its top level when the
+    rules load, to learn its names without the index, and again in the worker that calls it;
+    then per source)."""
     build, sentinel = custom_code_build(tmp_path)
     assert run_inprocess("run", str(build), "--stages", "validate") == 0
-    assert sentinel.read_text() == "load call "  # once at load, then per source
+    assert sentinel.read_text() == "load load call "
     assert skipped(tmp_path) == []
 
 
@@ -272,7 +274,7 @@ def test_demo_without_the_switch_runs_the_rule_librarys_code(tmp_path, monkeypat
     monkeypatch.delenv("ORCHESTRATE_NO_CUSTOM_CODE", raising=False)
     dest = tmp_path / "demo"
     assert run_inprocess("demo", str(dest), "--assets", "100", "--executor", "local") == 0
-    assert sentinel.read_text().startswith("load call ")
+    assert sentinel.read_text().startswith("load load call ")
     report = json.loads((dest / "build" / "out" / "reports" / "validate.json").read_text())
     assert report["skipped"] == []
 
