@@ -106,6 +106,7 @@ class Keyed(Mapping):
         self._overlay = overlay
         self._decoded: dict[str, Any] = {}
         self._keys: list[str] | None = None
+        self._digests: dict[str, str] | None = None
 
     def __getitem__(self, key: str) -> Any:
         if self._memory is not None:
@@ -152,28 +153,30 @@ class Keyed(Mapping):
         """A digest of every entry's digest (what a unit keyed on the whole value uses)."""
         if self._state is not None:
             return self._state.fingerprint(self.name)
-        from .codec import digest
-
         return digest_bytes(
             b"\n".join(
-                key.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(digest(self[key]))
-                for key in sorted(self)
+                key.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(digest)
+                for key, digest in self.digests().items()
             )
         )
 
     def digests(self) -> dict[str, str]:
         """Every entry's digest by key: what the state stored, without decoding (a patch's
-        entries digested, a value held in memory digested whole)."""
-        from .codec import digest
+        entries digested, a value held in memory digested whole). Read once; not to be
+        changed by the caller."""
+        if self._digests is None:
+            from .codec import digest
 
-        if self._memory is not None:
-            return {key: digest(self._memory[key]) for key in self._key_list()}
-        found = self._state.digests(self.name)
-        if self._overlay is not None:
-            for key in self._overlay.removed:
-                found.pop(key, None)
-            found.update((key, digest(entry)) for key, entry in self._overlay.set.items())
-        return found
+            if self._memory is not None:
+                found = {key: digest(self._memory[key]) for key in self._key_list()}
+            else:
+                found = self._state.digests(self.name)
+                if self._overlay is not None:
+                    for key in self._overlay.removed:
+                        found.pop(key, None)
+                    found.update((key, digest(entry)) for key, entry in self._overlay.set.items())
+            self._digests = found
+        return self._digests
 
     def as_dict(self) -> dict[str, Any]:
         """The whole value as a dict in key order (decoding every entry a run did not make)."""

@@ -160,15 +160,16 @@ class ValueStore:
 
     def digests_of(self, value: str, keys: list[str]) -> dict[str, str]:
         """The stored digests of some keys (a patch of a few entries need not read them all)."""
-        found = {}
+        return {key: digest.hex() for key, _, digest, _ in self._rows_of(value, keys)}
+
+    def _rows_of(
+        self, value: str, keys: list[str], data: bool = False
+    ) -> Iterator[tuple[str, int, Any, Any]]:
+        """The live rows of some keys (`_rows`), looked up by key, FEW_KEYS at a time."""
         for start in range(0, len(keys), FEW_KEYS):
             chunk = keys[start : start + FEW_KEYS]
             marks = ", ".join("?" * len(chunk))
-            for key, _, digest, _ in self._rows(
-                value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk
-            ):
-                found[key] = digest.hex()
-        return found
+            yield from self._rows(value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk, data)
 
     def fingerprint(self, value: str) -> str:
         """A digest of every live entry's key and digest, in key order."""
@@ -193,13 +194,8 @@ class ValueStore:
         rows = self._rows(value, "AND data IS NOT NULL ORDER BY key")
         found = {key: decoded.get(digest) for key, _, digest, _ in rows if key != WHOLE}
         missing = [key for key, _, _, _ in rows if found.get(key, MISSING) is MISSING]
-        for start in range(0, len(missing), FEW_KEYS):
-            chunk = missing[start : start + FEW_KEYS]
-            marks = ", ".join("?" * len(chunk))
-            for key, _, digest, data in self._rows(
-                value, f"AND key IN ({marks}) AND data IS NOT NULL", chunk, data=True
-            ):
-                found[key] = self._entry(key, digest, data)
+        for key, _, digest, data in self._rows_of(value, missing, data=True):
+            found[key] = self._entry(key, digest, data)
         for key, _, _, _ in rows:
             yield key, found[key]
 

@@ -195,6 +195,16 @@ def patched_index(index: Any, changed: Mapping[str, Any], removed: Iterable[str]
     return index_of(sorted(entries.items()))
 
 
+def differing_entries(
+    old: Mapping[str, str], new: Mapping[str, str], most: float
+) -> tuple[list[str], list[str]] | None:
+    """(keys changed or added, keys removed) from the entry digests `old` to `new`; None when
+    more than `most` of them differ (decoding the index whole is then no dearer)."""
+    changed = [key for key, digest in new.items() if old.get(key) != digest]
+    removed = [key for key in old if key not in new]
+    return None if len(changed) + len(removed) > most else (changed, removed)
+
+
 class IndexPatcher:
     """The index a process last decoded, and the digests of its entries: the next one it is
     asked for is that one patched by the entries whose digests differ, when they are few (a
@@ -209,15 +219,15 @@ class IndexPatcher:
     def index(self, entries: Any) -> Any:
         """The index of a keyed value `entries` (an orchestrator.Keyed)."""
         digests = entries.digests()
+        differing = None
         if self._last is not None:
             known, index = self._last
-            changed = [key for key, digest in digests.items() if known.get(key) != digest]
-            removed = [key for key in known if key not in digests]
-            if len(changed) + len(removed) <= self.MOST_CHANGED * len(digests):
-                index = patched_index(index, {key: entries[key] for key in changed}, removed)
-                self._last = (digests, index)
-                return index
-        index = index_of(entries)
+            differing = differing_entries(known, digests, self.MOST_CHANGED * len(digests))
+        if differing is not None:
+            changed, removed = differing
+            index = patched_index(index, {key: entries[key] for key in changed}, removed)
+        else:
+            index = index_of(entries)
         self._last = (digests, index)
         return index
 

@@ -48,6 +48,7 @@ from orchestrator import (
     paused_gc,
 )
 
+from ...sources.base import differing_entries
 from ..functions import StoredIndex, record_reads
 from ..sandbox import CustomCodeTimeout
 from .containment import (
@@ -347,12 +348,10 @@ class CustomCodeHost:
                 digests = _entry_digests(view) if self._patching else None
             with self._lock:
                 while len(self._index_frames) >= KEPT_INDEXES:
-                    stale = next(iter(self._index_frames))
-                    self._index_frames.pop(stale)
-                    self._index_digests.pop(stale, None)
+                    self._index_frames.pop(next(iter(self._index_frames)))
                 self._index_frames[view.key] = frame
-                if digests is not None:
-                    self._index_digests[view.key] = digests
+            if digests is not None:
+                self._remember_digests(view.key, digests)
         return frame
 
     def _patch_frame(self, worker: WorkerProcess, view: Any) -> bytes | None:
@@ -368,21 +367,25 @@ class CustomCodeHost:
             if digests is None:
                 return None
             base = bases[-1]
-            old = self._index_digests[base]
-            changed = [key for key, digest in digests.items() if old.get(key) != digest]
-            removed = [key for key in old if key not in digests]
-            if len(changed) + len(removed) > max(PATCHED_ENTRIES, len(digests) // 10):
+            most = max(PATCHED_ENTRIES, len(digests) // 10)
+            differing = differing_entries(self._index_digests[base], digests, most)
+            if differing is None:
                 return None
+            changed, removed = differing
             entries = view.stored.entries
             frame = pickle.dumps(
                 ("patch", view.key, base, {key: entries[key] for key in changed}, removed),
                 protocol=PROTOCOL,
             )
+        self._remember_digests(view.key, digests)
+        return frame
+
+    def _remember_digests(self, view_key: str, digests: dict[str, str]) -> None:
+        """What a worker holding `view_key` is sent a patch against (the latest few)."""
         with self._lock:
-            self._index_digests[view.key] = digests
+            self._index_digests[view_key] = digests
             while len(self._index_digests) > KEPT_INDEXES + 1:
                 self._index_digests.pop(next(iter(self._index_digests)))
-        return frame
 
     def patch_indexes(self, resident: bool) -> None:
         """Whether the builds are resident (orchestrate watch): the entry digests of each index
