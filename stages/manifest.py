@@ -27,7 +27,9 @@ from stages.publishing.output import publish_build
 
 SPEC = StageSpec(
     name="manifest",
-    version=4,  # 4: its output keeps bundle files as rows (3: patches the last manifest's bytes)
+    # 3: patches the last manifest's bytes; 4: its output keeps bundle files as rows; 5: and
+    # names the documents by the digest of the unit's result instead of holding their bytes
+    version=5,
     inputs=(
         "cooklist",
         "cooked_types",
@@ -46,14 +48,17 @@ SPEC = StageSpec(
 
 @record
 class BuildOutput(NamedTuple):
-    """Everything `publish` puts in the output folder, in memory except the bundles' bytes."""
+    """Everything `publish` puts in the output folder: the bundles' and the documents' bytes by
+    the digests of the results holding them (a manifest is 24 MB at 100,000 assets: held here
+    too, every edit encoded, hashed and wrote it again, and read the last one back to say what
+    changed)."""
 
     # [name, file, size, raw_hash] per bundle, sorted by name: lists, which msgpack encodes and
     # decodes in C (a record each costs a Python call: 0.1 s per run at 6,555 bundles)
     bundle_files: list
     archived: dict  # bundle name → digest of its stored ArchivedBundle (loaded on demand)
-    loose: dict  # relpath → bytes (link.xml, staging.json)
-    manifest: bytes
+    link_xml: bytes
+    documents: str  # digest of the unit's stored Documents (manifest.json, staging.json)
 
 
 @record
@@ -115,12 +120,12 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     others = ("cooklist", "cooked_types", "bundles", "asset_bundles", "packing")
     if files.removed or any(changes.inputs[name] for name in others):
         return None
-    previous: BuildOutput = ctx.previous["manifest"]
+    last: Documents = ctx.load_result(ctx.previous["manifest"].documents)
     changed = {name: inputs["bundle_files"][name] for name in sorted(files.changed)}
-    manifest = patch_bundle_files(previous.manifest, changed)
+    manifest = patch_bundle_files(last.manifest, changed)
     if manifest is None:
         return None
-    staging = orjson.loads(previous.loose[STAGING])
+    staging = orjson.loads(last.staging)
     ufs = {entry["bundle"]: entry for entry in staging["ufs"]}
     ufs.update((name, staging_entry(bundle_file)) for name, bundle_file in changed.items())
     staging["ufs"] = sorted(ufs.values(), key=lambda entry: entry["file"])
@@ -144,7 +149,6 @@ def run(documents: Documents, shared, reader) -> Documents:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    documents: Documents = results["manifest"]
     patched = results.plan.state
     if isinstance(patched, PatchedBundles):  # only these bundles' files changed since the last
         previous: BuildOutput = ctx.previous["manifest"]
@@ -157,19 +161,20 @@ def finish(ctx, inputs: dict, results) -> dict:
     else:
         files = [published_row(record) for _, record in sorted(inputs["bundle_files"].items())]
         archived = dict(inputs["archived"].items())
-    loose = {LINK_XML: inputs["link_xml"], STAGING: documents.staging}
-    return {"manifest": BuildOutput(files, archived, loose, documents.manifest)}
+    documents = results.digest("manifest")
+    return {"manifest": BuildOutput(files, archived, inputs["link_xml"], documents)}
 
 
 def publish(ctx, outputs: dict) -> None:
     """Bundles first, then link.xml and staging.json, the manifest last, then stale removal."""
     out: BuildOutput = outputs["manifest"]
+    documents: Documents = ctx.load_result(out.documents)
     done = publish_build(
         ctx,
         [PublishedBundle(*row) for row in out.bundle_files],
         lambda name: ctx.load_result(out.archived[name]).data,
-        out.loose,
-        out.manifest,
+        {LINK_XML: out.link_xml, STAGING: documents.staging},
+        documents.manifest,
     )
     if getattr(ctx, "log", None) is not None:
         ctx.log.info("manifest.published", written=len(done.written), removed=len(done.removed))
