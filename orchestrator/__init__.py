@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the names of _HOMES below, for type checkers
         Changes,
         Keyed,
         KeyedPatch,
+        decoded_entries,
         map_finish,
         map_update,
     )
@@ -113,7 +114,7 @@ _HOMES: dict[str, str] = {
     " Switch ReportFiles Digest Outputs ProjectReader UnitResults StageContext BuildSettings"
     " StageModule",
     # Keyed values, their changes, and the helpers of a stage that maps one.
-    "keyed": "Keyed KeyedPatch Changes map_update map_finish",
+    "keyed": "Keyed KeyedPatch Changes map_update map_finish decoded_entries",
     "core.values": "UNCHANGED",
     # Storing and digesting values.
     "codec": "record",

@@ -178,6 +178,23 @@ class Keyed(Mapping):
             self._digests = found
         return self._digests
 
+    def encoded_items(self) -> list[tuple[str, bytes]] | None:
+        """Every entry as the state stored it (codec bytes, checked against its digest, in key
+        order), for a process that decodes them itself; a patch made in this run encoded
+        afresh (it is few entries). None for a value held in memory."""
+        if self._state is None:
+            return None
+        stored = self._state.encoded_items(self.name)
+        if self._overlay is None:
+            return stored
+        from .codec import dumps
+
+        entries = dict(stored)
+        for key in self._overlay.removed:
+            entries.pop(key, None)
+        entries.update((key, dumps(entry)) for key, entry in self._overlay.set.items())
+        return sorted(entries.items())
+
     def as_dict(self) -> dict[str, Any]:
         """The whole value as a dict in key order (decoding every entry a run did not make)."""
         if isinstance(self._memory, dict) and list(self._memory) == self._key_list():
@@ -202,6 +219,14 @@ class Keyed(Mapping):
 
     def values(self):
         return [value for _, value in self.items()]
+
+
+def decoded_entries(encoded: Iterable[tuple[str, bytes]]) -> list[tuple[str, Any]]:
+    """Entries given as `Keyed.encoded_items` gives them, decoded (in the process that reads
+    them; the codec builds records and plain data only, never runs code)."""
+    from .codec import loads
+
+    return [(key, loads(data)) for key, data in encoded]
 
 
 def map_update(

@@ -135,6 +135,31 @@ def test_a_row_that_fails_its_digest_is_corruption(tmp_path):
     state.close()
 
 
+def test_entries_sent_encoded_are_checked_against_their_digests(tmp_path):
+    """Entries handed over undecoded (ValueStore.encoded_items: a custom-code worker decodes
+    them) are the stored bytes, blob-store ones included, each checked first: a row that
+    fails its digest is corruption here too, never bytes passed on unchecked."""
+    from orchestrator.codec import dumps, loads
+
+    large = "y" * (INLINE_MAX_BYTES + 1)
+    run(tmp_path, lambda s: s.values.put_entries("v", [("a", "right"), ("b", large)]))
+    state = open_state(tmp_path)
+    assert [(k, loads(d)) for k, d in state.values.encoded_items("v")] == [
+        ("a", "right"),
+        ("b", large),
+    ]
+    state.close()
+    path = next(tmp_path.glob("cache/state/*/*.sqlite"))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE entries SET data = ? WHERE key = 'a'", (dumps("wrong"),))
+    db.commit()
+    db.close()
+    state = open_state(tmp_path)
+    with pytest.raises(CacheCorrupt, match="does not match its digest"):
+        state.values.encoded_items("v")
+    state.close()
+
+
 def test_a_damaged_database_is_set_aside_and_started_again(tmp_path):
     """A database file SQLite finds malformed raises CacheCorrupt, is moved aside for a
     post-mortem, and the next open starts an empty one."""

@@ -3,10 +3,13 @@ records, units and the reverse index of what they read."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.cache import Cache
 from orchestrator.cache.records import Fingerprint, StageRecord, UnitKeys, UnitRecord
@@ -104,6 +107,79 @@ def test_units_and_the_reverse_index_of_their_reads(tmp_path):
     assert units.readers("cook", ["a.xml"]) == {"u1": ["a.xml"]}
     units.drop_stage("validate")
     assert units.keys("validate") == {} and units.readers("validate", ["b.xml"]) == {}
+    state.close()
+
+
+PATHS = [f"f{n}.xml" for n in range(6)] + ["\x1eindex/repo/g1", "\x1eindex/repo/g2", "\x1eindex"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    runs=st.lists(
+        st.dictionaries(st.sampled_from(["u1", "u2", "u3"]), st.sets(st.sampled_from(PATHS))),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_a_unit_stored_again_keeps_exactly_its_new_reads(tmp_path_factory, runs):
+    """Run after run, units stored again (as store_stage does: only the reads rows that differ
+    are written) leave the reverse index what storing them afresh leaves: each unit's rows are
+    exactly its latest reads, whatever it read before."""
+    folder = tmp_path_factory.mktemp("state")
+    latest: dict[str, set[str]] = {}
+    for run in runs:
+        state = open_state(folder)
+        with state.transaction():
+            state.units.put(
+                "validate",
+                [
+                    dataclasses.replace(
+                        a_unit("validate", uid, reads=sorted(reads)), stored=uid in latest
+                    )
+                    for uid, reads in run.items()
+                ],
+            )
+        latest.update(run)
+        expected: dict[str, list[str]] = {}
+        for uid, reads in latest.items():
+            for path in reads:
+                expected.setdefault(uid, []).append(path)
+        found = state.units.readers("validate", PATHS)
+        assert {u: sorted(p) for u, p in found.items()} == {
+            u: sorted(p) for u, p in expected.items()
+        }
+        state.close()
+
+
+def test_a_unit_run_again_rewrites_only_the_reads_rows_that_differ(tmp_path):
+    """A rule unit that ran again after a rename read what it read before but one entry: only
+    that row is deleted and one inserted (at 100,000 resources rewriting all of its hundred
+    thousand rows was seconds of every edit)."""
+    state = open_state(tmp_path)
+    reads = [f"\x1eindex/repo/g{n}" for n in range(500)]
+    state.units.put("validate", [a_unit("validate", "u", reads=reads)])
+    written: list[tuple] = []
+    real = state.db.execute_many
+
+    def noting(sql, rows):
+        rows = list(rows)
+        if "reads" in sql:
+            written.extend((sql.split()[0], *row) for row in rows)
+        return real(sql, rows)
+
+    state.db.execute_many = noting  # type: ignore[method-assign]
+    again = [*reads[1:], "\x1eindex/repo/new"]
+    state.units.put(
+        "validate", [dataclasses.replace(a_unit("validate", "u", reads=again), stored=True)]
+    )
+    assert written == [
+        ("DELETE", reads[0], "validate", "u"),
+        ("INSERT", "\x1eindex/repo/new", "validate", "u"),
+    ]
+    found = state.units.readers("validate", [*reads, "\x1eindex/repo/new"])
+    assert sorted(found["u"]) == sorted(again)
     state.close()
 
 

@@ -75,3 +75,42 @@ def test_a_few_changed_entries_are_decoded_and_the_rest_kept():
         index_of(Keyed("index", memory=entries))
     )
     assert read == []
+
+
+PATCHES = st.tuples(RESOURCES, LEVELS, st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(PATCHES, min_size=1, max_size=4))
+def test_an_index_sent_encoded_is_the_index_decoded_whole(tmp_path_factory, steps):
+    """What a one-off run sends a custom-code worker (the stored entries' codec bytes, decoded
+    there: Keyed.encoded_items, decoded_entries) makes the index the driver would decode, run
+    after run, whether this run's collect stored the index or patched it in memory (an
+    overlay on what the state holds), with entries large enough to live in the blob store."""
+    from test_cache_entries import open_state
+
+    from orchestrator import KeyedPatch, decoded_entries
+
+    folder = tmp_path_factory.mktemp("state")
+    for resources, levels, patched in steps:
+        entries = make_index(Path("/p"), resources, tuple(sorted(levels))).entries()
+        entries["note/large"] = "x" * 300_000  # over INLINE_MAX_BYTES: a blob-store reference
+        state = open_state(folder)
+        try:
+            held = dict(state.values.items("index"))
+            if patched and held:
+                removed = tuple(sorted(set(held) - set(entries)))
+                changed = {k: v for k, v in entries.items() if held.get(k) != v}
+                keyed = Keyed("index", state.values, overlay=KeyedPatch(changed, removed))
+            else:
+                state.values.replace_entries("index", entries)
+                keyed = Keyed("index", state.values)
+            encoded = keyed.encoded_items()
+            assert encoded is not None and all(isinstance(data, bytes) for _, data in encoded)
+            sent = index_of(decoded_entries(encoded))
+            assert shape(sent) == shape(index_of(Keyed("index", memory=entries)))
+            if patched and held:  # what the stage stores after it: the next step reads it
+                state.values.replace_entries("index", entries)
+        finally:
+            state.close()
+            state.values.blobs.close()

@@ -599,3 +599,45 @@ def test_a_build_that_is_not_resident_sends_each_index_whole(tmp_path):
             code, stored_view(tmp_path, resources, False, f"s{step}"), "seen", "condition", {}, 10
         )
     assert made == ["s0", "s1"] and host._index_digests == {}
+
+
+def test_a_stored_index_is_decoded_by_the_worker_alone(tmp_path):
+    """In a one-off run the index is in the build state: the worker is sent its entries as
+    stored (codec bytes, checked here) and decodes them; this process never decodes the index
+    for it (that and pickling it doubled the cost at 100,000 resources), and custom code sees
+    what it sees of the index sent whole."""
+    from test_cache_entries import open_state
+
+    from orchestrator import Keyed
+    from stages.rules.functions import StoredIndex
+    from stages.sources.base import index_of
+
+    code = CustomCode("k", "r", WHOLE_INDEX_CODE)
+    resources = {
+        GUIDS[0]: {"name": "a", "package": "P", "deps": []},
+        GUIDS[1]: {"name": "英雄", "package": "Q", "deps": [GUIDS[0]]},
+    }
+    index = make_index(tmp_path, resources, ("L1",))
+    state = open_state(tmp_path)
+    host = custom_code_host()
+    try:
+        state.values.replace_entries("index", index.entries())
+        entries = Keyed("index", state.values)
+        decoded: list[bool] = []
+
+        def load():
+            decoded.append(True)
+            return index_of(entries)
+
+        view = IndexView(StoredIndex(load, "stored", True, entries=entries), str(tmp_path), "s")
+        assert host._index_frame(view).find(b"encoded") >= 0
+        seen = host.call(code, view, "seen", "condition", {}, 10)
+        assert decoded == []
+        whole = host.call(
+            code, stored_view(tmp_path, resources, True, "w"), "seen", "condition", {}, 10
+        )
+        assert seen == whole and len(seen[0]) == 2 and len(seen[2]) == 1
+    finally:
+        close_workers()
+        state.close()
+        state.values.blobs.close()

@@ -181,6 +181,23 @@ class ValueStore:
             )
         )
 
+    def encoded_items(self, value: str) -> list[tuple[str, bytes]]:
+        """Every live entry as its codec bytes (orchestrator.codec), in key order: each checked
+        against its digest, none decoded (a process that decodes them itself, a custom-code
+        worker, is sent them: the data it gets is what the build state signed)."""
+        found = []
+        for key, _, digest, data in self._rows(
+            value, "AND data IS NOT NULL ORDER BY key", data=True
+        ):
+            if not isinstance(data, bytes):
+                raise CacheCorrupt("a stored value is no bytes")
+            if data.startswith(STORED_PREFIX):
+                data = self.blobs.get_blob(data[len(STORED_PREFIX) :].decode("ascii"))
+            if digest_bytes(data) != digest.hex():
+                raise CacheCorrupt("a stored value does not match its digest")
+            found.append((key, data))
+        return found
+
     def items(self, value: str) -> Iterator[tuple[str, Any]]:
         if self.decoded is not None:  # a resident session: read the data of new entries only
             yield from self._items_decoded(value, self.decoded)

@@ -45,8 +45,7 @@ def store_stage(
                     outside[path] = digest
         if previous is None:  # the plan named every unit the stage has: the others go
             state.units.drop_stage(spec.name)
-        state.units.drop(spec.name, [record.id for record in finished if record.stored])
-        state.units.put(spec.name, finished)
+        state.units.put(spec.name, finished)  # a stored unit's reads rows: only those that differ
         state.units.drop(spec.name, stored.removed)
         for name, value in outputs.items():
             store_value(state, name, value, name in spec.keyed)

@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from orchestrator import FileEntry, Reader, control_character, fast_pickle, record
+from orchestrator import (
+    FileEntry,
+    Reader,
+    control_character,
+    decoded_entries,
+    fast_pickle,
+    record,
+)
 from orchestrator import Problem as Problem  # what a source reports it noticed
 
 HARD = "hard"
@@ -183,6 +190,16 @@ def index_of(entries: Any) -> Any:
 
     items = entries.items() if hasattr(entries, "items") else entries
     return MessiahIndex.from_entries(items)
+
+
+def index_of_encoded(encoded: Iterable[tuple[str, bytes]]) -> Any:
+    """The index whose entries these are, each as the build state stores it (codec bytes:
+    orchestrator's `Keyed.encoded_items`), decoded here. Only the Messiah index is stored by
+    entry: its records are made known to the codec first (a custom-code worker has not
+    imported it)."""
+    from .messiah import index as _registers_records  # noqa: F401
+
+    return index_of(decoded_entries(encoded))
 
 
 def patched_index(index: Any, changed: Mapping[str, Any], removed: Iterable[str]) -> Any:

@@ -11,6 +11,8 @@ with every process of its group, when that process does.
 Requests and their answers (`body` below):
 - `("index", view_key, index or None, root)`: the index behind `import res_store` / `res_filter`
   → `("ok", None)`;
+- `("encoded", view_key, [(key, codec bytes)], root)`: the same index as its stored entries in
+  key order, each as the build state keeps it (orchestrator.codec), decoded here → `("ok", None)`;
 - `("patch", view_key, base_key, changed entries by key, removed keys)`: the index of `base_key`
   (one sent before, stored by entry: sources/base.py `index_entries`) with those entries changed
   and removed, held as `view_key` → `("ok", None)`;
@@ -99,6 +101,9 @@ class WorkerState:
         if kind == "index":
             self._index(*message[1:])
             return ("ok", None)
+        if kind == "encoded":
+            self._encoded(*message[1:])
+            return ("ok", None)
         if kind == "patch":
             self._patch(*message[1:])
             return ("ok", None)
@@ -123,6 +128,12 @@ class WorkerState:
         self.views[view_key] = IndexView(index, root, view_key).namespaces()
         self.indexes[view_key] = index
         self.roots[view_key] = root
+
+    def _encoded(self, view_key: str, entries: list, root: str) -> None:
+        """The index whose entries (sources/base.py `index_entries`) these codec bytes are."""
+        from ...sources.base import index_of_encoded
+
+        self._index(view_key, index_of_encoded(entries), root)
 
     def _patch(self, view_key: str, base_key: str, changed: dict, removed: list) -> None:
         """The index of `base_key` with entries changed and removed, held as `view_key`."""
