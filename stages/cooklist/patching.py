@@ -1,0 +1,111 @@
+"""When an edit of the assets provably leaves the cook list as it was.
+
+The cook list (closure.py, roots.py) sees an asset only through a few facts: its id, its
+references, its item count and whether it has a payload, the never-cook prefix or editor
+segment that excludes it, whether it is localised, whether a root specification of the build
+file names it (always_cook prefixes, startup names, layout globs, cultures) and, when
+ambiguous, the text that reports it. `CookFacts.of` digests exactly those facts under one
+`cook`/`bundles` configuration; the assets' order is their sorted id order, which an edited
+entry keeps. So an edit that leaves every asset's facts digest as it was (an Item renamed where
+no prefix, glob or name of the build file looks, its payload or attribute file edited, its
+Deps rewritten in the same order) leaves the cook list as it was, and the digests of all the
+facts key the closure unit: a clean build after such an edit finds the same key.
+
+An asset that comes or goes changes the key (its id is a fact), so those edits plan again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+from orchestrator import digest_value, record
+from stages.algorithms.globs import compile_globs
+from stages.sources.base import Asset
+
+from .closure import ambiguous_report
+from .roots import (
+    COOK_DEFAULTS,
+    asset_culture,
+    cookable,
+    editor_segment,
+    is_localised,
+    matching_prefix,
+)
+
+
+class CookFacts:
+    """The facts of assets that one `cook` and `bundles` configuration can see."""
+
+    def __init__(self, cook: dict, bundles: dict) -> None:
+        self.cook = {**COOK_DEFAULTS, **(cook or {})}
+        self.never = list(self.cook["never_cook"])
+        self.always = list(self.cook["always_cook"])
+        self.cultures = set(self.cook["cultures"])
+        self.startup = [n.strip().replace("\\", "/").strip("/") for n in self.cook["startup"]]
+        self.globs = [
+            (compile_globs(rule.get("include") or []), compile_globs(rule.get("exclude") or []))
+            for rule in bundles.get("layout") or []
+            if rule.get("include")
+        ]
+
+    def of(self, asset: Asset) -> str:
+        paths = asset.virtual_paths + asset.folders
+        named = (
+            bool(matching_prefix(asset, self.always)),
+            tuple(
+                name == asset.id
+                or name in asset.virtual_paths
+                or name in asset.folders
+                or name in asset.files
+                for name in self.startup
+            ),
+            tuple(
+                any(map(includes, paths)) and not any(map(excludes, paths))
+                for includes, excludes in self.globs
+            ),
+            bool(self.cultures) and asset_culture(asset) in self.cultures,
+        )
+        ambiguous = ambiguous_report({asset.id: asset}).get(asset.id)
+        facts = (
+            asset.id,
+            tuple((ref.target, ref.strength, ref.label) for ref in asset.refs),
+            asset.items,
+            cookable(asset),
+            matching_prefix(asset, self.never),
+            editor_segment(asset),
+            is_localised(asset),
+            named,
+            ambiguous,
+        )
+        return hashlib.blake2b(repr(facts).encode("utf-8"), digest_size=12).hexdigest()
+
+
+@record
+class ClosureState(NamedTuple):
+    """What the dependency stage's plan leaves for its `update`: every asset's facts digest
+    under the configuration it planned with."""
+
+    source_section: str  # digest of the build file's `source` section (`assigned` reads it)
+    facts: dict[str, str]  # asset id → CookFacts.of, in id order
+
+
+def closure_state(view: CookFacts, assets: dict[str, Asset], source_section: str) -> ClosureState:
+    return ClosureState(source_section, {i: view.of(asset) for i, asset in assets.items()})
+
+
+def unchanged_state(view: CookFacts, state: ClosureState, assets, changes) -> ClosureState | None:
+    """The state after an edit of the assets (`changes`: keyed.Changes of `assets`, `assets`
+    the keyed value, read only at the changed keys) when every asset's facts stand as they
+    were, so the cook list and the closure unit's key do; None otherwise."""
+    if changes.removed:
+        return None
+    for asset_id in changes.changed:
+        if state.facts.get(asset_id) != view.of(assets[asset_id]):
+            return None
+    return state
+
+
+def facts_digest(state: ClosureState) -> str:
+    """What the closure unit is keyed on (with the source's roots and externals)."""
+    return digest_value(state.facts)
