@@ -23,7 +23,8 @@ from stages.cooklist.patching import (
     CookFacts,
     closure_state,
     facts_digest,
-    unchanged_state,
+    patched_state,
+    same_facts,
 )
 from stages.layout.packing import source_bundles
 from stages.sources.base import Asset
@@ -71,11 +72,36 @@ class ClosureShared(NamedTuple):
 
 
 def plan(ctx, inputs: dict) -> Plan:
-    source, every = inputs["source"], inputs["assets"].as_dict()
-    job = _closure_job(ctx, source)
-    state = closure_state(
-        CookFacts(job.cook, job.bundles), every, digest_value(ctx.section("source"))
-    )
+    job = _closure_job(ctx, inputs["source"])
+    every = inputs["assets"].as_dict()
+    facts = CookFacts(job.cook, job.bundles)
+    state = closure_state(facts, every, digest_value(ctx.section("source")))
+    return _closure_plan(inputs, job, every, state)
+
+
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
+    """An edit of the assets that leaves their facts as they were (patching.py) runs nothing
+    and decodes only the changed entries; any other runs the closure on facts patched from
+    them. A change of the source, or a unit the engine re-runs, plans again."""
+    state, edit = changes.state, changes.inputs["assets"]
+    if (
+        not isinstance(state, ClosureState)
+        or changes.rerun
+        or changes.inputs["source"]
+        or edit.everything
+        or state.source_section != digest_value(ctx.section("source"))
+    ):
+        return None
+    job = _closure_job(ctx, inputs["source"])
+    facts = CookFacts(job.cook, job.bundles)
+    if same_facts(facts, state, inputs["assets"], edit):
+        return Plan(units=[], state=state)
+    patched = patched_state(facts, state, inputs["assets"], edit)
+    return _closure_plan(inputs, job, inputs["assets"].as_dict(), patched)
+
+
+def _closure_plan(inputs: dict, job: ClosureJob, every: dict, state: ClosureState) -> Plan:
+    source = inputs["source"]
     unit = Unit(
         id="closure",
         payload=job,
@@ -93,24 +119,6 @@ def plan(ctx, inputs: dict) -> Plan:
     )
     shared = ClosureShared(every, tuple(source.external), source.roots)
     return Plan(units=[unit], shared=shared, state=state)
-
-
-def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """An edit that provably leaves the cook list as it was (patching.py) runs nothing and
-    decodes only the changed assets; any other edit plans the closure again."""
-    state = changes.state
-    if (
-        not isinstance(state, ClosureState)
-        or changes.rerun
-        or changes.inputs["source"]
-        or changes.inputs["assets"].everything
-        or state.source_section != digest_value(ctx.section("source"))
-    ):
-        return None
-    cook = {k: v for k, v in ctx.section("cook").items() if k != "cookers"}
-    facts = CookFacts(cook, ctx.section("bundles"))
-    kept = unchanged_state(facts, state, inputs["assets"], changes.inputs["assets"])
-    return None if kept is None else Plan(units=[], state=kept)
 
 
 def _closure_job(ctx, source) -> ClosureJob:

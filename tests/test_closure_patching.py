@@ -24,7 +24,13 @@ from orchestrator.keyed import Changes
 from stages import dependency
 from stages.cooklist import patching
 from stages.cooklist.closure import compute_cooklist
-from stages.cooklist.patching import CookFacts, closure_state, facts_digest, unchanged_state
+from stages.cooklist.patching import (
+    CookFacts,
+    closure_state,
+    facts_digest,
+    patched_state,
+    same_facts,
+)
 from stages.sources.base import HARD, RESOURCE, SOFT, Asset, Ref
 
 IDS = ("a", "b", "c", "d", "e", "f", "g")
@@ -143,10 +149,14 @@ def test_an_edit_proven_harmless_leaves_the_cook_list_a_clean_build_computes(ste
             continue
         before = compute_cooklist(assets, cook, bundles)
         now, changes = applied
-        kept = unchanged_state(facts, state, now, changes)
+        same = same_facts(facts, state, now, changes)
+        patched = patched_state(facts, state, now, changes)
         fresh_state = closure_state(facts, now, "source")
-        if kept is not None:
-            assert kept == fresh_state  # so the closure unit's key is a clean build's
+        # The facts patched from the changed entries are a fresh plan's, in the same order, so
+        # the closure unit's key is a clean build's.
+        assert patched == fresh_state and list(patched.facts) == list(fresh_state.facts)
+        if same:
+            assert patched == state
         if facts_digest(fresh_state) == facts_digest(state):  # the key: sound for the cache
             after = compute_cooklist(now, cook, bundles)
             assert repr(after) == repr(before), (edit, target)
@@ -170,14 +180,10 @@ def test_a_rename_no_build_file_name_sees_is_proven_harmless():
     facts = CookFacts(cook, bundles)
     state = closure_state(facts, {"a": rock, "b": tree}, "source")
     renamed = Asset(**{**_fields(tree), "virtual_paths": ("Game/Props/oak",)})
-    kept = unchanged_state(
-        facts, state, {"a": rock, "b": renamed}, Changes(frozenset("b"), frozenset())
-    )
-    assert kept is not None
+    assert same_facts(facts, state, {"a": rock, "b": renamed}, Changes(frozenset("b"), frozenset()))
     moved = Asset(**{**_fields(tree), "virtual_paths": ("Game/UI/oak",)})  # now layout-named
-    assert (
-        unchanged_state(facts, state, {"a": rock, "b": moved}, Changes(frozenset("b"), frozenset()))
-        is None
+    assert not same_facts(
+        facts, state, {"a": rock, "b": moved}, Changes(frozenset("b"), frozenset())
     )
 
 
@@ -187,7 +193,7 @@ def test_renaming_into_l10n_under_the_fallback_roots_recomputes():
     voice = Asset(**{**_fields(rock), "virtual_paths": ("Game/L10N/fr/voice",)})
     facts = CookFacts({}, {})
     state = closure_state(facts, {"a": rock}, "source")
-    assert unchanged_state(facts, state, {"a": voice}, Changes(frozenset("a"), frozenset())) is None
+    assert not same_facts(facts, state, {"a": voice}, Changes(frozenset("a"), frozenset()))
 
 
 @pytest.fixture(scope="module")
@@ -215,13 +221,11 @@ def watched(monkeypatch):
     return seen
 
 
-def incremental_equals_clean(base: Path, story: str) -> lawkit.BuildOutcome:
-    incremental = lawkit.build(base / "build.yaml")
+def equals_clean(base: Path, incremental: lawkit.BuildOutcome, story: str) -> None:
     clean = lawkit.build(base / "build.yaml", "clean/out", "clean/cache")
     shutil.rmtree(base / "clean")
     problems = lawkit.differences(incremental, clean)
     assert not problems, f"incremental != clean after {story}:\n" + "\n".join(problems)
-    return incremental
 
 
 def test_a_rename_runs_no_dependency_unit_and_decodes_only_the_renamed_asset(
@@ -241,7 +245,7 @@ def test_a_rename_runs_no_dependency_unit_and_decodes_only_the_renamed_asset(
     run = lawkit.build(base / "build.yaml")
     assert watched == {"plans": 0, "facts": 1}  # no full plan; one asset's facts looked at
     assert not run.ran.get("dependency") and not run.planned.get("dependency")
-    incremental_equals_clean(base, "a rename")
+    equals_clean(base, run, "a rename")
 
 
 @pytest.mark.parametrize(
@@ -249,10 +253,15 @@ def test_a_rename_runs_no_dependency_unit_and_decodes_only_the_renamed_asset(
 )
 @pytest.mark.parametrize("pick", [(3, 0), (11, 2)])
 def test_everyday_edits_through_the_dependency_update_equal_a_clean_build(
-    template, tmp_path, change, pick
+    template, tmp_path, watched, change, pick
 ):
+    """Assets added, deleted or edited: `update` patches the facts from the changed entries
+    (no full plan) and the build equals a clean one."""
     base = tmp_path
     checkout(template, base)
     lawkit.build(base / "build.yaml")
     done = MessiahChanges(base).apply(change, *pick)
-    incremental_equals_clean(base, done)
+    watched.update(plans=0, facts=0)
+    incremental = lawkit.build(base / "build.yaml")
+    assert watched["plans"] == 0 and watched["facts"] <= 4, (done, watched)
+    equals_clean(base, incremental, done)

@@ -11,7 +11,8 @@ no prefix, glob or name of the build file looks, its payload or attribute file e
 Deps rewritten in the same order) leaves the cook list as it was, and the digests of all the
 facts key the closure unit: a clean build after such an edit finds the same key.
 
-An asset that comes or goes changes the key (its id is a fact), so those edits plan again.
+An asset that comes or goes, or whose facts move, changes the key: the closure runs again, on
+facts patched from the changed entries alone (`patched_state`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class CookFacts:
             ),
             bool(self.cultures) and asset_culture(asset) in self.cultures,
         )
-        ambiguous = ambiguous_report({asset.id: asset}).get(asset.id)
+        ambiguous = ambiguous_report({asset.id: asset})[asset.id] if asset.items > 1 else None
         facts = (
             asset.id,
             tuple((ref.target, ref.strength, ref.label) for ref in asset.refs),
@@ -94,16 +95,28 @@ def closure_state(view: CookFacts, assets: dict[str, Asset], source_section: str
     return ClosureState(source_section, {i: view.of(asset) for i, asset in assets.items()})
 
 
-def unchanged_state(view: CookFacts, state: ClosureState, assets, changes) -> ClosureState | None:
-    """The state after an edit of the assets (`changes`: keyed.Changes of `assets`, `assets`
-    the keyed value, read only at the changed keys) when every asset's facts stand as they
-    were, so the cook list and the closure unit's key do; None otherwise."""
-    if changes.removed:
-        return None
+def same_facts(view: CookFacts, state: ClosureState, assets, changes) -> bool:
+    """Whether an edit of the assets (`changes`: keyed.Changes of `assets`, the keyed value,
+    read only at the changed keys) leaves every asset's facts as they were, and so the cook
+    list and the closure unit's key."""
+    return not changes.removed and all(
+        state.facts.get(asset_id) == view.of(assets[asset_id]) for asset_id in changes.changed
+    )
+
+
+def patched_state(view: CookFacts, state: ClosureState, assets, changes) -> ClosureState:
+    """The state a plan from scratch would make after the edit, from the changed entries only
+    (the ids stay in sorted order, as `assets` holds them)."""
+    facts = dict(state.facts)
+    for asset_id in changes.removed:
+        facts.pop(asset_id, None)
+    added = False
     for asset_id in changes.changed:
-        if state.facts.get(asset_id) != view.of(assets[asset_id]):
-            return None
-    return state
+        added = added or asset_id not in facts
+        facts[asset_id] = view.of(assets[asset_id])
+    if added:
+        facts = {asset_id: facts[asset_id] for asset_id in sorted(facts)}
+    return ClosureState(state.source_section, facts)
 
 
 def facts_digest(state: ClosureState) -> str:
