@@ -17,10 +17,11 @@ facts patched from the changed entries alone (`patched_state`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from typing import NamedTuple
 
-from orchestrator import digest_value, record
+from orchestrator import record
 from stages.algorithms.globs import compile_globs
 from stages.sources.base import Asset
 
@@ -33,6 +34,8 @@ from .roots import (
     is_localised,
     matching_prefix,
 )
+
+FACTS_SIZE = 12  # bytes of an asset's facts digest
 
 
 class CookFacts:
@@ -50,7 +53,7 @@ class CookFacts:
             if rule.get("include")
         ]
 
-    def of(self, asset: Asset) -> str:
+    def of(self, asset: Asset) -> bytes:
         paths = asset.virtual_paths + asset.folders
         named = (
             bool(matching_prefix(asset, self.always)),
@@ -79,46 +82,64 @@ class CookFacts:
             named,
             ambiguous,
         )
-        return hashlib.blake2b(repr(facts).encode("utf-8"), digest_size=12).hexdigest()
+        return hashlib.blake2b(repr(facts).encode("utf-8"), digest_size=FACTS_SIZE).digest()
 
 
 @record
 class ClosureState(NamedTuple):
     """What the dependency stage's plan leaves for its `update`: every asset's facts digest
-    under the configuration it planned with."""
+    under the configuration it planned with. Two byte strings, not a dict: the stage's record
+    is loaded on every run, and 100,000 entries would take a tenth of a second to decode."""
 
     source_section: str  # digest of the build file's `source` section (`assigned` reads it)
-    facts: dict[str, str]  # asset id → CookFacts.of, in id order
+    ids: bytes  # the asset ids in sorted order, UTF-8, newline-separated (ids hold no control
+    # character: sources refuse them, base.unsafe_name)
+    digests: bytes  # CookFacts.of of each, FACTS_SIZE bytes apiece, in the same order
+
+    def facts(self) -> dict[str, bytes]:
+        """Asset id → facts digest, in id order."""
+        ids = self.ids.decode("utf-8").split("\n") if self.digests else []
+        size = FACTS_SIZE
+        return {i: self.digests[n * size : (n + 1) * size] for n, i in enumerate(ids)}
+
+
+def _state(source_section: str, facts: dict[str, bytes]) -> ClosureState:
+    ids = sorted(facts)
+    return ClosureState(
+        source_section, "\n".join(ids).encode("utf-8"), b"".join(facts[i] for i in ids)
+    )
 
 
 def closure_state(view: CookFacts, assets: dict[str, Asset], source_section: str) -> ClosureState:
-    return ClosureState(source_section, {i: view.of(asset) for i, asset in assets.items()})
+    return _state(source_section, {i: view.of(asset) for i, asset in assets.items()})
 
 
 def same_facts(view: CookFacts, state: ClosureState, assets, changes) -> bool:
     """Whether an edit of the assets (`changes`: keyed.Changes of `assets`, the keyed value,
     read only at the changed keys) leaves every asset's facts as they were, and so the cook
     list and the closure unit's key."""
-    return not changes.removed and all(
-        state.facts.get(asset_id) == view.of(assets[asset_id]) for asset_id in changes.changed
-    )
+    if changes.removed:
+        return False
+    ids = state.ids.decode("utf-8").split("\n") if state.digests else []
+    for asset_id in changes.changed:
+        n = bisect.bisect_left(ids, asset_id)
+        if n == len(ids) or ids[n] != asset_id:
+            return False  # added
+        if state.digests[n * FACTS_SIZE : (n + 1) * FACTS_SIZE] != view.of(assets[asset_id]):
+            return False
+    return True
 
 
 def patched_state(view: CookFacts, state: ClosureState, assets, changes) -> ClosureState:
-    """The state a plan from scratch would make after the edit, from the changed entries only
-    (the ids stay in sorted order, as `assets` holds them)."""
-    facts = dict(state.facts)
+    """The state a plan from scratch would make after the edit, from the changed entries only."""
+    facts = state.facts()
     for asset_id in changes.removed:
         facts.pop(asset_id, None)
-    added = False
     for asset_id in changes.changed:
-        added = added or asset_id not in facts
         facts[asset_id] = view.of(assets[asset_id])
-    if added:
-        facts = {asset_id: facts[asset_id] for asset_id in sorted(facts)}
-    return ClosureState(state.source_section, facts)
+    return _state(state.source_section, facts)
 
 
 def facts_digest(state: ClosureState) -> str:
     """What the closure unit is keyed on (with the source's roots and externals)."""
-    return digest_value(state.facts)
+    return hashlib.blake2b(state.ids + b"\0" + state.digests, digest_size=16).hexdigest()
