@@ -1,8 +1,10 @@
 """Stage `dependency`: the cook list — roots from the build file, closure, and its reports.
 
 The closure is fast (linear in assets and references), so it is one unit keyed on the
-fingerprint of the assets (the digests of their entries); it runs again only when an asset
-entry, the source's roots or the build file's cook section change. `publish` writes
+digest of what the cook list sees of each asset (stages/cooklist/patching.py); it runs again
+only when that, the source's roots or the build file's cook section change. `update` proves an
+edit of the assets leaves it as it was from the changed entries alone (a renamed Item), and
+then runs nothing. `publish` writes
 `reports/cooklist.json`. With `cook.fail_on_missing` and something missing, the cook list's
 `failure` is set so the CLI exits 1 after publishing.
 """
@@ -14,15 +16,24 @@ from typing import NamedTuple
 
 import orjson
 
-from orchestrator import Plan, StageSpec, Unit, digest_value, record
+from orchestrator import UNCHANGED, Plan, StageChanges, StageSpec, Unit, digest_value, record
 from stages.cooklist.closure import compute_cooklist
+from stages.cooklist.patching import (
+    ClosureState,
+    CookFacts,
+    closure_state,
+    facts_digest,
+    patched_state,
+    same_facts,
+)
 from stages.layout.packing import source_bundles
 from stages.sources.base import Asset
 
 SPEC = StageSpec(
     name="dependency",
-    # 2: the cook list carries its findings by parts (CookList.findings); 3: assets keyed
-    version=3,
+    # 2: the cook list carries its findings by parts (CookList.findings); 3: assets keyed;
+    # 4: the plan leaves each asset's cook-relevant facts for `update` (ClosureState)
+    version=4,
     inputs=("assets", "source"),
     outputs=("cooklist", "cook_summary"),
     config_keys=("cook", "bundles"),
@@ -61,23 +72,53 @@ class ClosureShared(NamedTuple):
 
 
 def plan(ctx, inputs: dict) -> Plan:
-    source, assets = inputs["source"], inputs["assets"]
-    job = _closure_job(ctx, source)
+    job = _closure_job(ctx, inputs["source"])
+    every = inputs["assets"].as_dict()
+    facts = CookFacts(job.cook, job.bundles)
+    state = closure_state(facts, every, digest_value(ctx.section("source")))
+    return _closure_plan(inputs, job, every, state)
+
+
+def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
+    """An edit of the assets that leaves their facts as they were (patching.py) runs nothing
+    and decodes only the changed entries; any other runs the closure on facts patched from
+    them. A change of the source, or a unit the engine re-runs, plans again."""
+    state, edit = changes.state, changes.inputs["assets"]
+    if (
+        not isinstance(state, ClosureState)
+        or changes.rerun
+        or changes.inputs["source"]
+        or edit.everything
+        or state.source_section != digest_value(ctx.section("source"))
+    ):
+        return None
+    job = _closure_job(ctx, inputs["source"])
+    facts = CookFacts(job.cook, job.bundles)
+    if same_facts(facts, state, inputs["assets"], edit):
+        return Plan(units=[], state=state)
+    patched = patched_state(facts, state, inputs["assets"], edit)
+    return _closure_plan(inputs, job, inputs["assets"].as_dict(), patched)
+
+
+def _closure_plan(inputs: dict, job: ClosureJob, every: dict, state: ClosureState) -> Plan:
+    source = inputs["source"]
     unit = Unit(
         id="closure",
         payload=job,
         key={
-            "assets": assets.fingerprint(),
+            # Not the assets' digests: only what the cook list sees of them (patching.py), so
+            # an Item renamed where no root specification looks keeps the key.
+            "facts": facts_digest(state),
             "external": sorted(source.external),
             "source_roots": source.roots,
             # Assets the project's files assign to bundles are roots: a `.meta` naming a bundle
             # changes the cook list without changing any asset entry.
             "assigned": digest_value(job.bundles["assigned"]),
         },
-        cost=max(1, len(assets)),
+        cost=max(1, len(every)),
     )
-    shared = ClosureShared(assets.as_dict(), tuple(source.external), source.roots)
-    return Plan(units=[unit], shared=shared)
+    shared = ClosureShared(every, tuple(source.external), source.roots)
+    return Plan(units=[unit], shared=shared, state=state)
 
 
 def _closure_job(ctx, source) -> ClosureJob:
@@ -95,6 +136,8 @@ def run(job: ClosureJob, shared: ClosureShared, reader):
 
 
 def finish(ctx, inputs: dict, results) -> dict:
+    if results.changed is not None and not results.changed:  # `update` proved it unchanged
+        return {"cooklist": UNCHANGED, "cook_summary": UNCHANGED}
     cooklist = results["closure"]
     if cooklist.missing:
         ctx.log.warning(
@@ -110,7 +153,14 @@ def summarize(cooklist) -> CookSummary:
 
 
 def publish(ctx, outputs: dict) -> None:
-    document = outputs["cooklist"].to_json()
+    """The report, rendered again only when the cook list changed or the file is not as it
+    was published (deleted or edited since)."""
+    cooklist = outputs["cooklist"]
+    if cooklist is UNCHANGED:
+        if ctx.mark_published(REPORT):
+            return
+        cooklist = ctx.previous["cooklist"]
+    document = cooklist.to_json()
     try:  # the bytes of json.dumps(indent=2, ensure_ascii=False): str keys, no floats
         data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
     except orjson.JSONEncodeError:

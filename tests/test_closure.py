@@ -243,7 +243,7 @@ def test_dependency_stage_plans_one_unit_and_publishes_the_report(tmp_path):
         inputs={"source": source.info(), "assets": Keyed("assets", memory=source.assets)},
     )
     (unit,) = run.plan.units
-    assert unit.key["assets"]  # the assets' fingerprint
+    assert unit.key["facts"]  # what the cook list sees of the assets (patching.py)
     document = json.loads(run.published["reports/cooklist.json"])
     assert document["cooked"] == ["Worlds/W.iworld", "Levels/L.ilevel", A, B, C]
     assert document["failure"] == "" and set(assets) == set(source.assets)

@@ -1,0 +1,145 @@
+"""When an edit of the assets provably leaves the cook list as it was.
+
+The cook list (closure.py, roots.py) sees an asset only through a few facts: its id, its
+references, its item count and whether it has a payload, the never-cook prefix or editor
+segment that excludes it, whether it is localised, whether a root specification of the build
+file names it (always_cook prefixes, startup names, layout globs, cultures) and, when
+ambiguous, the text that reports it. `CookFacts.of` digests exactly those facts under one
+`cook`/`bundles` configuration; the assets' order is their sorted id order, which an edited
+entry keeps. So an edit that leaves every asset's facts digest as it was (an Item renamed where
+no prefix, glob or name of the build file looks, its payload or attribute file edited, its
+Deps rewritten in the same order) leaves the cook list as it was, and the digests of all the
+facts key the closure unit: a clean build after such an edit finds the same key.
+
+An asset that comes or goes, or whose facts move, changes the key: the closure runs again, on
+facts patched from the changed entries alone (`patched_state`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from typing import NamedTuple
+
+from orchestrator import record
+from stages.algorithms.globs import compile_globs
+from stages.sources.base import Asset
+
+from .closure import ambiguous_report
+from .roots import (
+    COOK_DEFAULTS,
+    asset_culture,
+    cookable,
+    editor_segment,
+    is_localised,
+    matching_prefix,
+)
+
+FACTS_SIZE = 12  # bytes of an asset's facts digest
+
+
+class CookFacts:
+    """The facts of assets that one `cook` and `bundles` configuration can see."""
+
+    def __init__(self, cook: dict, bundles: dict) -> None:
+        self.cook = {**COOK_DEFAULTS, **(cook or {})}
+        self.never = list(self.cook["never_cook"])
+        self.always = list(self.cook["always_cook"])
+        self.cultures = set(self.cook["cultures"])
+        self.startup = [n.strip().replace("\\", "/").strip("/") for n in self.cook["startup"]]
+        self.globs = [
+            (compile_globs(rule.get("include") or []), compile_globs(rule.get("exclude") or []))
+            for rule in bundles.get("layout") or []
+            if rule.get("include")
+        ]
+
+    def of(self, asset: Asset) -> bytes:
+        paths = asset.virtual_paths + asset.folders
+        named = (
+            bool(matching_prefix(asset, self.always)),
+            tuple(
+                name == asset.id
+                or name in asset.virtual_paths
+                or name in asset.folders
+                or name in asset.files
+                for name in self.startup
+            ),
+            tuple(
+                any(map(includes, paths)) and not any(map(excludes, paths))
+                for includes, excludes in self.globs
+            ),
+            bool(self.cultures) and asset_culture(asset) in self.cultures,
+        )
+        ambiguous = ambiguous_report({asset.id: asset})[asset.id] if asset.items > 1 else None
+        facts = (
+            asset.id,
+            tuple((ref.target, ref.strength, ref.label) for ref in asset.refs),
+            asset.items,
+            cookable(asset),
+            matching_prefix(asset, self.never),
+            editor_segment(asset),
+            is_localised(asset),
+            named,
+            ambiguous,
+        )
+        return hashlib.blake2b(repr(facts).encode("utf-8"), digest_size=FACTS_SIZE).digest()
+
+
+@record
+class ClosureState(NamedTuple):
+    """What the dependency stage's plan leaves for its `update`: every asset's facts digest
+    under the configuration it planned with. Two byte strings, not a dict: the stage's record
+    is loaded on every run, and 100,000 entries would take a tenth of a second to decode."""
+
+    source_section: str  # digest of the build file's `source` section (`assigned` reads it)
+    ids: bytes  # the asset ids in sorted order, UTF-8, newline-separated (ids hold no control
+    # character: sources refuse them, base.unsafe_name)
+    digests: bytes  # CookFacts.of of each, FACTS_SIZE bytes apiece, in the same order
+
+    def facts(self) -> dict[str, bytes]:
+        """Asset id → facts digest, in id order."""
+        ids = self.ids.decode("utf-8").split("\n") if self.digests else []
+        size = FACTS_SIZE
+        return {i: self.digests[n * size : (n + 1) * size] for n, i in enumerate(ids)}
+
+
+def _state(source_section: str, facts: dict[str, bytes]) -> ClosureState:
+    ids = sorted(facts)
+    return ClosureState(
+        source_section, "\n".join(ids).encode("utf-8"), b"".join(facts[i] for i in ids)
+    )
+
+
+def closure_state(view: CookFacts, assets: dict[str, Asset], source_section: str) -> ClosureState:
+    return _state(source_section, {i: view.of(asset) for i, asset in assets.items()})
+
+
+def same_facts(view: CookFacts, state: ClosureState, assets, changes) -> bool:
+    """Whether an edit of the assets (`changes`: keyed.Changes of `assets`, the keyed value,
+    read only at the changed keys) leaves every asset's facts as they were, and so the cook
+    list and the closure unit's key."""
+    if changes.removed:
+        return False
+    ids = state.ids.decode("utf-8").split("\n") if state.digests else []
+    for asset_id in changes.changed:
+        n = bisect.bisect_left(ids, asset_id)
+        if n == len(ids) or ids[n] != asset_id:
+            return False  # added
+        if state.digests[n * FACTS_SIZE : (n + 1) * FACTS_SIZE] != view.of(assets[asset_id]):
+            return False
+    return True
+
+
+def patched_state(view: CookFacts, state: ClosureState, assets, changes) -> ClosureState:
+    """The state a plan from scratch would make after the edit, from the changed entries only."""
+    facts = state.facts()
+    for asset_id in changes.removed:
+        facts.pop(asset_id, None)
+    for asset_id in changes.changed:
+        facts[asset_id] = view.of(assets[asset_id])
+    return _state(state.source_section, facts)
+
+
+def facts_digest(state: ClosureState) -> str:
+    """What the closure unit is keyed on (with the source's roots and externals)."""
+    return hashlib.blake2b(state.ids + b"\0" + state.digests, digest_size=16).hexdigest()

@@ -1,0 +1,267 @@
+"""The dependency stage's proof that an edit of the assets leaves the cook list as it was
+(stages/cooklist/patching.py): whenever the facts digests key the closure alike, a cook list
+computed from scratch after the edit is the one before it (order of every table included); the
+state `update` keeps is the one a fresh plan makes; and in whole builds a rename runs no
+dependency unit, decodes one asset, and the build equals a clean one."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lawkit  # noqa: E402
+from test_collect_patching import first_item  # noqa: E402
+from test_incremental_laws import MessiahChanges, aged_project, checkout, settle  # noqa: E402
+
+from orchestrator.keyed import Changes
+from stages import dependency
+from stages.cooklist import patching
+from stages.cooklist.closure import compute_cooklist
+from stages.cooklist.patching import (
+    CookFacts,
+    closure_state,
+    facts_digest,
+    patched_state,
+    same_facts,
+)
+from stages.sources.base import HARD, RESOURCE, SOFT, Asset, Ref
+
+IDS = ("a", "b", "c", "d", "e", "f", "g")
+PATHS = (
+    "Game/Props/rock",
+    "Game/Props/tree",
+    "Game/UI/icon",
+    "Core/Editor/gizmo",
+    "EditorTools/brush",
+    "Game/L10N/fr/voice",
+    "Game/L10N/de/voice",
+    "Debug/test",
+)
+LABELS = ("Deps", "level", "CollisionShape")
+
+refs = st.lists(
+    st.builds(
+        Ref, st.sampled_from(IDS + ("zz",)), st.sampled_from((HARD, SOFT)), st.sampled_from(LABELS)
+    ),
+    max_size=3,
+).map(tuple)
+
+
+@st.composite
+def assets_of(draw, asset_id: str) -> Asset:
+    items = draw(st.sampled_from((0, 1, 1, 1, 2)))
+    paths = tuple(draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=max(1, items))))
+    folders = draw(st.sampled_from(((f"Res/{asset_id}",), (), (f"Res/Editor/{asset_id}",))))
+    files = tuple(f"{folder}/{asset_id}.data" for folder in folders[:1])
+    return Asset(asset_id, RESOURCE, "Mesh", paths, folders, files, draw(refs), items=items)
+
+
+def asset(draw, asset_id: str) -> Asset:
+    return draw(assets_of(asset_id))
+
+
+configs = st.fixed_dictionaries(
+    {
+        "maps": st.lists(st.sampled_from(IDS), max_size=1),
+        "startup": st.lists(st.sampled_from(IDS + ("Game/Props/rock", "Res/b")), max_size=2),
+        "always_cook": st.lists(st.sampled_from(("Game/UI", "Core", "Game/Props/t")), max_size=1),
+        "never_cook": st.lists(st.sampled_from(("Debug", "Game/Props/r", "Res/c")), max_size=1),
+        "cultures": st.lists(st.sampled_from(("fr", "de")), max_size=1),
+        "include_editor_content": st.booleans(),
+        "follow_soft_references": st.booleans(),
+        "fail_on_missing": st.booleans(),
+    }
+)
+layouts = st.lists(
+    st.fixed_dictionaries(
+        {
+            "include": st.lists(
+                st.sampled_from(("Game/UI/**", "Res/d/**", "**/voice")), max_size=1
+            ),
+            "exclude": st.lists(st.sampled_from(("Game/L10N/**",)), max_size=1),
+        }
+    ),
+    max_size=1,
+)
+
+EDITS = ("rename", "rename", "refs", "add", "remove", "items", "files", "same")
+
+
+@st.composite
+def scenario(draw):
+    start = {i: asset(draw, i) for i in draw(st.lists(st.sampled_from(IDS), unique=True))}
+    edits = []
+    for _ in range(draw(st.integers(1, 6))):
+        edit = draw(st.sampled_from(EDITS))
+        target = draw(st.sampled_from(IDS))
+        edits.append((edit, target, asset(draw, target), draw(st.sampled_from(PATHS))))
+    return start, edits
+
+
+def apply(assets: dict[str, Asset], edit: str, target: str, fresh: Asset, path: str):
+    """The assets after one edit (sorted by id, as the keyed value holds them), and the
+    keyed changes the engine would report; None when the edit does not apply."""
+    now = dict(assets)
+    old = now.get(target)
+    if edit == "add":
+        if old is not None:
+            return None
+        now[target] = fresh
+    elif old is None:
+        return None
+    elif edit == "remove":
+        del now[target]
+    elif edit == "rename":
+        now[target] = Asset(**{**_fields(old), "virtual_paths": (path,) + old.virtual_paths[1:]})
+    elif edit == "refs":
+        now[target] = Asset(**{**_fields(old), "refs": fresh.refs})
+    elif edit == "items":
+        now[target] = Asset(**{**_fields(old), "items": fresh.items})
+    elif edit == "files":
+        now[target] = Asset(**{**_fields(old), "files": old.files + ("extra.data",)})
+    changed = frozenset(k for k in now if now[k] != assets.get(k))
+    removed = frozenset(set(assets) - set(now))
+    return {k: now[k] for k in sorted(now)}, Changes(changed, removed)
+
+
+def _fields(asset: Asset) -> dict:
+    return {name: getattr(asset, name) for name in Asset.__slots__}
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario(), configs, layouts)
+def test_an_edit_proven_harmless_leaves_the_cook_list_a_clean_build_computes(steps, cook, layout):
+    start, edits = steps
+    bundles = {"layout": layout, "assigned": {}}
+    assets = {k: start[k] for k in sorted(start)}
+    facts = CookFacts(cook, bundles)
+    state = closure_state(facts, assets, "source")
+    for edit, target, fresh, path in edits:
+        applied = apply(assets, edit, target, fresh, path)
+        if applied is None:
+            continue
+        before = compute_cooklist(assets, cook, bundles)
+        now, changes = applied
+        same = same_facts(facts, state, now, changes)
+        patched = patched_state(facts, state, now, changes)
+        fresh_state = closure_state(facts, now, "source")
+        # The facts patched from the changed entries are a fresh plan's, in the same order, so
+        # the closure unit's key is a clean build's.
+        assert patched == fresh_state
+        if same:
+            assert patched == state
+        if facts_digest(fresh_state) == facts_digest(state):  # the key: sound for the cache
+            after = compute_cooklist(now, cook, bundles)
+            assert repr(after) == repr(before), (edit, target)
+        state, assets = fresh_state, now
+
+
+def test_a_rename_no_build_file_name_sees_is_proven_harmless():
+    """The everyday edit: an Item renamed where no prefix, glob or startup name looks."""
+    rock = Asset(
+        "a",
+        RESOURCE,
+        "Mesh",
+        ("Game/Props/rock",),
+        ("Res/a",),
+        ("Res/a/a.data",),
+        (Ref("b", HARD, "Deps"),),
+    )
+    tree = Asset("b", RESOURCE, "Mesh", ("Game/Props/tree",), ("Res/b",), ("Res/b/b.data",), ())
+    cook = {"startup": ["a"], "never_cook": ["Debug"]}
+    bundles = {"layout": [{"include": ["Game/UI/**"]}], "assigned": {}}
+    facts = CookFacts(cook, bundles)
+    state = closure_state(facts, {"a": rock, "b": tree}, "source")
+    renamed = Asset(**{**_fields(tree), "virtual_paths": ("Game/Props/oak",)})
+    assert same_facts(facts, state, {"a": rock, "b": renamed}, Changes(frozenset("b"), frozenset()))
+    moved = Asset(**{**_fields(tree), "virtual_paths": ("Game/UI/oak",)})  # now layout-named
+    assert not same_facts(
+        facts, state, {"a": rock, "b": moved}, Changes(frozenset("b"), frozenset())
+    )
+
+
+def test_renaming_into_l10n_under_the_fallback_roots_recomputes():
+    """With no root named every cookable asset but L10N/ is one: a rename into L10N/ drops it."""
+    rock = Asset("a", RESOURCE, "Mesh", ("Game/Props/rock",), ("Res/a",), ("Res/a/a.data",), ())
+    voice = Asset(**{**_fields(rock), "virtual_paths": ("Game/L10N/fr/voice",)})
+    facts = CookFacts({}, {})
+    state = closure_state(facts, {"a": rock}, "source")
+    assert not same_facts(facts, state, {"a": voice}, Changes(frozenset("a"), frozenset()))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    return aged_project(tmp_path_factory.mktemp("closure-template"))
+
+
+@pytest.fixture
+def watched(monkeypatch):
+    """The dependency stage's full plans (each decodes every asset) and the assets whose facts
+    its `update` looked at, in the runs since cleared."""
+    seen = {"plans": 0, "facts": 0}
+    plan, facts = dependency.plan, patching.CookFacts.of
+
+    def planning(*args):
+        seen["plans"] += 1
+        return plan(*args)
+
+    def looking(self, asset):
+        seen["facts"] += 1
+        return facts(self, asset)
+
+    monkeypatch.setattr(dependency, "plan", planning)
+    monkeypatch.setattr(patching.CookFacts, "of", looking)
+    return seen
+
+
+def equals_clean(base: Path, incremental: lawkit.BuildOutcome, story: str) -> None:
+    clean = lawkit.build(base / "build.yaml", "clean/out", "clean/cache")
+    shutil.rmtree(base / "clean")
+    problems = lawkit.differences(incremental, clean)
+    assert not problems, f"incremental != clean after {story}:\n" + "\n".join(problems)
+
+
+def test_a_rename_runs_no_dependency_unit_and_decodes_only_the_renamed_asset(
+    template, tmp_path, watched
+):
+    base = tmp_path
+    checkout(template, base)
+    lawkit.build(base / "build.yaml")
+    repository = base / "project" / "Repository" / "resource.repository"
+    _, name = first_item(repository)
+    text = repository.read_text(encoding="utf-8")
+    repository.write_text(
+        text.replace(f"<Name>{name}</Name>", f"<Name>{name}_r</Name>", 1), "utf-8"
+    )
+    settle(base / "project", 1)
+    watched.update(plans=0, facts=0)
+    run = lawkit.build(base / "build.yaml")
+    assert watched == {"plans": 0, "facts": 1}  # no full plan; one asset's facts looked at
+    assert not run.ran.get("dependency") and not run.planned.get("dependency")
+    equals_clean(base, run, "a rename")
+
+
+@pytest.mark.parametrize(
+    "change", ["add_asset", "delete_asset", "edit_repository", "edit_attribute"]
+)
+@pytest.mark.parametrize("pick", [(3, 0), (11, 2)])
+def test_everyday_edits_through_the_dependency_update_equal_a_clean_build(
+    template, tmp_path, watched, change, pick
+):
+    """Assets added, deleted or edited: `update` patches the facts from the changed entries
+    (no full plan) and the build equals a clean one."""
+    base = tmp_path
+    checkout(template, base)
+    lawkit.build(base / "build.yaml")
+    done = MessiahChanges(base).apply(change, *pick)
+    watched.update(plans=0, facts=0)
+    incremental = lawkit.build(base / "build.yaml")
+    assert watched["plans"] == 0 and watched["facts"] <= 4, (done, watched)
+    equals_clean(base, incremental, done)
