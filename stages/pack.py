@@ -60,23 +60,29 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         if digest_value(cooked_ids) != known.order:
             return None
     edited = changes.inputs["assets"].touched
-    if edited:
-        cooked = set(_cooked_ids(inputs) if cooked_ids is None else cooked_ids) & edited
-        if cooked:
-            before = ctx.previous["placements"]
-            matcher = layout_matcher(ctx, inputs)
-            assets = inputs["assets"]
-            for asset_id in sorted(cooked):
-                if asset_id not in assets or asset_id not in before:
-                    return None
-                if matcher.signature(assets[asset_id]) != before[asset_id]:
-                    return None
+    if cooked_ids is None:  # the cook order stands: look only the edited assets up in it
+        listed, made = set(inputs["cooklist"].cooked) if edited else set(), inputs["cooked"]
+        cooked = {a for a in edited if a in listed and a in made}
+    else:
+        cooked = set(cooked_ids) & edited
+    if cooked and not _placed_as_before(ctx, inputs, cooked):
+        return None
     return Plan(units=[], state=known)
+
+
+def _placed_as_before(ctx, inputs: dict, cooked: set[str]) -> bool:
+    """Whether each of these cooked assets signs as the last run kept it (read one by one)."""
+    before, assets = ctx.previous["placements"], inputs["assets"]
+    matcher = layout_matcher(ctx, inputs)
+    return all(
+        a in assets and a in before and matcher.signature(assets[a]) == before[a]
+        for a in sorted(cooked)
+    )
 
 
 def _cooked_ids(inputs: dict) -> list[str]:
     """The cooked assets in cook-list order (what the packing iterates)."""
-    made = inputs["cooked"]
+    made = set(inputs["cooked"])
     return [a for a in inputs["cooklist"].cooked if a in made]
 
 
