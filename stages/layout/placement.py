@@ -42,6 +42,9 @@ class Placement(NamedTuple):
     whole: Asset | None  # the asset itself when a source's hook refines the fill
 
 
+UNNAMED = RuleMatch("")  # one record for every rule that names no asset: made once
+
+
 class LayoutMatcher:
     """The build file's layout rules, their globs compiled once, to sign many assets."""
 
@@ -57,6 +60,7 @@ class LayoutMatcher:
         ]
         self._maps = frozenset(maps)
         self._whole = whole
+        self._named: dict[str, RuleMatch] = {}  # bundle name → its match, made once each
 
     def placement(self, asset: Asset) -> Placement:
         paths = asset_paths(asset)
@@ -67,23 +71,26 @@ class LayoutMatcher:
                 and any(map(included, paths))
                 and not (excluded is not None and any(map(excluded, paths)))
             )
-            matches.append(_match(template, asset, f"bundles.layout[{index}]") if named else None)
+            matches.append(self._match(template, asset, index) if named else UNNAMED)
         return Placement(
             asset.id,
             asset.kind,
-            tuple((ref.target, ref.strength) for ref in asset.refs),
+            tuple([(ref.target, ref.strength) for ref in asset.refs]),
             file_of(asset),
-            tuple(match or RuleMatch("") for match in matches),
+            tuple(matches),
             asset if self._whole else None,
         )
+
+    def _match(self, template: str, asset: Asset, index: int) -> RuleMatch:
+        try:
+            name = render_name(template, asset, f"bundles.layout[{index}]")
+        except (ConfigError, KeyError, ValueError, IndexError) as exc:
+            return RuleMatch("", f"{type(exc).__name__}: {exc}")
+        match = self._named.get(name)
+        if match is None:
+            match = self._named[name] = RuleMatch(name)
+        return match
 
     def signature(self, asset: Asset) -> str:
         """The digest of the asset's placement: equal digests, equal packing."""
         return digest_value(self.placement(asset))
-
-
-def _match(template: str, asset: Asset, where: str) -> RuleMatch:
-    try:
-        return RuleMatch(render_name(template, asset, where))
-    except (ConfigError, KeyError, ValueError, IndexError) as exc:
-        return RuleMatch("", f"{type(exc).__name__}: {exc}")
