@@ -45,8 +45,10 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     """Early cutoff: when the cook order and the options are as the last plan left them and
     every cooked asset that changed has the placement signature it had (a renamed Item the same
     layout rules name to the same bundles, an attribute edit), the packing cannot change: no
-    unit, without reading the other assets. Re-cooked payloads move nothing either. Anything
-    else packs again from scratch."""
+    unit, without reading the other assets. Re-cooked payloads move nothing either. When the
+    options stand but the cook order or a placement moved, the one unit is planned again with
+    the other assets' signatures as the last run kept them (only the edited ones signed anew);
+    anything else plans from scratch."""
     known: PackState | None = changes.state
     if known is None:
         return None
@@ -58,7 +60,7 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if changes.inputs["cooklist"] or changes.inputs["cooked"]:
         cooked_ids = _cooked_ids(inputs)
         if digest_value(cooked_ids) != known.order:
-            return None
+            return _plan(ctx, inputs, cooked_ids, _kept(ctx, changes), "the cook list changed")
     edited = changes.inputs["assets"].touched
     if cooked_ids is None:  # the cook order stands: look only the edited assets up in it
         listed, made = set(inputs["cooklist"].cooked) if edited else set(), inputs["cooked"]
@@ -66,8 +68,17 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     else:
         cooked = set(cooked_ids) & edited
     if cooked and not _placed_as_before(ctx, inputs, cooked):
-        return None
+        moved = f"the placement of {min(cooked)} may have changed"
+        ids = _cooked_ids(inputs) if cooked_ids is None else cooked_ids
+        return _plan(ctx, inputs, ids, _kept(ctx, changes), moved)
     return Plan(units=[], state=known)
+
+
+def _kept(ctx, changes: StageChanges) -> dict[str, str]:
+    """The signatures the last run kept of the assets not edited since (still theirs: a
+    signature reads only its asset and the options, which stand)."""
+    edited = changes.inputs["assets"].touched
+    return {a: sign for a, sign in ctx.previous["placements"].items() if a not in edited}
 
 
 def _placed_as_before(ctx, inputs: dict, cooked: set[str]) -> bool:
@@ -101,19 +112,24 @@ def plan(ctx, inputs: dict) -> Plan:
     cook-list order (stages/layout/placement.py) and the options it packs by. So an edit
     packing does not read (an attribute, a rename the same rules place alike) keeps the key a
     clean build would give, and a re-cooked asset does not re-pack."""
+    return _plan(ctx, inputs, _cooked_ids(inputs), {})
+
+
+def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: dict[str, str], why: str = "") -> Plan:
+    """The one unit over `cooked_ids`, signing the assets whose signature is not `kept`."""
     assets = inputs["assets"]
-    cooked_ids = _cooked_ids(inputs)
     cooked = tuple(assets[a] for a in cooked_ids)
     options, hook = pack_options(ctx, inputs)
     matcher = layout_matcher(ctx, inputs)
-    placements = {asset.id: matcher.signature(asset) for asset in cooked}
+    placements = {asset.id: kept.get(asset.id) or matcher.signature(asset) for asset in cooked}
     key = {"placements": digest_value(list(placements.items())), "options": options._asdict()}
     if hook is not None:  # what the source's refinement reads comes from the whole project
         key["hook"] = [hook.target, digest_value(hook.data)]
     state = PackState(digest_value(cooked_ids), settings_digest(ctx), digest_value([options, hook]))
     job = PackJob(cooked, options, hook)
     unit = Unit(id="bundles", payload=job, key=key)
-    return Plan(units=[unit], state=state, scratch=placements)
+    reasons = {unit.id: why} if why else None
+    return Plan(units=[unit], state=state, scratch=placements, reasons=reasons)
 
 
 def run(job: PackJob, shared, reader) -> Packing:
@@ -136,13 +152,10 @@ def run(job: PackJob, shared, reader) -> Packing:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    if results.changed is not None and not results.changed:
-        return dict.fromkeys(SPEC.outputs, UNCHANGED)
+    placements = results.plan.scratch  # the unit planned this run: its signatures, kept
+    if results.changed is not None and not results.changed:  # the same packing
+        return dict.fromkeys(SPEC.outputs, UNCHANGED) | {"placements": UNCHANGED if placements is None else placements}
     packing: Packing = results["bundles"]
-    placements = results.plan.scratch
-    if placements is None:  # not planned whole in this run: sign the cooked assets again
-        matcher, assets = layout_matcher(ctx, inputs), inputs["assets"]
-        placements = {a: matcher.signature(assets[a]) for a in _cooked_ids(inputs)}
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
     return {

@@ -61,6 +61,8 @@ class Project:
         self.sections = sections
         self.outputs: dict[str, Any] = {}
         self.state: Any = None
+        self.key: Any = None  # the stored unit's key
+        self.packing: Any = None  # its result
 
     def inputs(self) -> dict[str, Any]:
         return {
@@ -78,33 +80,38 @@ class Project:
         )
 
     def build(self, changes: StageChanges | None) -> str:
-        """One run of the stage: `update` when it has a record, else `plan`; the units run and
-        the outputs kept as the engine keeps them. Returns how it went."""
+        """One run of the stage as the engine runs it: `update` when it has a record, else
+        `plan`; the unit runs when its key moved, `finish` sees which results changed, and the
+        outputs are kept (UNCHANGED: as they were). Returns how it went."""
         ctx, inputs = self.ctx(), self.inputs()
         planned = stage.update(ctx, inputs, changes) if changes is not None else None
-        if planned is not None:
-            assert not planned.units
-            done = stage.finish(ctx, inputs, SimpleNamespace(changed=set(), plan=planned))
-            assert all(value is UNCHANGED for value in done.values())
-            self.state = planned.state
-            return "cut off"
-        planned = stage.plan(ctx, inputs)
-        (unit,) = planned.units
-        packing = stage.run(unit.payload, None, None)
-        done = stage.finish(ctx, inputs, _Results(planned, packing))
+        how = "cut off" if planned is not None and not planned.units else "re-planned"
+        if planned is None:
+            planned, how = stage.plan(ctx, inputs), "packed"
+        changed: set[str] | None = None if how == "packed" else set()
+        packing = self.packing
+        for unit in planned.units:
+            if how == "packed" or unit.key != self.key:
+                packing = stage.run(unit.payload, None, None)
+                if how != "packed" and packing != self.packing:
+                    changed = {unit.id}
+            self.key = unit.key
+        done = stage.finish(ctx, inputs, _Results(planned, packing, changed))
         assert not any(isinstance(value, KeyedPatch) for value in done.values())
-        self.outputs, self.state = done, planned.state
-        return "packed"
+        if how == "cut off":
+            assert all(value is UNCHANGED for value in done.values())
+        self.outputs |= {k: v for k, v in done.items() if v is not UNCHANGED}
+        self.packing, self.state = packing, planned.state
+        return how
 
 
 class _Results:
-    """A full plan's results: the plan and its one unit's packing."""
+    """A run's results: the plan, its one unit's packing, what changed (None: a full plan)."""
 
-    changed = None
-
-    def __init__(self, plan: Any, packing: Any) -> None:
+    def __init__(self, plan: Any, packing: Any, changed: set[str] | None) -> None:
         self.plan = plan
         self.packing = packing
+        self.changed = changed
 
     def __getitem__(self, unit_id: str) -> Any:
         return self.packing
@@ -256,6 +263,10 @@ def test_pack_update_always_equals_packing_from_scratch(story):
         event(f"{what}: {how}")
         kept = {name: project.outputs[name] for name in ("bundles", "asset_bundles")}
         assert kept == expected, f"{how} after {what}"
+        # What a clean build stores: the unit's key and every cooked asset's signature.
+        clean = stage.plan(project.ctx(), project.inputs())
+        assert project.key == clean.units[0].key, f"{how} after {what}: a stale key"
+        assert project.outputs["placements"] == clean.scratch, f"{how} after {what}"
 
 
 def test_a_reference_made_soft_packs_again_when_soft_ones_are_not_followed():
@@ -285,7 +296,7 @@ def test_a_reference_made_soft_packs_again_when_soft_ones_are_not_followed():
     assert project.build(renamed) == "cut off"  # still under UI/: the same bundle
     soft = replace(project.assets["g00"].refs[0], strength=SOFT)
     project.assets["g00"] = replace(project.assets["g00"], refs=(soft,))
-    assert project.build(StageChanges(changes.inputs, [], project.state)) == "packed"
+    assert project.build(StageChanges(changes.inputs, [], project.state)) == "re-planned"
     assert project.outputs["asset_bundles"] == {"g00": ("ui",), "g01": ("default",)}
     assert project.outputs["asset_bundles"] == scratch(project)["asset_bundles"]
 
