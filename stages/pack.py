@@ -154,7 +154,9 @@ def run(job: PackJob, shared, reader) -> Packing:
 def finish(ctx, inputs: dict, results) -> dict:
     placements = results.plan.scratch  # the unit planned this run: its signatures, kept
     if results.changed is not None and not results.changed:  # the same packing
-        return dict.fromkeys(SPEC.outputs, UNCHANGED) | {"placements": UNCHANGED if placements is None else placements}
+        return dict.fromkeys(SPEC.outputs, UNCHANGED) | {
+            "placements": UNCHANGED if placements is None else placements
+        }
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
