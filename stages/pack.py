@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from orchestrator import (
     UNCHANGED,
+    KeyedPatch,
     Plan,
     Problem,
     StageChanges,
@@ -74,11 +75,12 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     return Plan(units=[], state=known)
 
 
-def _kept(ctx, changes: StageChanges) -> dict[str, str]:
+def _kept(ctx, changes: StageChanges) -> Signed:
     """The signatures the last run kept of the assets not edited since (still theirs: a
-    signature reads only its asset and the options, which stand)."""
+    signature reads only its asset and the options, which stand), and every key it kept."""
     edited = changes.inputs["assets"].touched
-    return {a: sign for a, sign in ctx.previous["placements"].items() if a not in edited}
+    stored = ctx.previous["placements"].items()
+    return Signed({a: sign for a, sign in stored if a not in edited}, [a for a, _ in stored])
 
 
 def _placed_as_before(ctx, inputs: dict, cooked: set[str]) -> bool:
@@ -97,6 +99,15 @@ def _cooked_ids(inputs: dict) -> list[str]:
     return [a for a in inputs["cooklist"].cooked if a in made]
 
 
+class Signed(NamedTuple):
+    """Planning's signatures for `finish` (Plan.scratch, not stored): every cooked asset's, and
+    the keys the last run kept when an update planned (None after a full plan)."""
+
+    placements: dict[str, str]
+    stored: list[str] | None
+    patch: KeyedPatch | None = None  # after an update: the signatures made anew, keys gone
+
+
 @record
 class PackJob(NamedTuple):
     """The one unit's work: the cooked assets in cook-list order, packed by the options, and
@@ -112,16 +123,17 @@ def plan(ctx, inputs: dict) -> Plan:
     cook-list order (stages/layout/placement.py) and the options it packs by. So an edit
     packing does not read (an attribute, a rename the same rules place alike) keeps the key a
     clean build would give, and a re-cooked asset does not re-pack."""
-    return _plan(ctx, inputs, _cooked_ids(inputs), {})
+    return _plan(ctx, inputs, _cooked_ids(inputs), Signed({}, None))
 
 
-def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: dict[str, str], why: str = "") -> Plan:
+def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: Signed, why: str = "") -> Plan:
     """The one unit over `cooked_ids`, signing the assets whose signature is not `kept`."""
     assets = inputs["assets"]
     cooked = tuple(assets[a] for a in cooked_ids)
     options, hook = pack_options(ctx, inputs)
     matcher = layout_matcher(ctx, inputs)
-    placements = {asset.id: kept.get(asset.id) or matcher.signature(asset) for asset in cooked}
+    known = kept.placements
+    placements = {asset.id: known.get(asset.id) or matcher.signature(asset) for asset in cooked}
     key = {"placements": digest_value(list(placements.items())), "options": options._asdict()}
     if hook is not None:  # what the source's refinement reads comes from the whole project
         key["hook"] = [hook.target, digest_value(hook.data)]
@@ -129,7 +141,12 @@ def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: dict[str, str], why: s
     job = PackJob(cooked, options, hook)
     unit = Unit(id="bundles", payload=job, key=key)
     reasons = {unit.id: why} if why else None
-    return Plan(units=[unit], state=state, scratch=placements, reasons=reasons)
+    scratch = Signed(placements, kept.stored)
+    if kept.stored is not None:  # an update: only the signatures made anew, and the keys gone
+        fresh = {a: sign for a, sign in placements.items() if a not in known}
+        gone = tuple(sorted(set(kept.stored) - set(placements)))
+        scratch = Signed(placements, kept.stored, KeyedPatch(fresh, gone))
+    return Plan(units=[unit], state=state, scratch=scratch, reasons=reasons)
 
 
 def run(job: PackJob, shared, reader) -> Packing:
@@ -152,11 +169,9 @@ def run(job: PackJob, shared, reader) -> Packing:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    placements = results.plan.scratch  # the unit planned this run: its signatures, kept
+    placements = _placements(results.plan.scratch)
     if results.changed is not None and not results.changed:  # the same packing
-        return dict.fromkeys(SPEC.outputs, UNCHANGED) | {
-            "placements": UNCHANGED if placements is None else placements
-        }
+        return dict.fromkeys(SPEC.outputs, UNCHANGED) | {"placements": placements}
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
@@ -166,6 +181,14 @@ def finish(ctx, inputs: dict, results) -> dict:
         "packing": PackingInfo(list(packing.cycles), packing.policy, list(packing.problems)),
         "placements": placements,
     }
+
+
+def _placements(signed: Signed | None) -> Any:
+    """The `placements` output: UNCHANGED when no unit was planned; after an update, a patch of
+    the signatures made anew and the keys gone; else every signature."""
+    if signed is None:
+        return UNCHANGED
+    return signed.placements if signed.patch is None else signed.patch
 
 
 def problems(build, outputs) -> list[Problem]:
