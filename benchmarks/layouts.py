@@ -64,7 +64,7 @@ def cook_list(inputs: PackInputs, layout: list[dict]) -> list[str]:
 def load_pack_inputs(project: Project) -> PackInputs:
     """Collect the project in this process and compute its cook list."""
     from orchestrator.core.config import load_build
-    from stages.pack import sharing_policy
+    from stages.layout.options import sharing_policy
     from stages.sources.messiah.reader import collect_project
 
     build = load_build(project.dir / "build.yaml")

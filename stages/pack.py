@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from orchestrator import (
     UNCHANGED,
+    KeyedPatch,
     Plan,
     Problem,
     StageChanges,
@@ -16,57 +17,95 @@ from orchestrator import (
     digest_value,
     record,
 )
-from stages.algorithms.priority import PRIORITY
-from stages.layout.packing import Packing, PackingInfo, pack, source_bundles
-from stages.sources import get_source, log_problems
+from stages.layout.options import (
+    PackOptions,
+    PackState,
+    layout_matcher,
+    options_digest,
+    pack_options,
+    settings_digest,
+)
+from stages.layout.packing import Packing, PackingInfo, pack
+from stages.sources import log_problems
 from stages.sources.base import Asset, PackHook
-
-DEFAULT_POLICY = "extract"
 
 SPEC = StageSpec(
     name="pack",
-    # 2: bundles and asset → bundles keyed, the rest in `packing`; 3: what no bundle may hold
-    version=3,
+    # 2: bundles and asset → bundles keyed, the rest in `packing`; 3: what no bundle may hold;
+    # 4: each cooked asset's placement signature kept (`placements`), for the early cutoff
+    version=4,
     inputs=("assets", "source", "cooklist", "cooked"),
-    outputs=("bundles", "asset_bundles", "packing"),
-    keyed=("bundles", "asset_bundles"),
+    outputs=("bundles", "asset_bundles", "packing", "placements"),
+    keyed=("bundles", "asset_bundles", "placements"),
     config_keys=("bundles",),
     description="bundle layout, shared dependencies, bundle dependency graph",
 )
 
 
-def sharing_policy(bundles: dict, source_name: str) -> str:
-    """`bundles.shared_dependencies`, or when the build file names none the source's own policy
-    (`source: cocos` shares by priority, as Creator does), else `extract`."""
-    given = bundles.get("shared_dependencies")
-    if given:
-        return given
-    return getattr(get_source(source_name), "shared_dependencies", DEFAULT_POLICY)
-
-
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """Payloads cooked again do not move anything between bundles: only which assets are
-    cooked and how they refer to each other does."""
-    if (
-        any(changes.inputs[name] for name in ("assets", "source", "cooklist"))
-        or changes.inputs["cooked"].removed
-    ):
+    """Early cutoff: when the cook order and the options are as the last plan left them and
+    every cooked asset that changed has the placement signature it had (a renamed Item the same
+    layout rules name to the same bundles, an attribute edit), the packing cannot change: no
+    unit, without reading the other assets. Re-cooked payloads move nothing either. When the
+    options stand but the cook order or a placement moved, the one unit is planned again with
+    the other assets' signatures as the last run kept them (only the edited ones signed anew);
+    anything else plans from scratch."""
+    known: PackState | None = changes.state
+    if known is None:
         return None
-    return Plan(units=[])
+    if settings_digest(ctx) != known.settings:
+        return None
+    if changes.inputs["source"] and options_digest(ctx, inputs) != known.options:
+        return None
+    cooked_ids = None
+    if changes.inputs["cooklist"] or changes.inputs["cooked"]:
+        cooked_ids = _cooked_ids(inputs)
+        if digest_value(cooked_ids) != known.order:
+            return _plan(ctx, inputs, cooked_ids, _kept(ctx, changes), "the cook list changed")
+    edited = changes.inputs["assets"].touched
+    if cooked_ids is None:  # the cook order stands: look only the edited assets up in it
+        listed, made = set(inputs["cooklist"].cooked) if edited else set(), inputs["cooked"]
+        cooked = {a for a in edited if a in listed and a in made}
+    else:
+        cooked = set(cooked_ids) & edited
+    if cooked and not _placed_as_before(ctx, inputs, cooked):
+        moved = f"the placement of {min(cooked)} may have changed"
+        ids = _cooked_ids(inputs) if cooked_ids is None else cooked_ids
+        return _plan(ctx, inputs, ids, _kept(ctx, changes), moved)
+    return Plan(units=[], state=known)
 
 
-@record
-class PackOptions(NamedTuple):
-    """What the packing follows besides the assets (the build file's `bundles` and `cook`, and
-    what the source says); its fields are also the unit's key."""
+def _kept(ctx, changes: StageChanges) -> Signed:
+    """The signatures the last run kept of the assets not edited since (still theirs: a
+    signature reads only its asset and the options, which stand), and every key it kept."""
+    edited = changes.inputs["assets"].touched
+    stored = ctx.previous["placements"].items()
+    return Signed({a: sign for a, sign in stored if a not in edited}, [a for a, _ in stored])
 
-    layout: list
-    policy: str  # bundles.shared_dependencies
-    maps: list[str]
-    follow_soft: bool
-    assigned: dict[str, list[str]] | None  # bundles the project assigns (None: from_meta off)
-    not_bundled: dict[str, str]  # assets no bundle may hold → why
-    priorities: dict[str, int]
+
+def _placed_as_before(ctx, inputs: dict, cooked: set[str]) -> bool:
+    """Whether each of these cooked assets signs as the last run kept it (read one by one)."""
+    before, assets = ctx.previous["placements"], inputs["assets"]
+    matcher = layout_matcher(ctx, inputs)
+    return all(
+        a in assets and a in before and matcher.signature(assets[a]) == before[a]
+        for a in sorted(cooked)
+    )
+
+
+def _cooked_ids(inputs: dict) -> list[str]:
+    """The cooked assets in cook-list order (what the packing iterates)."""
+    made = set(inputs["cooked"])
+    return [a for a in inputs["cooklist"].cooked if a in made]
+
+
+class Signed(NamedTuple):
+    """Planning's signatures for `finish` (Plan.scratch, not stored): every cooked asset's, and
+    the keys the last run kept when an update planned (None after a full plan)."""
+
+    placements: dict[str, str]
+    stored: list[str] | None
+    patch: KeyedPatch | None = None  # after an update: the signatures made anew, keys gone
 
 
 @record
@@ -80,33 +119,34 @@ class PackJob(NamedTuple):
 
 
 def plan(ctx, inputs: dict) -> Plan:
-    """One unit; its key covers the cooked assets' graph and the options it packs by."""
+    """One unit; its key is what packing reads: each cooked asset's placement signature in
+    cook-list order (stages/layout/placement.py) and the options it packs by. So an edit
+    packing does not read (an attribute, a rename the same rules place alike) keeps the key a
+    clean build would give, and a re-cooked asset does not re-pack."""
+    return _plan(ctx, inputs, _cooked_ids(inputs), Signed({}, None))
+
+
+def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: Signed, why: str = "") -> Plan:
+    """The one unit over `cooked_ids`, signing the assets whose signature is not `kept`."""
     assets = inputs["assets"]
-    made = set(inputs["cooked"])
-    cooked_ids = [a for a in inputs["cooklist"].cooked if a in made]
     cooked = tuple(assets[a] for a in cooked_ids)
-    cook = ctx.section("cook")
-    bundles = ctx.section("bundles")
-    source = inputs["source"]
-    options = PackOptions(
-        layout=bundles.get("layout", []),
-        policy=sharing_policy(bundles, ctx.section("source")),
-        maps=list(cook.get("maps", [])),
-        follow_soft=bool(cook.get("follow_soft_references", True)),
-        assigned=(
-            source_bundles(source, ctx.section("source")) if bundles.get("from_meta") else None
-        ),
-        not_bundled=dict(getattr(source, "not_bundled", None) or {}),
-        priorities=dict(getattr(source, "bundle_priorities", None) or {}),
-    )
-    hook = getattr(source, "pack_hook", None) if options.policy == PRIORITY else None
-    # Payload digests do not shape the packing, only which assets are cooked and how they refer
-    # to each other: a re-cooked asset does not re-pack. The assets are frozen dataclasses, which
-    # the key's JSON encoder writes field by field itself (no list per asset and reference).
-    key = {"graph": digest_value(["assets", cooked]), "options": options._asdict()}
+    options, hook = pack_options(ctx, inputs)
+    matcher = layout_matcher(ctx, inputs)
+    known = kept.placements
+    placements = {asset.id: known.get(asset.id) or matcher.signature(asset) for asset in cooked}
+    key = {"placements": digest_value(list(placements.items())), "options": options._asdict()}
     if hook is not None:  # what the source's refinement reads comes from the whole project
         key["hook"] = [hook.target, digest_value(hook.data)]
-    return Plan(units=[Unit(id="bundles", payload=PackJob(cooked, options, hook), key=key)])
+    state = PackState(digest_value(cooked_ids), settings_digest(ctx), digest_value([options, hook]))
+    job = PackJob(cooked, options, hook)
+    unit = Unit(id="bundles", payload=job, key=key)
+    reasons = {unit.id: why} if why else None
+    scratch = Signed(placements, kept.stored)
+    if kept.stored is not None:  # an update: only the signatures made anew, and the keys gone
+        fresh = {a: sign for a, sign in placements.items() if a not in known}
+        gone = tuple(sorted(set(kept.stored) - set(placements)))
+        scratch = Signed(placements, kept.stored, KeyedPatch(fresh, gone))
+    return Plan(units=[unit], state=state, scratch=scratch, reasons=reasons)
 
 
 def run(job: PackJob, shared, reader) -> Packing:
@@ -129,8 +169,9 @@ def run(job: PackJob, shared, reader) -> Packing:
 
 
 def finish(ctx, inputs: dict, results) -> dict:
-    if results.changed is not None and not results.changed:
-        return {"bundles": UNCHANGED, "asset_bundles": UNCHANGED, "packing": UNCHANGED}
+    placements = _placements(results.plan.scratch)
+    if results.changed is not None and not results.changed:  # the same packing
+        return dict.fromkeys(SPEC.outputs, UNCHANGED) | {"placements": placements}
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
@@ -138,7 +179,16 @@ def finish(ctx, inputs: dict, results) -> dict:
         "bundles": packing.bundles,
         "asset_bundles": packing.asset_bundles,
         "packing": PackingInfo(list(packing.cycles), packing.policy, list(packing.problems)),
+        "placements": placements,
     }
+
+
+def _placements(signed: Signed | None) -> Any:
+    """The `placements` output: UNCHANGED when no unit was planned; after an update, a patch of
+    the signatures made anew and the keys gone; else every signature."""
+    if signed is None:
+        return UNCHANGED
+    return signed.placements if signed.patch is None else signed.patch
 
 
 def problems(build, outputs) -> list[Problem]:

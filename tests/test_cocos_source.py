@@ -13,7 +13,7 @@ from cocos_projects import CocosProject, frame, texture
 from orchestrator.core.config import load_build
 from orchestrator.errors import ConfigError
 from orchestrator.shell.cli import main
-from stages.pack import sharing_policy
+from stages.layout.options import sharing_policy
 from stages.settings import cocos_engine_path
 from stages.sources.cocos import collect_cocos
 from stages.sources.cocos.uuids import compress_uuid

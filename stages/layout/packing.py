@@ -121,7 +121,7 @@ class _LeftOut:
         self.problems.append(
             Problem(
                 "not_bundled",
-                _file_of(self.cooked[asset_id]),
+                file_of(self.cooked[asset_id]),
                 f"{asset_id} is left out of bundle {bundle!r} ({named_by} names it): {reason}",
             )
         )
@@ -263,7 +263,7 @@ def _nothing_assigned(layout: Sequence[dict]) -> Problem:
     )
 
 
-def _file_of(asset: Asset) -> str:
+def file_of(asset: Asset) -> str:
     """The project file an asset is: its id when that is one of its files (Unity), else its
     first file."""
     if asset.id in asset.files or not asset.files:
