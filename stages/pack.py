@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -154,9 +155,13 @@ def run(job: PackJob, shared, reader) -> Packing:
     if job.hook is not None:
         module, _, name = job.hook.target.partition(":")
         refine = partial(getattr(importlib.import_module(module), name), data=job.hook.data)
-    options = job.options
+    return pack_with(job.assets, job.options, refine)
+
+
+def pack_with(assets: Sequence[Asset], options: PackOptions, refine=None) -> Packing:
+    """`assets` packed under the stage's options (what a unit and a clean plan compute)."""
     return pack(
-        job.assets,
+        assets,
         options.layout,
         options.maps,
         options.policy,

@@ -118,17 +118,21 @@ def test_large_values_go_to_the_blob_store_and_come_back(tmp_path):
     state.close()
 
 
+def _overwrite_row(tmp_path, key: str, value) -> None:
+    """Write `value` over the stored bytes of entry `key`, leaving its digest as it was."""
+    from orchestrator.codec import dumps
+
+    db = sqlite3.connect(next(tmp_path.glob("cache/state/*/*.sqlite")))
+    db.execute("UPDATE entries SET data = ? WHERE key = ?", (dumps(value), key))
+    db.commit()
+    db.close()
+
+
 def test_a_row_that_fails_its_digest_is_corruption(tmp_path):
     """A value row whose bytes no longer match their digest raises CacheCorrupt (the scheduler
     then starts the run again with the stages forgotten)."""
     run(tmp_path, lambda s: s.values.put_entries("v", [("a", "right")]))
-    path = next(tmp_path.glob("cache/state/*/*.sqlite"))
-    db = sqlite3.connect(path)
-    from orchestrator.codec import dumps
-
-    db.execute("UPDATE entries SET data = ? WHERE key = 'a'", (dumps("wrong"),))
-    db.commit()
-    db.close()
+    _overwrite_row(tmp_path, "a", "wrong")
     state = open_state(tmp_path)
     with pytest.raises(CacheCorrupt, match="does not match its digest"):
         state.values.entry("v", "a")
@@ -139,7 +143,7 @@ def test_entries_sent_encoded_are_checked_against_their_digests(tmp_path):
     """Entries handed over undecoded (ValueStore.encoded_items: a custom-code worker decodes
     them) are the stored bytes, blob-store ones included, each checked first: a row that
     fails its digest is corruption here too, never bytes passed on unchecked."""
-    from orchestrator.codec import dumps, loads
+    from orchestrator.codec import loads
 
     large = "y" * (INLINE_MAX_BYTES + 1)
     run(tmp_path, lambda s: s.values.put_entries("v", [("a", "right"), ("b", large)]))
@@ -149,11 +153,7 @@ def test_entries_sent_encoded_are_checked_against_their_digests(tmp_path):
         ("b", large),
     ]
     state.close()
-    path = next(tmp_path.glob("cache/state/*/*.sqlite"))
-    db = sqlite3.connect(path)
-    db.execute("UPDATE entries SET data = ? WHERE key = 'a'", (dumps("wrong"),))
-    db.commit()
-    db.close()
+    _overwrite_row(tmp_path, "a", "wrong")
     state = open_state(tmp_path)
     with pytest.raises(CacheCorrupt, match="does not match its digest"):
         state.values.encoded_items("v")

@@ -28,7 +28,6 @@ from orchestrator.keyed import NOTHING, Changes
 from orchestrator.typing import StageChanges
 from stages import pack as stage
 from stages.layout.options import pack_options
-from stages.layout.packing import pack
 from stages.sources.base import HARD, RESOURCE, SOFT, Asset, Ref
 
 PACKAGES = ("UI", "UI/icons", "Fx", "Char")
@@ -125,17 +124,7 @@ class _Results:
 def scratch(project: Project) -> dict[str, Any]:
     """The outputs packing from scratch gives (what a clean build keeps)."""
     options, _ = pack_options(project.ctx(), project.inputs())
-    packing = pack(
-        [project.assets[a] for a in project.cooked],
-        options.layout,
-        options.maps,
-        options.policy,
-        options.follow_soft,
-        options.assigned,
-        options.priorities,
-        None,
-        options.not_bundled,
-    )
+    packing = stage.pack_with([project.assets[a] for a in project.cooked], options)
     return {"bundles": packing.bundles, "asset_bundles": packing.asset_bundles}
 
 
