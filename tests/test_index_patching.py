@@ -4,14 +4,18 @@ previous index make of the next one instead of decoding it whole."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rules_helpers import make_index
+from test_cache_entries import open_state  # here: imported in a @given test, its tests nest
 
 from orchestrator import Keyed
+from stages.rules.traced import ILEVELS, PREFIXES, ROOT
 from stages.sources.base import IndexPatcher, index_of
+from stages.sources.messiah.index import MessiahIndex
 
 GUIDS = [f"{n:08x}-0000-4000-8000-000000000000" for n in range(10)]
 RESOURCES = st.dictionaries(
@@ -87,8 +91,6 @@ def test_an_index_sent_encoded_is_the_index_decoded_whole(tmp_path_factory, step
     there: Keyed.encoded_items, decoded_entries) makes the index the driver would decode, run
     after run, whether this run's collect stored the index or patched it in memory (an
     overlay on what the state holds), with entries large enough to live in the blob store."""
-    from test_cache_entries import open_state
-
     from orchestrator import KeyedPatch, decoded_entries
 
     folder = tmp_path_factory.mktemp("state")
@@ -114,3 +116,59 @@ def test_an_index_sent_encoded_is_the_index_decoded_whole(tmp_path_factory, step
         finally:
             state.close()
             state.values.blobs.close()
+
+
+def stored_form(resources: dict, levels: set) -> MessiahIndex:
+    """An index as the build stores it: root "", paths project-relative (`make_index` makes a
+    rooted one)."""
+
+    def rel(path):
+        return None if path is None else path.removeprefix("/p/")
+
+    entries = {}
+    for key, value in make_index(Path("/p"), resources, tuple(sorted(levels))).entries().items():
+        if key == ROOT:
+            value = ""
+        elif key.startswith(PREFIXES["res_in_disk"]):
+            value = tuple(
+                f._replace(Resource=rel(f.Resource), Data=rel(f.Data), HDR=rel(f.HDR))
+                for f in value
+            )
+        elif key != ILEVELS:
+            value = tuple(r._replace(RepositoryFullPath=rel(r.RepositoryFullPath)) for r in value)
+        entries[key] = value
+    return MessiahIndex.from_entries(sorted(entries.items()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(RESOURCES, LEVELS, st.booleans()), min_size=1, max_size=6))
+def test_an_index_patched_in_place_and_its_rooted_form_are_those_made_afresh(steps):
+    """Index after index, `MessiahIndex.patched` (copies of the sets, Items added, renamed,
+    removed) is what `from_entries` makes of the entries, in every set's order; and its
+    rooted form, patched from the previous one's when that was made (the flag), is the rooted
+    form of the index made afresh, with the stored index's digest."""
+    held = None
+    for resources, levels, rooted_before in steps:
+        fresh = stored_form(resources, levels)
+        if held is None:
+            held = fresh
+        else:
+            if rooted_before:
+                held.at("/r")
+            old, new = held.entries(), fresh.entries()
+            changed = {key: value for key, value in new.items() if old.get(key) != value}
+            held = held.patched(changed, [key for key in old if key not in new])
+        assert shape(held) == shape(fresh)
+        assert shape(held.at("/r")) == shape(fresh.at("/r"))
+        assert held.at("/r") is held.at("/r/")  # made once per root
+        assert held.at("/r").digest() == fresh.digest()
+
+
+def test_an_index_pickles_without_the_rooted_forms_it_keeps():
+    """A Ray worker gets the stored index alone: the rooted form kept beside it (and the link
+    a rooted one keeps to its stored form) stay in the process that made them."""
+    index = stored_form({GUIDS[0]: {"file": "Res/x/resource.xml"}}, {"L1"})
+    rooted = index.at("/r")
+    copy = pickle.loads(pickle.dumps(index))
+    assert copy == index and not any(name.startswith("_") for name in vars(copy))
+    assert pickle.loads(pickle.dumps(rooted)) == rooted

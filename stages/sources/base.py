@@ -204,7 +204,11 @@ def index_of_encoded(encoded: Iterable[tuple[str, bytes]]) -> Any:
 
 def patched_index(index: Any, changed: Mapping[str, Any], removed: Iterable[str]) -> Any:
     """`index` (one stored by entry) with some entries changed and some removed: the index
-    `index_of` makes of the entries so changed (each set in key order)."""
+    `index_of` makes of the entries so changed (each set in key order). The Messiah index
+    patches itself from copies of its sets (`MessiahIndex.patched`)."""
+    patch = getattr(index, "patched", None)
+    if callable(patch):
+        return patch(changed, removed)
     entries = index.entries()
     for key in removed:
         entries.pop(key, None)

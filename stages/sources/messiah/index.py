@@ -18,7 +18,8 @@ depends on the entries it looked up (stages/rules/traced.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -148,60 +149,172 @@ class MessiahIndex:
             self.known_digest = self.content_digest()
         return self.known_digest
 
+    # -- patching (a resident build) --------------------------------------------------------
+    def patched(self, changed: Mapping[str, Any], removed: Iterable[str]) -> MessiahIndex:
+        """What `from_entries` makes of this index's entries with `changed` set and `removed`
+        gone (keys of the keyed value), made from copies of its sets rather than entry by
+        entry: a resident build's index after an edit of a few Items. Each set stays in key
+        order. When this index's rooted form (`at`) was made, the new one's is patched from it
+        the same way, rooting only the entries that changed."""
+        updates: dict[str, dict[str, Any]] = {attribute: {} for attribute in PREFIXES}
+        gone: dict[str, set[str]] = {attribute: set() for attribute in PREFIXES}
+        attribute_of = {prefix: attribute for attribute, prefix in PREFIXES.items()}
+        root, ilevels = self.root, self.ilevels
+        for key in removed:
+            head, _, rest = key.partition("/")
+            if head + "/" in attribute_of:
+                gone[attribute_of[head + "/"]].add(rest)
+            elif key == ROOT:
+                root = ""
+            elif key == ILEVELS:
+                ilevels = frozenset()
+        for key, value in changed.items():
+            head, _, rest = key.partition("/")
+            if head + "/" in attribute_of:
+                updates[attribute_of[head + "/"]][rest] = value
+            elif key == ROOT:
+                root = value
+            elif key == ILEVELS:
+                ilevels = frozenset(value)
+
+        def patched_set(attribute: str) -> dict[str, tuple]:
+            return _patched_set(getattr(self, attribute), updates[attribute], gone[attribute])
+
+        new = MessiahIndex(
+            root,
+            res_in_repo=patched_set("res_in_repo"),
+            res_in_disk=patched_set("res_in_disk"),
+            res_virt_info=patched_set("res_virt_info"),
+            ilevels=ilevels,
+        )
+        kept = self.__dict__.get("_rooted")
+        if kept is not None:
+            touched = {
+                attribute: set(updates[attribute]) | gone[attribute] for attribute in PREFIXES
+            }
+            new.__dict__["_rooted_base"] = (*kept, touched)
+        return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickles (a Ray worker's copy): the fields, not the rooted forms kept beside."""
+        return {name: value for name, value in self.__dict__.items() if not name.startswith("_")}
+
     def at(self, root: str) -> MessiahIndex:
         """The index with absolute paths under `root`, as the spec's sets hold them (an index
-        made with absolute paths is itself); it keeps the stored index's digest."""
+        made with absolute paths is itself); it keeps the stored index's digest. Made once per
+        root and kept: a patched index's is patched from its base's (`patched`)."""
         if self.root:
             return self
+        root = to_posix(root).rstrip("/")
+        kept = self.__dict__.get("_rooted")
+        if kept is not None and kept[0] == root:
+            return kept[1]
+        base = self.__dict__.pop("_rooted_base", None)
         with paused_gc():
-            return self._at(to_posix(root).rstrip("/"))
+            if base is not None and base[0] == root:
+                rooted = self._rerooted(_Rooting(root), base[1], base[2])
+            else:
+                rooted = self._rerooted(_Rooting(root), None, None)
+        self.__dict__["_rooted"] = (root, rooted)
+        return rooted
 
-    def _at(self, root: str) -> MessiahIndex:
-        prefix = f"{root}/"
-        paths: dict[str, str] = {}  # a repository's path, made once: shared by its resources
+    def _rerooted(
+        self, rooting: _Rooting, base: MessiahIndex | None, touched: dict[str, set[str]] | None
+    ) -> MessiahIndex:
+        """This index rooted by `rooting`; with `base` (the rooted form of the index this one
+        was patched from) and the keys each set `touched`, only those entries are rooted."""
 
-        def absolute(path: str) -> str:
-            found = paths.get(path)
-            if found is None:
-                found = paths[path] = prefix + path
-            return found
+        def rooted(attribute: str, make) -> dict[str, tuple]:
+            mine: dict[str, tuple] = getattr(self, attribute)
+            if base is None or touched is None:
+                return {key: tuple(map(make, members)) for key, members in mine.items()}
+            theirs: dict[str, tuple] = getattr(base, attribute)
+            keys = touched[attribute]
+            if not keys:  # the set is the base's own (_patched_set): so is its rooted form
+                return theirs
+            return {
+                key: tuple(map(make, members)) if key in keys else theirs[key]
+                for key, members in mine.items()
+            }
 
-        new = tuple.__new__
-        rooted: dict[int, MessiahResource] = {}  # res_in_repo and res_virt_info share them
-
-        def resource(item: MessiahResource) -> MessiahResource:
-            found = rooted.get(id(item))
-            if found is None:
-                found = rooted[id(item)] = new(
-                    MessiahResource, (*item[:7], absolute(item.RepositoryFullPath))
-                )
-            return found
-
-        def folder(entry: ResourceFile) -> ResourceFile:
-            head, tail = entry[:4], entry[4:]
-            return new(
-                ResourceFile,
-                (
-                    *head[:3],
-                    prefix + entry.Resource,
-                    *(None if path is None else prefix + path for path in tail),
-                ),
-            )
-
-        return MessiahIndex(
-            root=root or "/",
-            res_in_repo={g: tuple(map(resource, rs)) for g, rs in self.res_in_repo.items()},
-            res_in_disk={g: tuple(map(folder, fs)) for g, fs in self.res_in_disk.items()},
-            res_virt_info={v: tuple(map(resource, rs)) for v, rs in self.res_virt_info.items()},
-            ilevels=frozenset(prefix + path for path in self.ilevels),
-            known_digest=self.digest(),
+        new = MessiahIndex(
+            root=rooting.root or "/",
+            res_in_repo=rooted("res_in_repo", rooting.resource),
+            res_in_disk=rooted("res_in_disk", rooting.folder),
+            res_virt_info=rooted("res_virt_info", rooting.resource),
+            ilevels=frozenset(rooting.prefix + path for path in self.ilevels),
+            known_digest=self.known_digest,
         )
+        if not self.known_digest:  # the stored index's digest, computed only if asked for
+            new.__dict__["_digest_of"] = weakref.ref(self)
+        return new
 
     def content_digest(self) -> str:
+        """A digest of what the index holds; a rooted index's is its stored form's while that
+        lives (rooting left the digest to be computed when asked: seconds at 100,000)."""
+        stored = self.__dict__.get("_digest_of")
+        found = stored() if stored is not None else None
+        if found is not None:  # a rooted index: its stored form's digest
+            return found.digest()
+        return self._own_digest()
+
+    def _own_digest(self) -> str:
         return digest_value(
             {
                 "repo": sorted((g, [list(r) for r in rs]) for g, rs in self.res_in_repo.items()),
                 "disk": sorted((g, [list(f) for f in fs]) for g, fs in self.res_in_disk.items()),
                 "ilevels": sorted(self.ilevels),
             }
+        )
+
+
+def _patched_set(
+    old: dict[str, tuple], changed: dict[str, tuple], removed: set[str]
+) -> dict[str, tuple]:
+    """One set of an index with entries changed and removed, in key order: the same dict when
+    nothing in it moved (an index is read-only once built), else a copy; sorted again only
+    when a key is new (a changed one keeps its place)."""
+    if not changed and not removed:
+        return old
+    new = dict(old)
+    for key in removed:
+        new.pop(key, None)
+    added = any(key not in new for key in changed)
+    new.update(changed)
+    return dict(sorted(new.items())) if added else new
+
+
+class _Rooting:
+    """Making an index's records absolute under a root: a repository's path made once and
+    shared by its resources, and a resource shared by res_in_repo and res_virt_info."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.prefix = f"{root}/"
+        self._paths: dict[str, str] = {}
+        self._resources: dict[int, MessiahResource] = {}
+
+    def absolute(self, path: str) -> str:
+        found = self._paths.get(path)
+        if found is None:
+            found = self._paths[path] = self.prefix + path
+        return found
+
+    def resource(self, item: MessiahResource) -> MessiahResource:
+        found = self._resources.get(id(item))
+        if found is None:
+            found = self._resources[id(item)] = tuple.__new__(
+                MessiahResource, (*item[:7], self.absolute(item.RepositoryFullPath))
+            )
+        return found
+
+    def folder(self, entry: ResourceFile) -> ResourceFile:
+        prefix = self.prefix
+        return tuple.__new__(
+            ResourceFile,
+            (
+                *entry[:3],
+                prefix + entry.Resource,
+                *(None if path is None else prefix + path for path in entry[4:]),
+            ),
         )
