@@ -245,3 +245,22 @@ def test_unknown_ext_codes_and_damaged_bytes_are_codec_errors():
     )
     with pytest.raises(CodecError):
         loads(wrong_arity)
+
+
+@record
+class Versioned(NamedTuple):
+    name: str
+    added_later: int = 7
+
+
+def test_a_record_stored_before_a_field_existed_decodes_with_its_default():
+    """A NamedTuple stored with all its fields is rebuilt as the tuple of them; one stored
+    before a defaulted field was added is built by its class, the default filling the field;
+    an empty record is a CodecError."""
+    name = f"{__name__}:Versioned"
+    assert loads(dumps(Versioned("a", 3))) == Versioned("a", 3)
+    assert type(loads(dumps(Versioned("a", 3)))) is Versioned
+    older = msgpack.packb(msgpack.ExtType(RECORD, msgpack.packb([name, "a"])))
+    assert loads(older) == Versioned("a", 7)
+    with pytest.raises(CodecError):
+        loads(msgpack.packb(msgpack.ExtType(RECORD, msgpack.packb([]))))
