@@ -32,9 +32,9 @@ from orchestrator import (
     record,
 )
 from stages.algorithms.globs import compile_globs
-from stages.rules.custom.host import close_workers, patch_indexes, use_limits
+from stages.rules.custom.host import close_workers, patch_indexes, preload_index, use_limits
 from stages.rules.engine import Shared, check_files, plan_files
-from stages.rules.functions import StoredIndex, index_is_available
+from stages.rules.functions import StoredIndex, index_is_available, index_view
 from stages.rules.kept import KEPT
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import (
@@ -267,9 +267,14 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
             if unit_id not in planned and (unit_id in stale or unit_id.partition("#")[0] in mine)
         )
         reasons = {unit.id: "files added or removed: " + _named(moved, unit) for unit in units}
+    shared = _shared(ctx, ruleset, index)
+    if index_changes and any(rule.custom_index for rule in ruleset.rules):
+        # Their units read all of the index: they run again, and the custom-code worker
+        # decodes it meanwhile, while the units before them run.
+        preload_index(index_view(shared.index, shared.index_digest, shared.root))
     return Plan(
         units=units,
-        shared=_shared(ctx, ruleset, index),
+        shared=shared,
         state=_state(ruleset, shards, index),
         removed=removed,
         scratch=ruleset,

@@ -641,3 +641,60 @@ def test_a_stored_index_is_decoded_by_the_worker_alone(tmp_path):
         close_workers()
         state.close()
         state.values.blobs.close()
+
+
+def test_an_index_sent_ahead_is_the_one_the_next_call_finds_loaded(tmp_path):
+    """`preload` sends a worker the index and goes on without waiting (validate does it when
+    an index edit will re-run the rules whose custom code reads it): the next call leases that
+    worker, reads the load's reply first, and sees what a worker sent the index at the call
+    sees; the index is sent once, and a second preload of it sends nothing."""
+    resources = {GUIDS[0]: {"name": "a", "deps": [GUIDS[1]]}, GUIDS[1]: {"name": "b"}}
+    code = CustomCode("k", "r", WHOLE_INDEX_CODE)
+    host = custom_code_host()
+    frames: list[str] = []
+    real = host._index_frame
+
+    def noting(view):
+        frames.append(view.key)
+        return real(view)
+
+    host._index_frame = noting  # type: ignore[method-assign]
+    view = stored_view(tmp_path, resources, True, "ahead")
+    host.preload(view)
+    host.preload(view)
+    [worker] = host._idle
+    assert worker.loading and frames == ["ahead"]
+    ahead = host.call(code, view, "seen", "condition", {}, 10)
+    assert not worker.loading and host._idle == [worker] and frames == ["ahead"]
+    fresh = CustomCodeHost()
+    try:
+        assert ahead == fresh.call(
+            code, stored_view(tmp_path, resources, True, "w"), "seen", "condition", {}, 10
+        )
+    finally:
+        fresh.close()
+
+
+def test_a_worker_lost_while_loading_ahead_is_replaced_at_the_call(tmp_path):
+    """A worker that dies while it loads an index sent ahead is an internal error of that
+    lease only: it is dropped, and the call after it starts a worker that is sent the index."""
+    code = CustomCode("k", "r", WHOLE_INDEX_CODE)
+    host = custom_code_host()
+    view = stored_view(tmp_path, {GUIDS[0]: {"name": "a"}}, False, "lost")
+    host.preload(view)
+    [worker] = host._idle
+    worker.process.kill()
+    with pytest.raises(InternalError, match="loaded the project's index"):
+        host.call(code, view, "seen", "condition", {}, 10)
+    assert host._idle == [] and not worker.alive
+    assert host.call(code, view, "seen", "condition", {}, 10)[0][0][0] == GUIDS[0]
+
+
+def test_closing_does_not_wait_for_a_worker_still_loading(tmp_path):
+    """A build whose custom-code units all came from the cache closes its workers at once,
+    one still decoding an index sent ahead included."""
+    host = custom_code_host()
+    host.preload(stored_view(tmp_path, {GUIDS[0]: {"name": "a"}}, False, "closing"))
+    [worker] = host._idle
+    close_workers()
+    assert not worker.alive

@@ -153,6 +153,7 @@ class WorkerProcess:
         self.codes: set[tuple[str, str]] = set()
         self.alive = True
         self.worn_out = False  # has used half its CPU time: replaced after this call
+        self.loading = False  # an index was sent ahead (`send`) and its reply not read yet
 
     def held(self, view_key: str) -> None:
         """The worker was sent index `view_key`: it forgets its oldest past what it keeps."""
@@ -169,8 +170,19 @@ class WorkerProcess:
             with _own_code("sending a request to a custom-code worker"):
                 request = dump_request(message)
                 frame, sent = request.frame, request.elements
+        self.send(frame)
+        return self.reply(timeout, sent)
+
+    def send(self, frame: bytes) -> None:
+        """Send a request's frame; its reply is read by `reply`."""
         try:
             self.requests.send_bytes(frame)
+        except OSError:
+            raise self._ended() from None
+
+    def reply(self, timeout: float | None, sent: list[Any] | None = None) -> Any:
+        """Wait for the reply to the request sent last (at most `timeout` seconds when given)."""
+        try:
             ready = self.replies.poll(timeout if timeout and timeout > 0 else None)
         except OSError:
             raise self._ended() from None
@@ -182,7 +194,7 @@ class WorkerProcess:
         except (EOFError, OSError):
             raise self._ended() from None
         try:
-            body, cpu_used = load_reply(data, sent)
+            body, cpu_used = load_reply(data, sent or [])
             if type(cpu_used) is not float:
                 raise ValueError("no CPU time")
         except Exception as exc:  # anything a rogue worker could send: refuse it, drop the worker
@@ -336,18 +348,48 @@ class CustomCodeHost:
                 worker.codes.add((code.key, view.key))
             return worker.request(("call", code.key, view.key, name, role, kwargs), timeout)
 
+    def preload(self, view: Any) -> None:
+        """Send a worker `view`'s index now without waiting for it to load: a build that will
+        call custom code reading the index (an index edit re-runs it) goes on while the worker
+        decodes it, on another core. The call that comes later leases that worker (the last
+        given back) and finds the index loaded. A worker that fails here is dropped: the call
+        starts another and says what went wrong."""
+        with self._lock:
+            if any(view.key in worker.views for worker in self._idle):
+                return
+        with self._worker() as worker:
+            frame = self._patch_frame(worker, view) or self._index_frame(view)
+            try:
+                worker.send(frame)
+            except CustomCodeError:
+                worker.kill()
+                return
+            worker.loading = True
+            worker.held(view.key)
+
     def _send_index(self, worker: WorkerProcess, view: Any) -> None:
         if view.key in worker.views:
             return
         frame = self._patch_frame(worker, view) or self._index_frame(view)
         try:
-            worker.request(None, None, frame)
-        except CustomCodeError as exc:  # no rule code runs while a worker loads the index
-            raise InternalError(
-                f"internal error (a bug in orchestrate {__version__}, not in a rule): while a "
-                f"custom-code worker loaded the project's index, it {exc}"
-            ) from None
+            worker.send(frame)
+        except CustomCodeError as exc:
+            raise _load_failed(exc) from None
+        worker.loading = True
+        self._loaded(worker)
         worker.held(view.key)
+
+    @staticmethod
+    def _loaded(worker: WorkerProcess) -> None:
+        """Wait until the index sent to the worker (now, or ahead by `preload`) is loaded."""
+        if not worker.loading:
+            return
+        try:
+            worker.reply(None)
+        except CustomCodeError as exc:
+            raise _load_failed(exc) from None
+        finally:
+            worker.loading = False
 
     def _index_frame(self, view: Any) -> bytes:
         """The index whole, pickled once per process for every worker that needs it."""
@@ -444,12 +486,20 @@ class CustomCodeHost:
             self._idle, self._busy = [], []
         for worker in busy:
             worker.kill()
-        for worker in idle:
-            worker.close()
+        for worker in idle:  # one still loading an index sent ahead is not waited for
+            worker.kill() if worker.loading else worker.close()
 
     def worker_pids(self) -> list[int]:
         with self._lock:
             return [w.process.pid for w in self._idle + self._busy if w.alive]
+
+
+def _load_failed(exc: CustomCodeError) -> InternalError:
+    """No rule code runs while a worker loads the index: its failure is this product's."""
+    return InternalError(
+        f"internal error (a bug in orchestrate {__version__}, not in a rule): while a "
+        f"custom-code worker loaded the project's index, it {exc}"
+    )
 
 
 class _Lease:
@@ -458,6 +508,11 @@ class _Lease:
         self.worker = worker
 
     def __enter__(self) -> WorkerProcess:
+        try:
+            self.host._loaded(self.worker)  # an index sent ahead: its reply comes first
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self.worker
 
     def __exit__(self, kind, exc, trace) -> None:
@@ -488,6 +543,12 @@ def use_limits(limits: WorkerLimits) -> None:
 def patch_indexes(resident: bool) -> None:
     """Whether this process's builds are resident (CustomCodeHost.patch_indexes)."""
     custom_code_host().patch_indexes(resident)
+
+
+def preload_index(view: Any) -> None:
+    """Send this process's next custom-code call's worker `view`'s index ahead
+    (CustomCodeHost.preload)."""
+    custom_code_host().preload(view)
 
 
 def close_workers() -> None:
