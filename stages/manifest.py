@@ -28,9 +28,8 @@ from stages.publishing.output import publish_build
 SPEC = StageSpec(
     name="manifest",
     # 3: patches the last manifest's bytes; 4: its output keeps bundle files as rows; 5: and
-    # names the documents by the digest of the unit's result instead of holding their bytes;
-    # 6: and, when patched, the files the last manifest named that this one does not
-    version=6,
+    # names the documents by the digest of the unit's result instead of holding their bytes
+    version=5,
     inputs=(
         "cooklist",
         "cooked_types",
@@ -60,10 +59,6 @@ class BuildOutput(NamedTuple):
     archived: dict  # bundle name → digest of its stored ArchivedBundle (loaded on demand)
     link_xml: bytes
     documents: str  # digest of the unit's stored Documents (manifest.json, staging.json)
-    # After a patch: the files the last manifest named and this one does not (sorted), which
-    # `publish` removes without reading the last manifest back (24 MB) to find them; None
-    # after the documents were made afresh.
-    replaced: list | None = None
 
 
 @record
@@ -159,18 +154,15 @@ def finish(ctx, inputs: dict, results) -> dict:
         previous: BuildOutput = ctx.previous["manifest"]
         rows = {row[0]: row for row in previous.bundle_files}
         archived = dict(previous.archived)
-        before = {rows[name][1] for name in patched.names}
         for name in patched.names:
             rows[name] = published_row(inputs["bundle_files"][name])
             archived[name] = inputs["archived"][name]
         files = [rows[name] for name in sorted(rows)]
-        replaced = sorted(before - {row[1] for row in files})
     else:
         files = [published_row(record) for _, record in sorted(inputs["bundle_files"].items())]
         archived = dict(inputs["archived"].items())
-        replaced = None
     documents = results.digest("manifest")
-    return {"manifest": BuildOutput(files, archived, inputs["link_xml"], documents, replaced)}
+    return {"manifest": BuildOutput(files, archived, inputs["link_xml"], documents)}
 
 
 def publish(ctx, outputs: dict) -> None:
@@ -183,7 +175,6 @@ def publish(ctx, outputs: dict) -> None:
         lambda name: ctx.load_result(out.archived[name]).data,
         {LINK_XML: out.link_xml, STAGING: documents.staging},
         documents.manifest,
-        out.replaced,
     )
     if getattr(ctx, "log", None) is not None:
         ctx.log.info("manifest.published", written=len(done.written), removed=len(done.removed))

@@ -183,38 +183,6 @@ def test_editing_one_asset_rewrites_only_its_bundle(tmp_path):
     assert all((out / b["file"]).is_file() for b in new["bundles"].values())
 
 
-def test_a_patched_manifest_removes_what_it_replaced_without_reading_the_last_one(
-    tmp_path, monkeypatch
-):
-    """A manifest patched for a re-cooked asset removes the bundle file it no longer names
-    without reading the last manifest back from the folder (24 MB at 100,000 assets); when
-    the manifest there is not the one last published (written over by hand), it is read."""
-    from stages.publishing import output
-
-    build_file = make_project(tmp_path)
-    build(build_file)
-    out = tmp_path / "out"
-    reads: list[bool] = []
-    real = output.previous_bundle_files
-    monkeypatch.setattr(
-        output, "previous_bundle_files", lambda *a, **k: reads.append(True) or real(*a, **k)
-    )
-    for number, by_hand in enumerate((False, True)):
-        old = json.loads((out / "manifest.json").read_text())["bundles"]["maps/A"]["file"]
-        if by_hand:  # the same bytes, but not the file the engine published
-            data = (out / "manifest.json").read_bytes()
-            (out / "manifest.json").unlink()
-            (out / "manifest.json").write_bytes(data)
-        reads.clear()
-        write(tmp_path / "p", f"Repository/Props/{guid(3)}/resource.data", b"prop %d" % number)
-        build(build_file)
-        manifest = json.loads((out / "manifest.json").read_text())
-        assert manifest["bundles"]["maps/A"]["file"] != old
-        assert not (out / old).exists()
-        assert all((out / b["file"]).is_file() for b in manifest["bundles"].values())
-        assert reads == ([True] if by_hand else [])
-
-
 def test_cosmetic_xml_edit_stops_at_the_cook(tmp_path):
     """Reformatting an attribute file re-cooks one asset and nothing after it."""
     build_file = make_project(tmp_path)

@@ -108,19 +108,13 @@ class Published(NamedTuple):
 
 
 def publish_build(
-    ctx,
-    bundle_files,
-    load: Callable[[str], bytes],
-    loose: dict[str, bytes],
-    manifest: bytes,
-    replaced: list[str] | None = None,
+    ctx, bundle_files, load: Callable[[str], bytes], loose: dict[str, bytes], manifest: bytes
 ) -> Published:
     """Publish in the safe order: bundles, loose files, manifest, then remove stale bundles.
 
     `bundle_files` are `hash.BundleFile` records; `load(bundle name)` fetches a bundle's bytes
     from the store, called only when its file is missing or differs. Uses `ctx.output_dir` and
-    `ctx.publish_bytes(relpath, data)` (atomic, unchanged files left alone). `replaced`: the
-    files the manifest this one patched named and it does not (None: not a patch).
+    `ctx.publish_bytes(relpath, data)` (atomic, unchanged files left alone).
     """
     output_dir = ctx.output_dir
     folder = OutputFolder(output_dir, getattr(ctx, "output_digest", None))
@@ -128,13 +122,7 @@ def publish_build(
     # and counts it as published, so a later skipped run still notices it deleted or changed.
     holds = getattr(ctx, "output_holds", None) or folder.matches
     mark = getattr(ctx, "mark_published", None)
-    ours = mark is not None and mark(MANIFEST)
-    # The manifest in the folder is the one the engine last published (its signature is the
-    # one recorded with the stage's output, in the same transaction): that is the manifest a
-    # patch was made from, so what the patch replaced is all that went stale.
-    previous = (
-        replaced if ours and replaced is not None else previous_bundle_files(output_dir, ours)
-    )
+    previous = previous_bundle_files(output_dir, ours=mark is not None and mark(MANIFEST))
     written = []
     for record in sorted(bundle_files, key=lambda r: r.file):
         if holds(record.file, record.size, record.raw_hash):
