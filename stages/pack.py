@@ -42,6 +42,10 @@ SPEC = StageSpec(
     description="bundle layout, shared dependencies, bundle dependency graph",
 )
 
+#: Up to this many assets (cooked again, or edited), whether the last run packed them is looked
+#: up one by one; more, and the keys are read whole.
+LOOKED_UP = 1000
+
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     """Early cutoff: when the cook order and the options are as the last plan left them and
@@ -59,14 +63,15 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if changes.inputs["source"] and options_digest(ctx, inputs) != known.options:
         return None
     cooked_ids = None
-    if changes.inputs["cooklist"] or changes.inputs["cooked"]:
+    if not _order_stands(ctx, changes):
         cooked_ids = _cooked_ids(inputs)
         if digest_value(cooked_ids) != known.order:
             return _plan(ctx, inputs, cooked_ids, _kept(ctx, changes), "the cook list changed")
     edited = changes.inputs["assets"].touched
-    if cooked_ids is None:  # the cook order stands: look only the edited assets up in it
-        listed, made = set(inputs["cooklist"].cooked) if edited else set(), inputs["cooked"]
-        cooked = {a for a in edited if a in listed and a in made}
+    if cooked_ids is None:  # the cook order stands: the last run signed exactly its assets
+        before = ctx.previous["placements"]
+        few = len(edited) <= LOOKED_UP
+        cooked = {a for a in edited if a in before} if few else set(before) & edited
     else:
         cooked = set(cooked_ids) & edited
     if cooked and not _placed_as_before(ctx, inputs, cooked):
@@ -74,6 +79,21 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         ids = _cooked_ids(inputs) if cooked_ids is None else cooked_ids
         return _plan(ctx, inputs, ids, _kept(ctx, changes), moved)
     return Plan(units=[], state=known)
+
+
+def _order_stands(ctx, changes: StageChanges) -> bool:
+    """Whether the cooked assets in cook-list order are the last run's, told without reading
+    them: the cook list is as it was, no cooked payload went, and every one cooked again was
+    cooked then too (the last run kept a placement signature for each asset it packed, and for
+    no other). Re-cooked payloads alone, an attribute edit's, so cost a lookup per asset
+    instead of the whole cook list and every cooked key."""
+    cooked = changes.inputs["cooked"]
+    if changes.inputs["cooklist"] or cooked.everything or cooked.removed:
+        return False
+    if len(cooked.changed) > LOOKED_UP:
+        return False
+    before = ctx.previous["placements"]
+    return all(a in before for a in cooked.changed)
 
 
 def _kept(ctx, changes: StageChanges) -> Signed:

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.cache import Cache
-from orchestrator.cache.entries import INLINE_MAX_BYTES, STORED_PREFIX, DecodedEntries
+from orchestrator.cache.entries import (
+    INLINE_MAX_BYTES,
+    MISSING,
+    STORED_PREFIX,
+    DecodedEntries,
+    KeptResults,
+    unchangeable,
+)
 from orchestrator.cache.state import BuildState
+from orchestrator.codec import digest, dumps, loads, record
 from orchestrator.errors import CacheCorrupt
 from orchestrator.keyed import Keyed
 
@@ -241,3 +250,94 @@ def test_an_entry_kept_decoded_is_not_decoded_again(tmp_path, monkeypatch):
     assert len(calls) == 1
     state.close()
     state.values.blobs.close()
+
+
+# -- a resident session's large results ----------------------------------------------------------
+
+
+@record
+class Pages(NamedTuple):
+    """A record such as the manifest stage's documents."""
+
+    first: bytes
+    rest: tuple
+
+
+@record
+class Listed(NamedTuple):
+    """A record holding something that can change in place."""
+
+    items: list
+
+
+ATOMIC = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+)
+STORABLE = st.recursive(
+    ATOMIC,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.frozensets(st.integers(0, 9), max_size=3),
+        st.dictionaries(st.text(max_size=2), inner, max_size=3),
+        st.builds(Pages, st.binary(max_size=3), st.lists(inner, max_size=2).map(tuple)),
+        st.builds(Listed, st.lists(inner, max_size=2)),
+    ),
+    max_leaves=12,
+)
+
+
+def changeable_part(value) -> bool:
+    """Whether anything in a decoded value is a list, a dict or a set (what a stage could change
+    in place), found independently of `unchangeable`."""
+    if isinstance(value, (list, dict, set)):
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return any(changeable_part(item) for item in value)
+    return False
+
+
+def same(a, b) -> bool:
+    """Equal, and of the same types all the way down (1 is not True, a tuple not a list)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(STORABLE)
+def test_kept_results_hand_out_what_decoding_the_stored_bytes_gives(value):
+    """A result is kept only when nothing in it can be changed in place, and what is handed out
+    for its digest is what a build reading the store decodes: equal, of the same types."""
+    data = dumps(value)
+    kept = KeptResults(smallest=0)
+    kept.offer(digest(value), value, len(data))
+    found = kept.get(digest(value))
+    assert unchangeable(value) == (not changeable_part(value))
+    if changeable_part(value):
+        assert found is MISSING
+    else:
+        assert same(found, loads(data))
+
+
+def test_kept_results_keep_large_ones_up_to_a_limit_least_recent_first():
+    kept = KeptResults(limit=100, smallest=10)
+    kept.offer("small", b"x", 5)
+    assert kept.get("small") is MISSING  # cheap to read again
+    for name in ("a", "b", "c"):
+        kept.offer(name, name.encode(), 40)
+    assert kept.get("a") is MISSING and kept.get("b") == b"b"  # 120 bytes: "a" went first
+    kept.offer("d", b"d", 40)  # "b" was used since "c": "c" goes
+    assert kept.get("c") is MISSING and kept.get("b") == b"b" and kept.get("d") == b"d"
+    kept.offer("huge", b"h", 101)
+    assert kept.get("huge") is MISSING
+    kept.clear()
+    assert kept.get("b") is MISSING

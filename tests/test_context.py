@@ -149,3 +149,25 @@ def test_output_holds_only_the_bytes_there_and_counts_them_as_published(tmp_path
     assert ctx.stage_published == {"b/x.bin"}
     (tmp_path / "out" / "b" / "x.bin").write_bytes(b"payloaX")  # edited behind our back
     assert not ctx.output_holds("b/x.bin", 7, digest_bytes(b"payload"))
+
+
+def test_what_a_stage_published_is_signed_as_the_folder_holds_it(tmp_path):
+    """The signatures a stage's record keeps of what it published (found right, written, or
+    written again) are the files' as they are in the folder, taken as they were published."""
+    from orchestrator.cache.records import output_signature
+
+    ctx = scanned_context(tmp_path, {"a.txt": b"a"})
+    ctx.begin_stage(previous=None)
+    ctx.publish_bytes("b/x.bin", b"payload")
+    ctx.publish_bytes("b/y.bin", b"one")
+    ctx.begin_stage(previous=None)
+    assert ctx.output_holds("b/x.bin", 7, digest_bytes(b"payload"))  # found right
+    ctx.publish_bytes("b/y.bin", b"one")  # unchanged: left alone
+    ctx.publish_bytes("b/y.bin", b"two")  # written again in the same stage
+    ctx.publish_bytes("z.bin", b"new")
+    out = tmp_path / "out"
+    signed = {path: output_signature(st) for path, st in ctx.stage_signatures.items()}
+    assert signed == {
+        path: output_signature(os.lstat(out / path)) for path in ("b/x.bin", "b/y.bin", "z.bin")
+    }
+    assert set(signed) == ctx.stage_published

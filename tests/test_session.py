@@ -4,6 +4,8 @@ fails leaves for the next (the table kept when it was saved, dropped when it may
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from enginekit import TOY_STAGES, write_toy
 from test_scanning import age
@@ -59,3 +61,41 @@ def test_a_build_that_fails_mid_way_leaves_the_next_one_a_full_look(tmp_path, mo
         monkeypatch.undo()
         assert run_in_session(session, []).outputs["total"] == 3
         assert session.holds_table
+
+
+def test_a_resident_session_publishes_the_results_it_kept_as_a_fresh_build_does(
+    tmp_path, monkeypatch
+):
+    """Large results a resident session stored or read (core/rebuild.py, KeptResults) are
+    handed to the next build from memory: each build publishes what a build in a fresh process
+    makes of the same files, and an unchanged page is not read from the store again."""
+    from orchestrator.cache import Cache
+
+    build = write_toy(tmp_path, {"a.txt": "one two\n", "d/b.txt": "three\n"})
+    fresh = write_toy(tmp_path / "fresh", {})
+    stages = [load_stage("toy_stages.pages")]
+    options = RunOptions(executor="local", progress=False)
+    log = setup_logging("console")
+    reads: list[str] = []
+    get_blob = Cache.get_blob
+    monkeypatch.setattr(Cache, "get_blob", lambda self, d: reads.append(d) or get_blob(self, d))
+    edits = [{}, {"a.txt": "one two four\n"}, {"d/b.txt": "five six\n", "c.txt": "seven\n"}]
+    with Session(load_build(build), options, log, stages, resident=True) as session:
+        for number, edit in enumerate(edits):
+            for rel, text in edit.items():
+                (tmp_path / "p" / rel).write_text(text, encoding="utf-8")
+            age(tmp_path / "p", offset_s=5 * number)
+            reads.clear()
+            result = run_in_session(session, list(edit) if number else None)
+            if number:  # the pages published were stored or read by this session: none read
+                assert reads == []
+            kept = {p: (tmp_path / "out" / p).read_bytes() for p in result.context.published}
+            shutil.rmtree(tmp_path / "fresh" / "p", ignore_errors=True)
+            shutil.copytree(tmp_path / "p", tmp_path / "fresh" / "p")
+            with Session(load_build(fresh), options, log, stages) as other:
+                clean = run_in_session(other)
+                made = {
+                    p: (tmp_path / "fresh" / "out" / p).read_bytes()
+                    for p in clean.context.published
+                }
+            assert kept == made

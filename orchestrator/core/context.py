@@ -66,6 +66,9 @@ class Context:
         self.stage_walked = False  # the stage listed the project: files added or removed reach it
         self.stage_external: dict[str, str | None] = {}
         self.stage_published: set[str] = set()
+        # What each file the stage published was found or left as (one `stat`): its record
+        # keeps these signatures without asking the folder again for thousands of bundles.
+        self.stage_signatures: dict[str, os.stat_result] = {}
 
     def section(self, name: str) -> Any:
         return self.build.section(name)
@@ -182,9 +185,7 @@ class Context:
             return False
         if self.state.outputs.digest(relpath, st) is None:
             return False
-        self.ledger.record(relpath)
-        self.published.add(relpath)
-        self.stage_published.add(relpath)
+        self._published(relpath, st)
         return True
 
     def output_holds(self, relpath: str, size: int, digest: str) -> bool:
@@ -195,10 +196,15 @@ class Context:
             return False
         if self.output_digest(relpath, st) != digest:
             return False
+        self._published(relpath, st)
+        return True
+
+    def _published(self, relpath: str, st: os.stat_result) -> None:
+        """A file found right, as `st` says it is: published by the stage."""
         self.ledger.record(relpath)
         self.published.add(relpath)
         self.stage_published.add(relpath)
-        return True
+        self.stage_signatures[relpath] = st
 
     def output_digest(self, relpath: str, st: os.stat_result) -> str:
         """The digest of an output file as it is (remembered by signature across runs)."""
@@ -215,17 +221,21 @@ class Context:
         self.ledger.record(relpath)  # listed before it exists: `clean` finds every file
         self.published.add(relpath)
         self.stage_published.add(relpath)
+        self.stage_signatures.pop(relpath, None)
         st = folder.lstat(relpath)
+        digest = digest_bytes(data)
         if (
             st is not None
             and stat.S_ISREG(st.st_mode)
             and st.st_size == len(data)
-            and self.output_digest(relpath, st) == digest_bytes(data)
+            and self.output_digest(relpath, st) == digest
         ):
+            self.stage_signatures[relpath] = st
             return False
         atomic_write(folder, relpath, data)
         written = folder.lstat(relpath)
         assert written is not None  # just renamed into place, the folder locked
-        self.state.outputs.put(relpath, written, digest_bytes(data))
+        self.state.outputs.put(relpath, written, digest)
+        self.stage_signatures[relpath] = written
         self.rewritten.append(relpath)
         return True

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..cache import ActionEntry, Cache
+from ..cache.entries import MISSING, KeptResults
 from ..cache.records import Fingerprint, UnitRecord
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, OrchestrateError
@@ -114,8 +115,10 @@ class Rebuilder:
         code: str,
         options: RunOptions,
         keep_producers: bool = False,
+        kept: KeptResults | None = None,
     ) -> None:
         self.cache = cache
+        self.kept = kept  # a resident session's large results, from one build to the next
         self.executors = executors
         self.log = log
         self.options = options
@@ -242,6 +245,8 @@ class Rebuilder:
         digest = self.cache.put_blob(blob)
         if keep and len(blob) <= KEEP_IN_MEMORY_BYTES:
             self._memory[digest] = value
+        if keep and self.kept is not None:
+            self.kept.offer(digest, value, len(blob))
         self._producers[digest] = record
         made[digest] = value
         return digest
@@ -293,8 +298,14 @@ class Rebuilder:
         """A stored result; a damaged one is dropped and its unit recomputed in the driver."""
         if digest in self._memory:
             return self._memory[digest]
+        kept = self.kept.get(digest) if self.kept is not None else MISSING
+        if kept is not MISSING:
+            return kept
         try:
-            value = loads(self.cache.get_blob(digest))
+            data = self.cache.get_blob(digest)
+            value = loads(data)
+            if self.kept is not None:
+                self.kept.offer(digest, value, len(data))
         except (CacheCorrupt, CodecError) as exc:
             if isinstance(exc, CodecError):  # intact bytes, but no value: never trust it again
                 self.cache.refuse(digest, str(exc))

@@ -94,6 +94,7 @@ class Scheduler:
             session.code,
             self.options,
             keep_producers=forget_state,
+            kept=session.results,
         )
         self.wholes = StageEntries(self.cache, self.log, use=not self.options.no_cache)
         self.outside_files: set[str] = set()  # RunResult.outside_files, stage by stage

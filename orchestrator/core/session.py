@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..cache import Cache
-from ..cache.entries import DecodedEntries
+from ..cache.entries import DecodedEntries, KeptResults
 from ..cache.state import BuildState
 from ..codec import allow_package
 from ..executors import Workplace
@@ -51,6 +51,7 @@ class Session:
         # the next (the stages are told, StageContext.resident, and may keep what is theirs).
         self.resident = resident
         self.decoded = DecodedEntries() if resident else None
+        self.results = KeptResults() if resident else None  # and the large results stored
         self.options = options
         self.log = log
         self.root = str(build.project_root).replace("\\", "/")
@@ -127,6 +128,8 @@ class Session:
         self._table = None
         if self.decoded is not None:
             self.decoded.clear()
+        if self.results is not None:
+            self.results.clear()
         try:
             self.cache.close()
         finally:

@@ -103,7 +103,7 @@ def _publish(
         callback(ctx, outputs)
     published = {}
     for path in sorted(ctx.stage_published):
-        st = ctx.output_folder.lstat(path)
+        st = ctx.stage_signatures.get(path) or ctx.output_folder.lstat(path)
         if st is not None:
             published[path] = output_signature(st)
     kept = dataclasses.replace(record, published=published)
