@@ -481,6 +481,19 @@ def stored_view(root: Path, resources: dict, level: bool, key: str) -> IndexView
     return IndexView(stored, str(root), key)
 
 
+def noted_index_frames(host: CustomCodeHost) -> list[str]:
+    """The keys of the views whose whole index `host` makes a frame of, from now on."""
+    made: list[str] = []
+    real = host._index_frame
+
+    def noting(view):
+        made.append(view.key)
+        return real(view)
+
+    host._index_frame = noting  # type: ignore[method-assign]
+    return made
+
+
 @settings(
     max_examples=15,
     deadline=None,
@@ -584,14 +597,7 @@ def test_a_build_that_is_not_resident_sends_each_index_whole(tmp_path):
     them is a pass over the index's rows) and a worker is sent each index whole."""
     code = CustomCode("k", "r", WHOLE_INDEX_CODE)
     host = custom_code_host()
-    made: list[str] = []
-    real = host._index_frame
-
-    def noting(view):
-        made.append(view.key)
-        return real(view)
-
-    host._index_frame = noting  # type: ignore[method-assign]
+    made = noted_index_frames(host)
     first = {GUIDS[0]: {"name": "a", "package": "P", "deps": []}}
     second = {**first, GUIDS[1]: {"name": "b", "package": "P", "deps": [GUIDS[0]]}}
     for step, resources in enumerate((first, second)):
@@ -651,14 +657,7 @@ def test_an_index_sent_ahead_is_the_one_the_next_call_finds_loaded(tmp_path):
     resources = {GUIDS[0]: {"name": "a", "deps": [GUIDS[1]]}, GUIDS[1]: {"name": "b"}}
     code = CustomCode("k", "r", WHOLE_INDEX_CODE)
     host = custom_code_host()
-    frames: list[str] = []
-    real = host._index_frame
-
-    def noting(view):
-        frames.append(view.key)
-        return real(view)
-
-    host._index_frame = noting  # type: ignore[method-assign]
+    frames = noted_index_frames(host)
     view = stored_view(tmp_path, resources, True, "ahead")
     host.preload(view)
     host.preload(view)

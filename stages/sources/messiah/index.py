@@ -210,11 +210,9 @@ class MessiahIndex:
         if kept is not None and kept[0] == root:
             return kept[1]
         base = self.__dict__.pop("_rooted_base", None)
+        patched_from = base[1:] if base is not None and base[0] == root else (None, None)
         with paused_gc():
-            if base is not None and base[0] == root:
-                rooted = self._rerooted(_Rooting(root), base[1], base[2])
-            else:
-                rooted = self._rerooted(_Rooting(root), None, None)
+            rooted = self._rerooted(_Rooting(root), *patched_from)
         self.__dict__["_rooted"] = (root, rooted)
         return rooted
 
