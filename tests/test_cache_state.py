@@ -98,6 +98,8 @@ def test_units_and_the_reverse_index_of_their_reads(tmp_path):
     )
     units.put("cook", [a_unit("cook", "u1", reads=["a.xml"])])
     assert units.keys("validate") == {"u1": UnitKeys(KEY, RESULT), "u2": UnitKeys(KEY, RESULT)}
+    assert units.keys("validate", ["u2", "gone"]) == {"u2": UnitKeys(KEY, RESULT)}
+    assert units.count("validate") == 2 and units.count("cook") == 1 and units.count("x") == 0
     stored = units.get("validate", ["u1"])["u1"]
     assert stored.planned.payload == 1 and stored.stored and stored.result == RESULT
     assert units.readers("validate", ["b.xml"]) == {"u1": ["b.xml"], "u2": ["b.xml"]}

@@ -140,16 +140,8 @@ class UnitStore:
 
     def get(self, stage: str, ids: Iterable[str] | None = None) -> dict[str, UnitRecord]:
         """The stage's stored units (all, or those named); CacheCorrupt if one is damaged."""
-        db, select = self.db, f"SELECT {self.COLUMNS} FROM units WHERE stage = ?"
-        if ids is None:
-            rows = db.execute(select, (stage,)).fetchall()
-        else:
-            rows = []
-            for chunk in chunks(sorted(set(ids)), 500):
-                marks = ",".join("?" * len(chunk))
-                rows += db.execute(f"{select} AND id IN ({marks})", (stage, *chunk)).fetchall()
         found = {}
-        for unit_id, key, result, digest, data, check in rows:
+        for unit_id, key, result, digest, data, check in self._rows(self.COLUMNS, stage, ids):
             self._verify(stage, unit_id, key, result, digest, check)
             try:  # the check covers the digest, the digest the data
                 if digest_bytes(data) == digest.hex():
@@ -162,15 +154,31 @@ class UnitStore:
             raise CacheCorrupt(f"a stored unit of {stage} ({unit_id}) is damaged")
         return found
 
-    def keys(self, stage: str) -> dict[str, UnitKeys]:
-        """Every unit of the stage: its static key and its result (nothing decoded)."""
+    def keys(self, stage: str, ids: Iterable[str] | None = None) -> dict[str, UnitKeys]:
+        """Every unit of the stage (or those named that it has): its static key and its
+        result (nothing decoded)."""
         found = {}
-        for unit_id, key, result, digest, check in self.db.execute(
-            "SELECT id, key, result, digest, check_ FROM units WHERE stage = ?", (stage,)
+        for unit_id, key, result, digest, check in self._rows(
+            "id, key, result, digest, check_", stage, ids
         ):
             self._verify(stage, unit_id, key, result, digest, check)
             found[unit_id] = UnitKeys(bytes(key).hex(), bytes(result).hex())
         return found
+
+    def _rows(self, columns: str, stage: str, ids: Iterable[str] | None) -> list[tuple]:
+        """The columns of the stage's units (all, or those named)."""
+        select = f"SELECT {columns} FROM units WHERE stage = ?"
+        if ids is None:
+            return self.db.execute(select, (stage,)).fetchall()
+        rows = []
+        for chunk in chunks(sorted(set(ids)), 500):
+            marks = ",".join("?" * len(chunk))
+            rows += self.db.execute(f"{select} AND id IN ({marks})", (stage, *chunk)).fetchall()
+        return rows
+
+    def count(self, stage: str) -> int:
+        """How many units the stage has."""
+        return self.db.execute("SELECT count(*) FROM units WHERE stage = ?", (stage,)).fetchone()[0]
 
     def _verify(self, stage: str, unit_id: str, key, result, digest, check) -> None:
         """Raise CacheCorrupt unless the unit's row passes its check. Not "absent": the stage

@@ -21,7 +21,7 @@ from ..typing import Plan, StageChanges
 from .context import Context
 from .rebuild import Rebuilder, RunningStage
 from .staleness import Staleness
-from .values import Results
+from .values import Results, UpdatedDigests
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,10 @@ class Replanner:
         dirty, rebuilder = staleness.dirty, self.rebuilder
         removed = set(plan.removed)
         units = {unit.id: unit for unit in plan.units}
-        previous = self.state.units.keys(run.name)
+        # Only the units the update named, those reading changed files and those removed are
+        # looked up: the others keep their stored results, read only if `finish` asks.
+        stored = self.state.units
+        previous = stored.keys(run.name, set(units) | set(dirty) | removed)
         reasons = plan.reasons or {}
         due: list[UnitRecord] = []
         for unit in units.values():
@@ -129,24 +132,29 @@ class Replanner:
             due.append(record)
         self._explain(run.name, due, dirty, reasons)
         count = (
-            len(previous)
+            stored.count(run.name)
             - len(removed & set(previous))
             + sum(1 for unit_id in units if unit_id not in previous)
         )
         rebuilder.begin(run, self.ctx.project, plan.shared)
         rebuilder.execute(run, self.ctx, due)
         run.report.planned(count, count - run.report.built)
-        digests = {unit_id: known.result for unit_id, known in previous.items()}
+        latest = {unit_id: keys.result for unit_id, keys in previous.items()}
         changed = set()
         for record in due:
             if record.result:
-                digests[record.id] = record.result
+                latest[record.id] = record.result
                 if record.id not in previous or previous[record.id].result != record.result:
                     changed.add(record.id)
         for unit_id in removed:
-            digests.pop(unit_id, None)
+            latest.pop(unit_id, None)
         gone = removed & set(previous)
         before = {unit_id: previous[unit_id].result for unit_id in (changed | gone) & set(previous)}
+        digests = UpdatedDigests(
+            latest,
+            removed,
+            lambda: {unit_id: keys.result for unit_id, keys in stored.keys(run.name).items()},
+        )
         results = Results(
             plan, rebuilder.load_result, digests, changed=changed, removed=gone, before=before
         )

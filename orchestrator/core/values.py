@@ -25,7 +25,7 @@ class Results(Mapping):
         self,
         plan: Plan,
         load: Callable[[str], Any],
-        digests: dict[str, str],
+        digests: Mapping[str, str],
         *,
         changed: set[str] | None = None,
         removed: set[str] | None = None,
@@ -55,6 +55,47 @@ class Results(Mapping):
 
     def __contains__(self, unit_id: object) -> bool:
         return unit_id in self._digests
+
+
+class UpdatedDigests(Mapping):
+    """Unit id → result digest of a stage after an incremental update, without reading every
+    unit's row: the units the update looked at are `known` (their new results over their
+    stored ones), and the rest is read from the state, once, only if a `finish` asks for a
+    unit outside them or for all of them. Most finishes of an update read just the units that
+    changed; reading the keys of a stage's 6,555 units every build was a fifth of a `watch`
+    build after an attribute edit at 100,000 resources."""
+
+    def __init__(
+        self, known: dict[str, str], removed: set[str], stored: Callable[[], dict[str, str]]
+    ) -> None:
+        self._known = known
+        self._removed = removed
+        self._stored = stored
+        self._all: dict[str, str] | None = None
+
+    def everything(self) -> dict[str, str]:
+        if self._all is None:
+            found = self._stored()
+            found.update(self._known)
+            for unit_id in self._removed:
+                found.pop(unit_id, None)
+            self._all = found
+        return self._all
+
+    def __getitem__(self, unit_id: str) -> str:
+        found = self._known.get(unit_id)
+        if found is not None:
+            return found
+        return self.everything()[unit_id]
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self._known or unit_id in self.everything()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.everything())
+
+    def __len__(self) -> int:
+        return len(self.everything())
 
 
 class RunValues(Mapping):
