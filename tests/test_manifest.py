@@ -222,6 +222,34 @@ def test_bundle_that_disappears_is_removed_after_the_manifest(tmp_path):
     }
 
 
+def test_a_process_publishing_again_knows_the_files_of_its_last_manifest(tmp_path, monkeypatch):
+    """The bundle files the last manifest names are kept by its digest (a resident build does
+    not search its 24 MB for them again); they are those the manifest names, and stale files
+    are still removed by them. A manifest in the folder that is not those bytes is read."""
+    from stages.publishing import output
+    from stages.publishing.manifests import named_bundle_files
+
+    build_file = make_project(tmp_path)
+    build(build_file)
+    out = tmp_path / "out"
+    data = (out / "manifest.json").read_bytes()
+    kept = output.LAST_PUBLISHED.kept
+    assert kept is not None and kept.files == named_bundle_files(data)
+    ui_file = json.loads(data)["bundles"]["ui"]["file"]
+    read: list[bool] = []
+    searched = output.previous_bundle_files
+    monkeypatch.setattr(
+        output, "previous_bundle_files", lambda *a, **k: read.append(True) or searched(*a, **k)
+    )
+    set_layout(tmp_path, ui_rule=False)
+    build(build_file)
+    assert read == [] and not (out / ui_file).exists()
+    output.LAST_PUBLISHED.kept = output.NamedFiles("0" * 64, [])  # another manifest's
+    set_layout(tmp_path, ui_rule=True)
+    build(build_file)
+    assert read == [True]
+
+
 class RecordingCtx:
     """A stand-in for the engine's Context that logs what is published and when."""
 

@@ -100,6 +100,47 @@ def remove_stale(output_dir: str | os.PathLike, previous: list[str], keep: set[s
     return remove_published(folder, stale)
 
 
+class NamedFiles(NamedTuple):
+    """The bundle files a manifest this process published names, by the manifest's digest."""
+
+    manifest: str
+    files: list[str]
+
+
+class LastPublished:
+    """The files the last manifest this process published names: a resident build (`orchestrate
+    watch`) publishes again into the same folder, and finding them in the 24 MB manifest of
+    100,000 assets cost it more than the rest of the check for stale files. Keyed by the
+    manifest's digest as the engine remembers the file in the folder, so it answers only for
+    those very bytes."""
+
+    def __init__(self) -> None:
+        self.kept: NamedFiles | None = None
+
+    def files(self, ctx, folder: OutputFolder) -> list[str] | None:
+        digest = _manifest_digest(ctx, folder)
+        kept = self.kept
+        return list(kept.files) if kept is not None and kept.manifest == digest else None
+
+    def remember(self, ctx, folder: OutputFolder, files: list[str]) -> None:
+        digest = _manifest_digest(ctx, folder)
+        self.kept = None if digest is None else NamedFiles(digest, files)
+
+
+def _manifest_digest(ctx, folder: OutputFolder) -> str | None:
+    """The digest of the manifest in the folder as the engine remembers it by its signature."""
+    digest_of = getattr(ctx, "output_digest", None)
+    if digest_of is None:
+        return None
+    st = folder.lstat(MANIFEST)
+    if st is None or not stat.S_ISREG(st.st_mode):
+        return None
+    return digest_of(MANIFEST, st)
+
+
+LAST_PUBLISHED = LastPublished()
+
+
 class Published(NamedTuple):
     """What `publish_build` changed in the output folder."""
 
@@ -122,7 +163,10 @@ def publish_build(
     # and counts it as published, so a later skipped run still notices it deleted or changed.
     holds = getattr(ctx, "output_holds", None) or folder.matches
     mark = getattr(ctx, "mark_published", None)
-    previous = previous_bundle_files(output_dir, ours=mark is not None and mark(MANIFEST))
+    ours = mark is not None and mark(MANIFEST)
+    previous = LAST_PUBLISHED.files(ctx, folder) if ours else None
+    if previous is None:
+        previous = previous_bundle_files(output_dir, ours=ours)
     written = []
     for record in sorted(bundle_files, key=lambda r: r.file):
         if holds(record.file, record.size, record.raw_hash):
@@ -136,5 +180,8 @@ def publish_build(
         folder.path(relpath)
         ctx.publish_bytes(relpath, loose[relpath])
     ctx.publish_bytes(MANIFEST, manifest)
-    removed = remove_stale(output_dir, previous, {r.file for r in bundle_files})
+    named = {r.file for r in bundle_files}
+    if mark is not None:  # the engine's context: it remembers what it published
+        LAST_PUBLISHED.remember(ctx, folder, sorted(named))
+    removed = remove_stale(output_dir, previous, named)
     return Published(written, removed)
