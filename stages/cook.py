@@ -11,7 +11,8 @@ Types (link.xml). The driver never loads payloads here, only the units' part dig
 
 Incrementally, the unit that read an edited file is cooked again by the engine (its other
 assets cook to the same bytes, and their entries do not change); the units of an asset whose
-entry changed are planned again here.
+entry changed, or that joined or left the cook list (an asset added or deleted), are planned
+again here, and no other: shards are cut by content, so the others keep their members.
 """
 
 from __future__ import annotations
@@ -81,42 +82,92 @@ def plan(ctx, inputs: dict) -> Plan:
 
 
 def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
-    """The units of assets whose entry changed are planned again; a new cook list, source or
-    cooker settings plan everything (units whose key did not move keep their results)."""
+    """The units of assets whose entry changed, or that joined or left the cook list, are
+    planned again (a shard is cut by content, shards.py: only the shards those assets fall in
+    move); new source or cooker settings plan everything (units whose key did not move keep
+    their results)."""
     settings = _settings(ctx, inputs["source"])
-    if settings != changes.state or changes.inputs["cooklist"] or changes.inputs["source"]:
+    if settings != changes.state or changes.inputs["source"]:
         return None
     touched = changes.inputs["assets"]
-    if not touched:
+    if not touched and not changes.inputs["cooklist"]:
         return Plan(units=[], state=settings)
-    if touched.removed:
-        return None
     cooked = inputs["cooklist"].cooked
     members = set(cooked)
-    wanted = sorted(asset_id for asset_id in touched.changed if asset_id in members)
-    if not wanted:
-        return Plan(units=[], state=settings)
     shards = ShardMap(cooked)
+    # An asset that joined or left the cook list (an asset added or deleted, a reference
+    # made or dropped) moves its shard, and the shard boundaries when it draws one: the
+    # shards holding its hash before and after are planned again (or removed).
+    moved = CookListMove.of(ctx, members) if changes.inputs["cooklist"] else NO_MOVE
+    wanted = sorted(
+        {asset_id for asset_id in touched.changed if asset_id in members} | moved.joined
+    )
+    if not wanted and not moved.left:
+        return Plan(units=[], state=settings)
     # A changed entry may move its asset between a shard and a unit of its own (its Type now
     # has an external cooker): both of its possible units are planned again, or removed.
     stale = {shards.shard_of(asset_id) for asset_id in wanted} | set(wanted)
+    stale |= moved.stale_shards(shards)
     again = shards.members(cooked, stale)
     # (an asset of those shards with a unit of its own, not changed, is left as it is)
     units = [u for u in _units(ctx, inputs, shards, [*again, *wanted]) if u.id in stale]
     gone = stale - {unit.id for unit in units}
     removed = tuple(sorted(gone & set(changes.stored_ids()))) if gone else ()
-    return Plan(units=units, state=settings, removed=removed, reasons=_reasons(units, wanted))
+    reasons = _reasons(units, sorted(touched.changed & members - moved.joined), moved, shards)
+    return Plan(units=units, state=settings, removed=removed, reasons=reasons)
 
 
-def _reasons(units: list[Unit], wanted: list[str]) -> dict[str, str]:
-    """Each re-planned unit's changed asset entries (for --explain)."""
+class CookListMove(NamedTuple):
+    """The assets that joined the cook list since the last run and those that left it, told
+    from the keys of the `cooked` value it stored (one per asset it cooked)."""
+
+    joined: set[str]
+    left: set[str]
+    before: list[str]  # the last run's cooked assets
+
+    @classmethod
+    def of(cls, ctx, members: set[str]) -> CookListMove:
+        before = list(ctx.previous["cooked"])
+        known = set(before)
+        return cls(members - known, known - members, before)
+
+    def stale_shards(self, shards: ShardMap) -> set[str]:
+        """The shards, in this run's map and in the last run's, holding a moved asset's hash:
+        the only ones whose members differ (an asset drawing a boundary splits or joins the
+        shard it falls in, and no other)."""
+        if not self.joined and not self.left:
+            return set()
+        old = ShardMap(self.before)
+        moved = self.joined | self.left
+        return {shards.shard_of(a) for a in moved} | {old.shard_of(a) for a in moved} | moved
+
+
+NO_MOVE = CookListMove(set(), set(), [])
+
+
+def _reasons(
+    units: list[Unit], changed: list[str], moved: CookListMove, shards: ShardMap
+) -> dict[str, str]:
+    """Each re-planned unit's changed asset entries, and the assets that joined or left the
+    cook list in it (for --explain)."""
     reasons = {}
-    changed = set(wanted)
+    changed_ids = set(changed)
     for unit in units:
-        mine = sorted({job.asset_id for job in unit.payload} & changed)
-        named = ", ".join(f"assets[{asset_id}]" for asset_id in mine[:REASON_ASSETS])
-        more = f" and {len(mine) - REASON_ASSETS} more" if len(mine) > REASON_ASSETS else ""
-        reasons[unit.id] = f"{named}{more} changed"
+        mine = {job.asset_id for job in unit.payload}
+        said = []
+        entries = sorted(mine & changed_ids)
+        if entries:
+            named = ", ".join(f"assets[{asset_id}]" for asset_id in entries[:REASON_ASSETS])
+            more = (
+                f" and {len(entries) - REASON_ASSETS} more" if len(entries) > REASON_ASSETS else ""
+            )
+            said.append(f"{named}{more} changed")
+        for verb, ids in (("joined", mine & moved.joined), ("left", moved.left)):
+            here = sorted(a for a in ids if a == unit.id or shards.shard_of(a) == unit.id)
+            if here:
+                more = f" and {len(here) - 1} more" if len(here) > 1 else ""
+                said.append(f"{here[0]}{more} {verb} the cook list")
+        reasons[unit.id] = "; ".join(said) or "its shard's boundaries moved"
     return reasons
 
 
@@ -236,15 +287,18 @@ def finish(ctx, inputs: dict, results) -> dict:
             "cooked_types": {asset_id: assets[asset_id].type for asset_id in ids},
         }
     # Of a unit whose result changed, only the assets whose payload changed (the others of
-    # its shard cooked to the same bytes) or that joined it.
+    # its shard cooked to the same bytes) or that joined it; those that left it (and the
+    # removed units') are gone unless another unit cooks them now.
     cooked = {}
+    gone: set[str] = set()
     for unit_id in sorted(results.changed):
         was = results.before.get(unit_id)
         known = ctx.load_result(was).digests if was is not None else {}
-        for asset_id, digest in results[unit_id].digests.items():
+        now = results[unit_id].digests
+        for asset_id, digest in now.items():
             if known.get(asset_id) != digest:
                 cooked[asset_id] = digest
-    gone = set()
+        gone.update(asset_id for asset_id in known if asset_id not in now)
     for unit_id in sorted(results.removed or ()):
         gone.update(ctx.load_result(results.before[unit_id]).digests)
     removed = tuple(sorted(gone - set(cooked)))

@@ -13,7 +13,7 @@ from messiah_projects import Item, guid, write_level, write_repository, write_wo
 from orchestrator.keyed import Keyed  # noqa: E402
 from stages import dependency  # noqa: E402
 from stages.algorithms.globs import glob_regex  # noqa: E402
-from stages.cooklist.closure import compute_cooklist  # noqa: E402
+from stages.cooklist.closure import compute_cooklist, find_cycles  # noqa: E402
 from stages.cooklist.explain import cooklist_text, graph_dot, graph_json, why  # noqa: E402
 from stages.sources.messiah.reader import collect_project  # noqa: E402
 
@@ -255,3 +255,17 @@ def test_source_defined_roots_follow_maps_and_disable_the_fallback(tmp_path):
     cooklist = compute_cooklist(assets, {"startup": [D]}, source_roots={"scenes": [B]})
     assert list(cooklist.roots)[:3] == ["maps", "source:scenes", "startup"]
     assert cooklist.cooked == [B, D, C]
+
+
+def test_find_cycles_asks_each_node_for_its_edges_once():
+    """A loop to itself, a cycle of three and a chain: one cycle each, in discovery order, with
+    each node's edges asked for once (Tarjan and the lone node's loop test share them)."""
+    graph = {"a": ["b"], "b": ["c"], "c": ["a", "d"], "d": ["d"], "e": ["a"], "f": []}
+    asked: list[str] = []
+
+    def edges(node: str) -> list[str]:
+        asked.append(node)
+        return graph[node]
+
+    assert find_cycles(["e", "a", "b", "c", "d", "f"], edges) == [["a", "b", "c"], ["d"]]
+    assert sorted(asked) == sorted(graph)

@@ -19,7 +19,7 @@ from orchestrator.keyed import NOTHING, Changes
 from orchestrator.shell.present import setup_logging
 from orchestrator.typing import Plan, StageChanges, StoredParts
 from stages import cook
-from stages.cooking.shards import SHARD_ASSETS, ShardMap
+from stages.cooking.shards import SHARD_ASSETS, ShardMap, asset_hash, shard_id
 from stages.sources.base import RESOURCE, Asset, Recipe
 
 EXTERNAL = {"command": "texconv {input} {output}", "version": "1"}
@@ -91,13 +91,14 @@ def test_an_external_cooker_or_a_recipe_gets_a_unit_of_its_own():
     assert recipe_unit.key["assets"][0]["cooker"]["recipe"] == recipe.cooker
 
 
-def changes(plan, changed=(), removed=(), stored=None) -> StageChanges:
-    """What `update` hears after `plan`: asset entries changed or removed; `stored` the ids of
-    the units the state holds (those of `plan` unless given)."""
+def changes(plan, changed=(), removed=(), stored=None, cooklist=NOTHING) -> StageChanges:
+    """What `update` hears after `plan`: asset entries changed or removed, the cook list
+    changed or not; `stored` the ids of the units the state holds (those of `plan` unless
+    given)."""
     return StageChanges(
         inputs={
             "assets": Changes(frozenset(changed), frozenset(removed)),
-            "cooklist": NOTHING,
+            "cooklist": cooklist,
             "source": NOTHING,
         },
         rerun=[],
@@ -143,12 +144,72 @@ def test_update_moves_an_asset_whose_new_type_has_an_external_cooker_out_of_its_
     assert assets_of(next(u for u in back.units if u.id == shard)) == assets_of(before)
 
 
-def test_a_removed_entry_or_a_new_cook_list_plans_everything():
-    """What changes the shards' boundaries is not patched: everything is planned again (units
-    whose key did not move keep their results)."""
+MOVED = Changes(frozenset({""}), frozenset())  # a value that is not keyed changed
+
+
+def replanned(plan, again) -> dict[str, dict]:
+    """The units after an update, by id, with their keys: the update's, and the plan's it
+    neither planned again nor removed."""
+    units = {u.id: u.key for u in plan.units if u.id not in set(again.removed)}
+    units.update((u.id, u.key) for u in again.units)
+    return units
+
+
+def boundary_asset(start: int) -> int:
+    """The number of an asset not in the cook list whose id draws a shard boundary."""
+    number = start
+    while asset_hash(asset(number).id) % SHARD_ASSETS:
+        number += 1
+    return number
+
+
+def test_assets_joining_or_leaving_the_cook_list_plan_again_only_their_shards():
+    """An asset added to (or deleted from) the cook list plans again the shards its hash falls
+    in, before and after (one drawing a boundary splits or joins two), and the unit of its own;
+    the units then are exactly those a plan from scratch makes, and the others are not
+    planned again."""
+    ctx, inputs = setup(4000, cookers={"Texture": EXTERNAL})
+    plan = cook.plan(ctx, inputs)
+    stored = {u.id for u in plan.units}
+    ctx.previous = {"cooked": dict.fromkeys(inputs["cooklist"].cooked, "d")}
+    splitter = boundary_asset(4000)
+    joiner = boundary_asset(splitter + 1) + 1  # not a boundary, most likely
+    while not asset_hash(asset(joiner).id) % SHARD_ASSETS:
+        joiner += 1
+    joined = [asset(splitter), asset(joiner), asset(joiner + 50, "Texture")]
+    left = ["guid-0007", "guid-0050"]  # a Mesh in a shard, a Texture alone
+    edited = dict(inputs["assets"])
+    for new in joined:
+        edited[new.id] = new
+    for gone in left:
+        del edited[gone]
+    after = {**inputs, "assets": edited, "cooklist": SimpleNamespace(cooked=list(edited))}
+    again = cook.update(ctx, after, changes(plan, [a.id for a in joined], left, stored, MOVED))
+    fresh = cook.plan(ctx, after)
+    assert replanned(plan, again) == {u.id: u.key for u in fresh.units}
+    assert "guid-0050" in again.removed
+    assert len(again.units) <= 2 * (len(joined) + len(left)) < len(fresh.units) // 10
+    shards = ShardMap(after["cooklist"].cooked)
+    assert shard_id(asset_hash(asset(splitter).id)) in {u.id for u in again.units}
+    reason = again.reasons[shards.shard_of("guid-0007")]
+    assert "guid-0007 left the cook list" in reason
+    assert again.reasons[joined[2].id] == f"{joined[2].id} joined the cook list"
+    # and back: the assets leave and come back, the shards are as the first plan's
+    back_ctx = SimpleNamespace(**vars(ctx))
+    back_ctx.previous = {"cooked": dict.fromkeys(after["cooklist"].cooked, "d")}
+    now = replanned(plan, again)
+    back = cook.update(back_ctx, inputs, changes(fresh, left, [a.id for a in joined], now, MOVED))
+    assert replanned(fresh, back) == {u.id: u.key for u in plan.units}
+
+
+def test_a_cook_list_that_only_changed_its_order_plans_nothing():
+    """The cook list changed, not its assets (a new order, new chains): no unit moves."""
     ctx, inputs = setup(100)
     plan = cook.plan(ctx, inputs)
-    assert cook.update(ctx, inputs, changes(plan, removed=["guid-0001"])) is None
+    ctx.previous = {"cooked": dict.fromkeys(inputs["cooklist"].cooked, "d")}
+    reordered = {**inputs, "cooklist": SimpleNamespace(cooked=inputs["cooklist"].cooked[::-1])}
+    again = cook.update(ctx, reordered, changes(plan, cooklist=MOVED))
+    assert again.units == [] and again.removed == ()
 
 
 def build(build_file: Path, explain: bool = False):
@@ -206,6 +267,26 @@ def test_an_incremental_finish_patches_only_the_payloads_that_changed():
     assert outputs["cooked"].set == {"guid-0001": "d1-edited"}
     assert outputs["cooked_types"].set == {"guid-0001": "Mesh"}
     assert outputs["cooked"].removed == ()
+
+
+def test_an_incremental_finish_removes_the_assets_that_left_a_shard():
+    """An asset that left the cook list leaves its shard's result: its `cooked` and
+    `cooked_types` entries go (unless another unit cooks it now: one moving to a unit of its
+    own is set there)."""
+    ctx, inputs = setup(3)
+    old = StoredParts({"guid-0000": "d0", "guid-0001": "d1", "guid-0002": "d2"})
+    new = StoredParts({"guid-0000": "d0", "guid-0002": "d2"})
+    ctx.load_result = {"old": old}.__getitem__
+    results = ShardResults({"<shard 00000000>": new}, {"<shard 00000000>": "old"})
+    outputs = cook.finish(ctx, inputs, results)
+    assert outputs["cooked"] == ({}, ("guid-0001",))
+    assert outputs["cooked_types"] == ({}, ("guid-0001",))
+    alone = StoredParts({"guid-0001": "d1"})
+    results = ShardResults(
+        {"<shard 00000000>": new, "guid-0001": alone}, {"<shard 00000000>": "old"}
+    )
+    outputs = cook.finish(ctx, inputs, results)
+    assert outputs["cooked"] == ({"guid-0001": "d1"}, ())
 
 
 def test_update_leaves_the_own_units_of_unchanged_assets_in_a_replanned_shard_alone():

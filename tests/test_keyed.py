@@ -94,6 +94,23 @@ def test_a_state_backed_value_reads_only_the_entries_asked_for(tmp_path, monkeyp
     state.close()
 
 
+@pytest.mark.parametrize("overlay", [None, KeyedPatch({"k3": "new", "n": 9}, ("k4",))])
+def test_a_value_read_whole_answers_lookups_without_reading_again(tmp_path, monkeypatch, overlay):
+    """After one pass over every entry (a consumer reading the whole value), a consumer looking
+    entries up one by one gets the same entries without another query or decode."""
+    state = open_state(tmp_path)
+    state.values.replace_entries("v", {f"k{i}": i for i in range(50)})
+    value = Keyed("v", state.values, overlay=overlay)
+    expected = dict(value.items())
+    looked_up = []
+    original = state.values.entry
+    monkeypatch.setattr(state.values, "entry", lambda *a: looked_up.append(a) or original(*a))
+    monkeypatch.setattr(state.values, "items", None)  # no second pass either
+    assert {key: value[key] for key in value} == expected
+    assert list(value.items()) == sorted(expected.items()) and looked_up == []
+    state.close()
+
+
 def test_fingerprint_moves_with_any_entry_and_only_then(tmp_path):
     """The fingerprint of a stored value changes when an entry is changed, added or removed,
     and comes back when the value does."""
