@@ -17,6 +17,7 @@ tests/raystart.py).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -98,6 +99,9 @@ def _fresh_over_http(project: Project, results: SizeResults, options: Options) -
                 path = project.dir / "runs" / name / "cache"
                 return {"path": str(path), "remote": url, "key_env": KEY_ENV}
 
+            # The first agent's cache folder from an earlier run would make its build a no-op
+            # that sends the new (empty) server nothing.
+            shutil.rmtree(project.dir / "runs" / "fresh-http-a", ignore_errors=True)
             first = bench_build_file(
                 project, "fresh-http-source", options.shared_paths, cache=remote("fresh-http-a")
             )

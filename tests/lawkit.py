@@ -22,6 +22,8 @@ from unittest import mock
 import msgpack
 from buildkit import content_reports, published
 
+from orchestrator.cache import Cache
+from orchestrator.codec import loads
 from orchestrator.core.options import RunOptions
 from orchestrator.core.rebuild import Rebuilder
 from orchestrator.core.scheduler import run_build
@@ -184,8 +186,27 @@ def stored_state(
                 "SELECT value, key, digest FROM entries WHERE data IS NOT NULL"
             )
         }
+        taken = db.execute("SELECT kind, name, blob FROM taken").fetchall()
     finally:
         db.close()
+    # What a fresh checkout took whole is held by reference (cache/taken.py): it is held all
+    # the same, as the rows of its stage's blob say.
+    blobs = Cache(Path(cache_dir))
+    try:
+        for kind, name, blob in taken:
+            rows = loads(blobs.get_blob(blob))
+            if kind == "units":
+                for unit_id, key, *_ in rows.units:
+                    hexkey = bytes(key).hex()
+                    found = reads.get((name, hexkey), [])
+                    traced = found[0] if len(found) == 1 else ()
+                    units.setdefault(name, {})[unit_id] = UnitTrace(hexkey, traced)
+            else:
+                values.update(
+                    ((name, key), bytes(digest).hex()) for key, digest, _ in rows.values[name]
+                )
+    finally:
+        blobs.close()
     return units, values
 
 

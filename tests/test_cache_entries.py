@@ -12,14 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.cache import Cache
-from orchestrator.cache.entries import (
-    INLINE_MAX_BYTES,
-    MISSING,
-    STORED_PREFIX,
-    DecodedEntries,
-    KeptResults,
-    unchangeable,
-)
+from orchestrator.cache.entries import INLINE_MAX_BYTES, STORED_PREFIX
+from orchestrator.cache.resident import MISSING, DecodedEntries, KeptResults, unchangeable
 from orchestrator.cache.state import BuildState
 from orchestrator.codec import digest, dumps, loads, record
 from orchestrator.errors import CacheCorrupt

@@ -23,6 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_incremental_laws import STEP, MessiahChanges, age, aged_project, law_settings, settle
 
+from orchestrator.cache import Cache
+from orchestrator.cache import state as state_module
 from orchestrator.core.stageentries import WHOLE
 
 EXPRESSION = ("满足表达式", "expr")
@@ -79,9 +81,10 @@ def built(tmp_path_factory):
     return base, first
 
 
-def test_a_checkout_at_another_path_takes_every_stage_whole(built, tmp_path):
+def test_a_checkout_at_another_path_takes_every_stage_whole(built, tmp_path, monkeypatch):
     """No unit is looked up, none runs, and the checkout publishes the same bytes and keeps
-    the same units and values as a clean build of it."""
+    the same units and values as a clean build of it (held by reference, cache/taken.py)."""
+    monkeypatch.setattr(state_module, "HELD_ENTRIES", 1)
     base, first = built
     assert whole_entries(base / "build" / "cache") >= {"collect", "validate", "cook"}
     build_file = fresh_checkout(base, tmp_path / "elsewhere")
@@ -159,3 +162,45 @@ def test_fresh_checkouts_equal_clean_builds(template, tmp_path_factory, steps, c
         if not clean.error:  # only rule code over the index keys on where the checkout lies
             assert outcomes[1].planned.keys() <= {"validate"}, outcomes[1].planned
         shutil.rmtree(agents)
+
+
+def taken_parts(build_file: Path) -> int:
+    """How many parts of taken stages the checkout's build state holds by reference
+    (cache/taken.py)."""
+    (state,) = (build_file.parent / "build" / "cache" / "state").glob("*/*.sqlite")
+    db = sqlite3.connect(state)
+    try:
+        return db.execute("SELECT COUNT(*) FROM taken").fetchone()[0]
+    finally:
+        db.close()
+
+
+@law_settings(6)
+@given(steps=st.lists(STEP, min_size=1, max_size=3), collect=st.booleans())
+def test_edits_after_a_fresh_checkout_equal_clean_builds(
+    template, tmp_path_factory, monkeypatch, steps, collect
+):
+    """A fresh checkout holds the stages it took by reference; each random change after it
+    (built incrementally: what a change reaches is written in first) equals a clean build of
+    the same files, with `cache gc` run on the shared folder between (`collect`): it keeps the
+    blobs the state holds the stages in."""
+    monkeypatch.setattr(state_module, "HELD_ENTRIES", 1)  # every value held (a small project)
+    base = tmp_path_factory.mktemp("first")
+    shutil.copytree(template, base, dirs_exist_ok=True)
+    assert not lawkit.build(base / "build.yaml").error
+    agent = tmp_path_factory.mktemp("agents") / "one"
+    build_file = fresh_checkout(base, agent)
+    fresh = lawkit.build(build_file)
+    assert not fresh.error and taken_parts(build_file) > 0, fresh.error
+    changes = MessiahChanges(agent)
+    done: list[str] = []
+    for number, step in enumerate(steps, 1):
+        done.extend(changes.apply(kind, a, b) for kind, a, b in step)
+        settle(agent / "project", number)
+        if collect:
+            Cache(agent / "build" / "cache").gc(max_bytes=0)
+        incremental = lawkit.build(build_file)
+        clean = lawkit.build(build_file, f"clean{number}/out", f"clean{number}/cache")
+        problems = lawkit.differences(incremental, clean)
+        story = "; ".join(done)
+        assert not problems, f"!= clean after: {story}\n" + "\n".join(problems)

@@ -44,7 +44,14 @@ from ..hashing import digest_bytes
 from .actions import ActionCache, ActionEntry
 from .blobs import LARGE_BLOB_BYTES, BlobPacks
 from .entries import named_blobs
-from .housekeeping import ACTIONS, cache_stats, clear_cache, collect_garbage
+from .housekeeping import (
+    ACTIONS,
+    area_files,
+    cache_stats,
+    clear_cache,
+    collect_garbage,
+    taken_blobs,
+)
 from .remote import (
     AC,
     ADDRESS_BYTES,
@@ -322,8 +329,19 @@ class Cache:
         return cache_stats(self.root)
 
     def gc(self, max_bytes: int | None = None, max_age_days: float | None = None) -> dict:
-        """Drop old entries, then the least recently used until the cache fits (housekeeping)."""
-        return collect_garbage(self.root, max_bytes, max_age_days)
+        """Drop old entries, then the least recently used until the cache fits (housekeeping):
+        never the file of a blob a build state holds a taken stage's rows in (cache/taken.py),
+        which its next edit reads."""
+        states = [path for path in area_files(self.root, "state") if path.suffix == ".sqlite"]
+        held = {relpath for digest in taken_blobs(states) for relpath in self._holders(digest)}
+        keep = frozenset(str(self.root / relpath) for relpath in held)
+        return collect_garbage(self.root, max_bytes, max_age_days, keep)
+
+    def _holders(self, digest: str) -> tuple[str, ...]:
+        """The files a blob is read from, relative to the folder: its own, or its pack's."""
+        if self.folder.lstat(self._blob_file(digest)) is not None:
+            return (self._blob_file(digest),)
+        return self.packs.holders(digest)
 
     def clear(self) -> None:
         clear_cache(self.root)

@@ -93,6 +93,12 @@ class BlobPacks:
             )
         return self._present[pack]
 
+    def holders(self, digest: str) -> tuple[str, ...]:
+        """The files a packed blob is read from (its pack and the index), relative to the
+        cache folder; none when no pack holds it."""
+        found = self._where(digest) if self.has(digest) else None
+        return () if found is None else (self._file(found[0]), self._file("index.log"))
+
     def get(self, digest: str) -> bytes | None:
         """The blob's bytes if a pack holds it; CacheCorrupt if the pack's copy is damaged."""
         found = None if digest in self._bad else self._where(digest)

@@ -6,7 +6,6 @@ digest, and its data, inline or in the blob store, is checked against that diges
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -14,7 +13,9 @@ from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
 from ..hashing import digest_bytes
 from ..keyed import Changes, what_changed
+from .resident import MISSING, DecodedEntries
 from .statedb import StateDatabase
+from .taken import VALUE, TakenParts, fingerprint_of
 
 INLINE_MAX_BYTES = 256 * 1024  # larger values live in the blob store
 STORED_PREFIX = b"blob:"
@@ -36,99 +37,21 @@ def named_blobs(rows: Iterable[Sequence]) -> list[str]:
     ]
 
 
-class DecodedEntries:
-    """Entries of keyed values as decoded, by digest, kept from one build to the next by a
-    resident session (`orchestrate watch`): an edit then decodes the entries it changed, not the
-    hundred thousand a stage reading a whole value reads. Least recently used ones go past
-    `limit`. Sound because an entry's value is its digest's, and values are never changed in
-    place (a stage makes new ones); a whole value (not keyed) is not kept."""
-
-    def __init__(self, limit: int = 400_000) -> None:
-        self.limit = limit
-        self._values: OrderedDict[bytes, Any] = OrderedDict()
-
-    def get(self, digest: bytes) -> Any:
-        """The value decoded for `digest`, or MISSING."""
-        value = self._values.get(digest, MISSING)
-        if value is not MISSING:
-            self._values.move_to_end(digest)
-        return value
-
-    def put(self, digest: bytes, value: Any) -> None:
-        self._values[digest] = value
-        if len(self._values) > self.limit:
-            self._values.popitem(last=False)
-
-    def clear(self) -> None:
-        self._values.clear()
-
-
-MISSING = object()
-
-
-class KeptResults:
-    """Large unit results a resident session (`orchestrate watch`) stored or loaded, by digest,
-    kept from one build to the next: the manifest stage's documents (24 MB at 100,000 assets)
-    are stored by one build, published by it and patched by the next, and reading them back
-    each time cost a read, a digest and a decode of them. Only values no stage can change in
-    place are kept (bytes, text, numbers, and tuples, records and frozensets of them), so what
-    is handed out is what decoding the stored bytes gives; values under `smallest` bytes cost
-    little to read again and are not kept; the least recently used go past `limit` bytes."""
-
-    def __init__(self, limit: int = 128 << 20, smallest: int = 64 << 10) -> None:
-        self.limit = limit
-        self.smallest = smallest
-        self._values: OrderedDict[str, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, digest: str) -> Any:
-        """The value kept for `digest`, or MISSING."""
-        found = self._values.get(digest)
-        if found is None:
-            return MISSING
-        self._values.move_to_end(digest)
-        return found[0]
-
-    def offer(self, digest: str, value: Any, size: int) -> None:
-        """Keep a value stored (or read) under `digest` as `size` bytes, if it is worth it."""
-        if size < self.smallest or size > self.limit or digest in self._values:
-            return
-        if not unchangeable(value):
-            return
-        self._values[digest] = (value, size)
-        self._bytes += size
-        while self._bytes > self.limit:
-            _, (_, gone) = self._values.popitem(last=False)
-            self._bytes -= gone
-
-    def clear(self) -> None:
-        self._values.clear()
-        self._bytes = 0
-
-
-#: Types whose values never change in place (exact types: a subclass may add state).
-ATOMS = (bytes, str, int, float, bool, type(None))
-
-
-def unchangeable(value: Any) -> bool:
-    """Whether a stored value cannot be changed in place, nor anything inside it: bytes, text,
-    numbers, None, and tuples (records are NamedTuples) and frozensets of such values."""
-    if type(value) in ATOMS:
-        return True
-    if isinstance(value, (tuple, frozenset)):  # a storable one: a plain one or a record
-        return all(unchangeable(item) for item in value)
-    return False
-
-
 class ValueStore:
     """The stage values, entry by entry (the `entries` table of the build state; values large
-    enough go to `blobs`, the content-addressed store)."""
+    enough go to `blobs`, the content-addressed store). A value of a stage taken whole is read
+    from its stage's rows until something changes it (cache/taken.py)."""
 
     def __init__(
-        self, db: StateDatabase, blobs: Any, decoded: DecodedEntries | None = None
+        self,
+        db: StateDatabase,
+        blobs: Any,
+        taken: TakenParts,
+        decoded: DecodedEntries | None = None,
     ) -> None:
         self.db = db
         self.blobs = blobs
+        self.taken = taken
         self.decoded = decoded  # a resident session's (None: every entry read is decoded)
         # (value, key) → how the entry changed, for the entries stored in this process
         self.notes: dict[tuple[str, str], str] = {}
@@ -192,25 +115,49 @@ class ValueStore:
                     raise CacheCorrupt(db.untrusted("entries", f"an entry of {value}", then))
         return [row[:4] for row in rows]
 
+    def _live(self, value: str, data: bool = False) -> list[tuple[str, int, Any, Any]]:
+        """The value's live rows (`_rows`) in key order: a taken value's from its stage's."""
+        taken = self.taken.value(value)
+        if taken is not None:
+            return taken.live(data)
+        return self._rows(value, "AND data IS NOT NULL ORDER BY key", data=data)
+
+    def _settle(self, value: str) -> None:
+        """Write a taken value's entries into the state as they were taken (their generation
+        kept), before something changes the value (cache/taken.py)."""
+        taken = self.taken.value(value)
+        if taken is not None:
+            rows, gen = taken.rows, taken.generation
+            self.taken.settle(VALUE, value, lambda: self._insert(value, rows, gen))
+
+    def _insert(self, value: str, rows: Iterable[Sequence], gen: int) -> None:
+        """Store entries (key, digest, data) as they are, under generation `gen`."""
+        checks = self.db.checks
+        self.db.execute_many(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                (value, key, gen, digest, data, checks.check("entries", value, key, gen, digest, 1))
+                for key, digest, data in rows
+            ),
+        )
+
     def entry(self, value: str, key: str = WHOLE) -> Any:
         """One entry of a value (KeyError when absent)."""
-        rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,), data=True)
+        rows = list(self._rows_of(value, [key], data=True))
         if not rows:
             raise KeyError(key)
         _, _, digest, data = rows[0]
         return self._entry(key, digest, data)
 
     def entry_digest(self, value: str, key: str = WHOLE) -> str | None:
-        rows = self._rows(value, "AND key = ? AND data IS NOT NULL", (key,))
+        rows = list(self._rows_of(value, [key]))
         return rows[0][2].hex() if rows else None
 
     def keys(self, value: str) -> list[str]:
-        return [key for key, *_ in self._rows(value, "AND data IS NOT NULL ORDER BY key")]
+        return [key for key, *_ in self._live(value)]
 
     def digests(self, value: str) -> dict[str, str]:
-        return {
-            key: digest.hex() for key, _, digest, _ in self._rows(value, "AND data IS NOT NULL")
-        }
+        return {key: digest.hex() for key, _, digest, _ in self._live(value)}
 
     def digests_of(self, value: str, keys: list[str]) -> dict[str, str]:
         """The stored digests of some keys (a patch of a few entries need not read them all)."""
@@ -220,6 +167,10 @@ class ValueStore:
         self, value: str, keys: list[str], data: bool = False
     ) -> Iterator[tuple[str, int, Any, Any]]:
         """The live rows of some keys (`_rows`), looked up by key, FEW_KEYS at a time."""
+        taken = self.taken.value(value)
+        if taken is not None:
+            yield from taken.of(keys, data)
+            return
         for start in range(0, len(keys), FEW_KEYS):
             chunk = keys[start : start + FEW_KEYS]
             marks = ", ".join("?" * len(chunk))
@@ -227,22 +178,17 @@ class ValueStore:
 
     def fingerprint(self, value: str) -> str:
         """A digest of every live entry's key and digest, in key order."""
-        rows = self._rows(value, "AND data IS NOT NULL ORDER BY key")
-        return digest_bytes(
-            b"\n".join(
-                key.encode("utf-8", "surrogateescape") + b"\0" + digest
-                for key, _, digest, _ in rows
-            )
-        )
+        taken = self.taken.value(value)
+        if taken is not None:
+            return taken.fingerprint  # computed once: a taken value does not change
+        return fingerprint_of((key, digest) for key, _, digest, _ in self._live(value))
 
     def encoded_items(self, value: str) -> list[tuple[str, bytes]]:
         """Every live entry as its codec bytes (orchestrator.codec), in key order: each checked
         against its digest, none decoded (a process that decodes them itself, a custom-code
         worker, is sent them: the data it gets is what the build state signed)."""
         found = []
-        for key, _, digest, data in self._rows(
-            value, "AND data IS NOT NULL ORDER BY key", data=True
-        ):
+        for key, _, digest, data in self._live(value, data=True):
             if not isinstance(data, bytes):
                 raise CacheCorrupt("a stored value is no bytes")
             if data.startswith(STORED_PREFIX):
@@ -256,13 +202,11 @@ class ValueStore:
         if self.decoded is not None:  # a resident session: read the data of new entries only
             yield from self._items_decoded(value, self.decoded)
             return
-        for key, _, digest, data in self._rows(
-            value, "AND data IS NOT NULL ORDER BY key", data=True
-        ):
+        for key, _, digest, data in self._live(value, data=True):
             yield key, self._entry(key, digest, data)
 
     def _items_decoded(self, value: str, decoded: DecodedEntries) -> Iterator[tuple[str, Any]]:
-        rows = self._rows(value, "AND data IS NOT NULL ORDER BY key")
+        rows = self._live(value)
         found = {key: decoded.get(digest) for key, _, digest, _ in rows if key != WHOLE}
         missing = [key for key, _, _, _ in rows if found.get(key, MISSING) is MISSING]
         for key, _, digest, data in self._rows_of(value, missing, data=True):
@@ -271,15 +215,21 @@ class ValueStore:
             yield key, found[key]
 
     def has(self, value: str) -> bool:
-        return bool(self._rows(value, "LIMIT 1"))
+        return self.taken.holds(VALUE, value) or bool(self._rows(value, "LIMIT 1"))
 
     def generation(self, value: str) -> int:
         """The generation at which any entry of the value last changed (0: never stored)."""
+        taken = self.taken.generation(value)
+        if taken is not None:
+            return taken
         rows = self._rows(value, "ORDER BY gen DESC LIMIT 1")
         return rows[0][1] if rows else 0
 
     def changes(self, value: str, since: int) -> Changes:
         """The keys added or changed, and removed, after generation `since`."""
+        taken = self.taken.value(value)
+        if taken is not None:
+            return Changes(taken.changed_since(since), frozenset())
         changed: set[str] = set()
         removed: set[str] = set()
         for key, _, digest, _ in self._rows(value, "AND gen > ?", (since,)):
@@ -290,6 +240,7 @@ class ValueStore:
         self, value: str, entries: Iterable[tuple[str, Any]], known: dict[str, str] | None = None
     ) -> list[str]:
         """Store entries whose digest differs from what is stored; returns the keys changed."""
+        self._settle(value)
         entries = list(entries)
         if known is None:
             known = (
@@ -315,6 +266,7 @@ class ValueStore:
 
     def remove_entries(self, value: str, keys: Iterable[str]) -> list[str]:
         """Tombstone entries (the removal is a change consumers see); returns the keys removed."""
+        self._settle(value)
         gen = self.db.generation
         rows = sorted(
             (gen, self.db.checks.check("entries", value, key, gen, None, 0), value, key)
@@ -343,6 +295,7 @@ class ValueStore:
 
     def replace_entries(self, value: str, entries: dict[str, Any]) -> list[str]:
         """Make the value exactly `entries`; returns the keys that changed or went away."""
+        self._settle(value)
         known = self.digests(value)
         changed = self.put_entries(value, entries.items(), known)
         gone = [key for key in known if key not in entries]
@@ -351,12 +304,7 @@ class ValueStore:
     def rows(self, value: str) -> list[tuple[str, bytes, bytes]]:
         """The value's live entries as stored (key, digest, data), in key order: what another
         build of the stage takes with `put_rows` (cache snapshots, core/stageentries.py)."""
-        return [
-            (key, digest, data)
-            for key, _, digest, data in self._rows(
-                value, "AND data IS NOT NULL ORDER BY key", data=True
-            )
-        ]
+        return [(key, digest, data) for key, _, digest, data in self._live(value, data=True)]
 
     def put_rows(self, value: str, rows: Sequence[Sequence]) -> list[str]:
         """Make the value exactly these stored entries (key, digest, data), as another build
@@ -364,16 +312,11 @@ class ValueStore:
         its digest when read, as every entry's is). An entry whose digest is the stored one is
         left as it is, so consumers see only what changed; keys not among them are removed.
         Returns the keys that changed or went away."""
+        self._settle(value)
         known = self.digests(value)
-        gen, checks = self.db.generation, self.db.checks
-        changed, new = [], []
-        for key, digest, data in rows:
-            if known.get(key) == digest.hex():
-                continue
-            check = checks.check("entries", value, key, gen, digest, 1)
-            new.append((value, key, gen, digest, data, check))
-            changed.append(key)
-        self.db.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", new)
+        new = [row for row in rows if known.get(row[0]) != row[1].hex()]
+        self._insert(value, new, self.db.generation)
+        changed = [row[0] for row in new]
         kept = {key for key, _, _ in rows}
         return changed + self.remove_entries(value, [key for key in known if key not in kept])
 

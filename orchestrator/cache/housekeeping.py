@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -76,10 +76,14 @@ def cache_stats(root: Path) -> dict:
 
 
 def collect_garbage(
-    root: Path, max_bytes: int | None = None, max_age_days: float | None = None
+    root: Path,
+    max_bytes: int | None = None,
+    max_age_days: float | None = None,
+    keep: frozenset[str] = frozenset(),
 ) -> dict:
     """Drop entries unused for `max_age_days`, then the least recently used until `cas` and
-    `actions` are under `max_bytes`. An action whose blob was dropped is a miss next time."""
+    `actions` are under `max_bytes`, but the blob files in `keep` (paths). An action whose
+    blob was dropped is a miss next time."""
     root = Path(root)
     now = time.time()
     too_old = now - max_age_days * 86400 if max_age_days is not None else None
@@ -92,7 +96,7 @@ def collect_garbage(
                     _unlink(Path(f"{path}{suffix}"))
                 removed += 1
     for _ in range(3):  # action sizes are estimates: check what the files say, and go again
-        dropped = _drop_some(root, now, too_old, max_bytes)
+        dropped = _drop_some(root, now, too_old, max_bytes, keep)
         removed += dropped
         if not dropped or max_bytes is None or _bounded_bytes(root) <= max_bytes:
             break
@@ -105,15 +109,21 @@ def collect_garbage(
     }
 
 
-def _drop_some(root: Path, now: float, too_old: float | None, max_bytes: int | None) -> int:
-    """One pass: drop what is too old, then the oldest until the bounded areas fit."""
-    blobs, actions = _blob_files(root, now), _action_rows(root)
+def _drop_some(
+    root: Path, now: float, too_old: float | None, max_bytes: int | None, keep: frozenset[str]
+) -> int:
+    """One pass: drop what is too old, then the oldest until the bounded areas fit (but what
+    is kept)."""
+    found = _blob_files(root, now)
+    blobs = [blob for blob in found if blob.path not in keep]
+    held = sum(blob.size for blob in found if blob.path in keep)  # counted, never dropped
+    actions = _action_rows(root)
     estimated = sum(c.size for c in actions)
     if estimated:  # scale the row estimates to what the database file really takes
         scale = _bytes(root, "actions") / estimated
         actions = [c._replace(size=int(c.size * scale) + 1) for c in actions]
     candidates = sorted(blobs + actions, key=lambda c: c.used)
-    total = sum(c.size for c in candidates)
+    total = held + sum(c.size for c in candidates)
     dropped_actions = []
     removed = 0
     for candidate in candidates:
@@ -228,3 +238,22 @@ def _drop_actions(root: Path, actions: list[tuple[str, bytes, bytes]]) -> None:
         pass  # a damaged database is set aside by the next run that opens it
     finally:
         db.close()
+
+
+def taken_blobs(state_files: Iterable[Path]) -> set[str]:
+    """The blobs the build states in these files hold taken stages' rows in (cache/taken.py:
+    what `cache gc` keeps), read as they are, without checks (a blob kept too many costs only
+    its bytes)."""
+    found: set[str] = set()
+    for path in state_files:
+        try:
+            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            continue
+        try:
+            found.update(str(blob) for (blob,) in db.execute("SELECT DISTINCT blob FROM taken"))
+        except sqlite3.Error:  # another release's layout, or damaged: it names no blob
+            pass
+        finally:
+            db.close()
+    return found

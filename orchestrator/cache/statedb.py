@@ -4,6 +4,7 @@ generation."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -37,14 +38,15 @@ class RowChecks:
     file table are checked against a digest their row holds (and the check covers).
 
     Without a key, a stage record carries the plain digest of its fields (bit rot inside it
-    would go unseen: its bytes have no digest of their own), and so does the generation row
+    would go unseen: its bytes have no digest of their own), and so do a taken part's row (its
+    generation) and the generation row
     (a state signed with a key then fails, and is started afresh whole); the other rows carry
     none, as before keys: what a check would add is found anyway (a rotten digest names no
     blob, a rotten key reruns a unit), and a local cache without a key pays for no check it did
     not.
     """
 
-    PLAIN = frozenset({"records", "meta"})
+    PLAIN = frozenset({"records", "meta", "taken"})
 
     def __init__(self, key: EntryKey | None, scope: str) -> None:
         self._key = key
@@ -170,6 +172,20 @@ class StateDatabase:
                 self._step = True
         elif not self.db.in_transaction:
             self.execute("BEGIN IMMEDIATE")
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """The block all or nothing: in the transaction already open, else in its own."""
+        if self._step or (not self.scratch and self.db.in_transaction):
+            yield
+            return
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
 
     def commit(self) -> None:
         if self.scratch:

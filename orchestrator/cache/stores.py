@@ -17,6 +17,7 @@ from ..files.reads import entry_path
 from ..hashing import digest_bytes
 from .records import StageRecord, UnitKeys, UnitRecord
 from .statedb import StateDatabase, chunks
+from .taken import UNITS, TakenParts
 
 #: Published files looked up one query each before the run reads their rows whole.
 SINGLE_OUTPUT_LOOKUPS = 64
@@ -131,12 +132,22 @@ class RecordStore:
 
 class UnitStore:
     """Each stage's units as their last run left them (records.UnitRecord), and the reverse
-    index of what they read: which units read a file, so an edit re-runs just those."""
+    index of what they read: which units read a file, so an edit re-runs just those. The units
+    of a stage taken whole are written here when first asked for (cache/taken.py)."""
 
     COLUMNS = "id, key, result, digest, data, check_"
 
-    def __init__(self, db: StateDatabase) -> None:
+    def __init__(self, db: StateDatabase, taken: TakenParts) -> None:
         self.db = db
+        self.taken = taken
+
+    def _settle(self, stage: str) -> None:
+        """Write a taken stage's units and reads into the state, before they are read or
+        changed."""
+        taken = self.taken.units(stage)
+        if taken is not None:
+            units, reads = taken
+            self.taken.settle(UNITS, stage, lambda: self._insert(stage, units, reads))
 
     def get(self, stage: str, ids: Iterable[str] | None = None) -> dict[str, UnitRecord]:
         """The stage's stored units (all, or those named); CacheCorrupt if one is damaged."""
@@ -167,6 +178,7 @@ class UnitStore:
 
     def _rows(self, columns: str, stage: str, ids: Iterable[str] | None) -> list[tuple]:
         """The columns of the stage's units (all, or those named)."""
+        self._settle(stage)
         select = f"SELECT {columns} FROM units WHERE stage = ?"
         if ids is None:
             return self.db.execute(select, (stage,)).fetchall()
@@ -178,6 +190,7 @@ class UnitStore:
 
     def count(self, stage: str) -> int:
         """How many units the stage has."""
+        self._settle(stage)
         return self.db.execute("SELECT count(*) FROM units WHERE stage = ?", (stage,)).fetchone()[0]
 
     def _verify(self, stage: str, unit_id: str, key, result, digest, check) -> None:
@@ -192,6 +205,7 @@ class UnitStore:
         only the rows of reads it gained or lost are written (a unit that ran again after an
         edit mostly read what it read before: at 100,000 resources a rule unit of a repository
         reads a hundred thousand index entries, rewritten whole for nothing before)."""
+        self._settle(stage)
         db, rows = self.db, []
         gained: list[tuple[str, str, str]] = []
         lost: list[tuple[str, str, str]] = []
@@ -219,6 +233,7 @@ class UnitStore:
     def rows(self, stage: str) -> tuple[list[tuple], list[tuple[str, str]]]:
         """The stage's units as stored, (id, key, result, digest, data) each, verified, and
         what each read, (path, unit id): what another build of it takes with `put_rows`."""
+        self._settle(stage)
         units = []
         for unit_id, key, result, digest, data, check in self.db.execute(
             f"SELECT {self.COLUMNS} FROM units WHERE stage = ? ORDER BY id", (stage,)
@@ -234,6 +249,9 @@ class UnitStore:
         """Make the stage's units exactly these stored rows (as `rows` gives them), in bulk:
         nothing decoded (a unit's data is checked against its digest when read)."""
         self.drop_stage(stage)
+        self._insert(stage, units, reads)
+
+    def _insert(self, stage: str, units: Iterable[Sequence], reads: Iterable[Sequence]) -> None:
         checks = self.db.checks
         self.db.execute_many(
             "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -248,18 +266,29 @@ class UnitStore:
             ((path, stage, unit_id) for path, unit_id in reads),
         )
 
+    def holds(self, stage: str) -> bool:
+        """Whether the state holds any unit of the stage (stored or taken)."""
+        if self.taken.holds(UNITS, stage):
+            return True
+        row = self.db.execute("SELECT 1 FROM units WHERE stage = ? LIMIT 1", (stage,)).fetchone()
+        return row is not None
+
     def drop(self, stage: str, ids: Iterable[str]) -> None:
+        self._settle(stage)
         pairs = [(stage, unit_id) for unit_id in ids]
         self.db.execute_many("DELETE FROM units WHERE stage = ? AND id = ?", pairs)
         self.db.execute_many("DELETE FROM reads WHERE stage = ? AND unit = ?", pairs)
 
     def drop_stage(self, stage: str) -> None:
+        if self.taken.holds(UNITS, stage):  # nothing of it is kept: its rows need not be written
+            self.taken.drop(UNITS, stage)
         self.db.execute("DELETE FROM units WHERE stage = ?", (stage,))
         self.db.execute("DELETE FROM reads WHERE stage = ?", (stage,))
 
     def reads_entries(self, stage: str, value: str) -> bool:
         """Whether any unit of the stage read an entry of `value` (an entry read's path is
         ENTRY_MARK, the value's name, `/` and the key: files/reads.py)."""
+        self._settle(stage)
         prefix = entry_path(value, "")
         row = self.db.execute(
             "SELECT 1 FROM reads WHERE path >= ? AND path < ? AND stage = ? LIMIT 1",
@@ -269,6 +298,7 @@ class UnitStore:
 
     def readers(self, stage: str, paths: Iterable[str]) -> dict[str, list[str]]:
         """The stage's units that read (or looked for) any of these files → those files."""
+        self._settle(stage)
         found: dict[str, list[str]] = {}
         for chunk in chunks(sorted(set(paths)), 500):
             marks = ",".join("?" * len(chunk))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..cache import ActionEntry, Cache
-from ..cache.entries import MISSING, KeptResults
 from ..cache.records import Fingerprint, UnitRecord
+from ..cache.resident import MISSING, KeptResults
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, OrchestrateError
 from ..executors import LazyBlobs, WorkItem, run_item

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..cache import Cache
-from ..cache.entries import DecodedEntries, KeptResults
+from ..cache.resident import DecodedEntries, KeptResults
 from ..cache.state import BuildState
 from ..codec import allow_package
 from ..executors import Workplace

@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..cache import Cache, named_blobs
 from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord
@@ -50,6 +50,14 @@ LISTING = "\0listing"
 OUTSIDE = "\0outside\0"  # + the path, relative to the build file's folder when it lies below it
 
 
+class FoundStage(NamedTuple):
+    """What another build of a stage left, whose reads still hold: its rows, and the blob
+    that holds them (the build state names it rather than copying them: cache/taken.py)."""
+
+    rows: StageRows
+    blob: str
+
+
 @dataclass(frozen=True)
 class WholeStage:
     """A stage planning afresh, as its whole-stage entry goes: its key (unrooted, and with the
@@ -58,7 +66,7 @@ class WholeStage:
     stage: Stage
     fingerprint: Fingerprint
     keys: tuple[str, str]  # (without the root, with it)
-    found: StageRows | None = None
+    found: FoundStage | None = None
 
 
 class StageEntries:
@@ -94,7 +102,7 @@ class StageEntries:
             known = self._fingerprints[(name, generation)] = state.values.fingerprint(name)
         return known
 
-    def _lookup(self, name: str, keys: tuple[str, str], ctx: Context) -> StageRows | None:
+    def _lookup(self, name: str, keys: tuple[str, str], ctx: Context) -> FoundStage | None:
         for key in keys:
             for entry in self.cache.actions.candidates(WHOLE + name, key):
                 files = (read for read in entry.reads if not read[0].startswith(ENTRY_MARK))
@@ -111,7 +119,7 @@ class StageEntries:
                     continue  # the stage plans afresh
                 if isinstance(rows, StageRows) and self._blobs_at_hand(rows):
                     self.cache.actions.touch(WHOLE + name, key, entry.result)
-                    return rows
+                    return FoundStage(rows, entry.result)
         return None
 
     def _blobs_at_hand(self, rows: StageRows) -> bool:
@@ -143,14 +151,14 @@ class StageEntries:
     ) -> StageRecord:
         """Store what another build of the stage left as this run's and publish its outputs
         (`outputs`: the run's values of them, read from the rows once stored); its record."""
-        rows = whole.found
-        assert rows is not None
+        assert whole.found is not None
+        rows, blob = whole.found
         external = {
             str(ctx.build_dir / path): digest for path, digest in rows.record.external.items()
         }
         record = dataclasses.replace(rows.record, fingerprint=whole.fingerprint, external=external)
         taken = rows._replace(record=record)
-        kept = adopt_stage(whole.stage, ctx, state, taken, outputs, callbacks, publish)
+        kept = adopt_stage(whole.stage, ctx, state, taken, blob, outputs, callbacks, publish)
         self.log.debug("stage.taken", stage=whole.stage.spec.name, units=record.units)
         return kept
 

@@ -68,18 +68,18 @@ def adopt_stage(
     ctx: Context,
     state: BuildState,
     taken: StageRows,
+    blob: str,
     outputs: Mapping[str, Any],
     callbacks: Iterable[Callable] = (),
     publish: bool = True,
 ) -> StageRecord:
-    """Store what another build of the stage left (its rows, as stored: nothing decoded,
-    encoded or hashed again) as this run's, then publish its outputs (`outputs`, read from
-    those rows) and keep its record with what this run published: all or nothing; the
-    record."""
+    """Store what another build of the stage left (its rows, as stored in `blob`: nothing
+    decoded, encoded or hashed again; held by reference in a fresh state) as this run's, then
+    publish its outputs (`outputs`, read from those rows) and keep its record with what this
+    run published: all or nothing; the record."""
     with state.transaction():
-        state.units.put_rows(stage.spec.name, taken.units, taken.reads)
-        for name, rows in taken.values.items():
-            state.values.put_rows(name, rows)
+        state.take(stage.spec.name, blob, taken)
+        for name in taken.values:
             ctx.entries.forget(name)
         record = dataclasses.replace(taken.record, generation=state.generation, published={})
         return _publish(stage, ctx, state, record, outputs, callbacks, publish)

@@ -1,0 +1,91 @@
+"""What a resident session (`orchestrate watch`) keeps from one build to the next, by digest:
+the entries of keyed values it decoded, and the large unit results it stored or read."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+
+class DecodedEntries:
+    """Entries of keyed values as decoded, by digest, kept from one build to the next by a
+    resident session (`orchestrate watch`): an edit then decodes the entries it changed, not the
+    hundred thousand a stage reading a whole value reads. Least recently used ones go past
+    `limit`. Sound because an entry's value is its digest's, and values are never changed in
+    place (a stage makes new ones); a whole value (not keyed) is not kept."""
+
+    def __init__(self, limit: int = 400_000) -> None:
+        self.limit = limit
+        self._values: OrderedDict[bytes, Any] = OrderedDict()
+
+    def get(self, digest: bytes) -> Any:
+        """The value decoded for `digest`, or MISSING."""
+        value = self._values.get(digest, MISSING)
+        if value is not MISSING:
+            self._values.move_to_end(digest)
+        return value
+
+    def put(self, digest: bytes, value: Any) -> None:
+        self._values[digest] = value
+        if len(self._values) > self.limit:
+            self._values.popitem(last=False)
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+MISSING = object()
+
+
+class KeptResults:
+    """Large unit results a resident session (`orchestrate watch`) stored or loaded, by digest,
+    kept from one build to the next: the manifest stage's documents (24 MB at 100,000 assets)
+    are stored by one build, published by it and patched by the next, and reading them back
+    each time cost a read, a digest and a decode of them. Only values no stage can change in
+    place are kept (bytes, text, numbers, and tuples, records and frozensets of them), so what
+    is handed out is what decoding the stored bytes gives; values under `smallest` bytes cost
+    little to read again and are not kept; the least recently used go past `limit` bytes."""
+
+    def __init__(self, limit: int = 128 << 20, smallest: int = 64 << 10) -> None:
+        self.limit = limit
+        self.smallest = smallest
+        self._values: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, digest: str) -> Any:
+        """The value kept for `digest`, or MISSING."""
+        found = self._values.get(digest)
+        if found is None:
+            return MISSING
+        self._values.move_to_end(digest)
+        return found[0]
+
+    def offer(self, digest: str, value: Any, size: int) -> None:
+        """Keep a value stored (or read) under `digest` as `size` bytes, if it is worth it."""
+        if size < self.smallest or size > self.limit or digest in self._values:
+            return
+        if not unchangeable(value):
+            return
+        self._values[digest] = (value, size)
+        self._bytes += size
+        while self._bytes > self.limit:
+            _, (_, gone) = self._values.popitem(last=False)
+            self._bytes -= gone
+
+    def clear(self) -> None:
+        self._values.clear()
+        self._bytes = 0
+
+
+#: Types whose values never change in place (exact types: a subclass may add state).
+ATOMS = (bytes, str, int, float, bool, type(None))
+
+
+def unchangeable(value: Any) -> bool:
+    """Whether a stored value cannot be changed in place, nor anything inside it: bytes, text,
+    numbers, None, and tuples (records are NamedTuples) and frozensets of such values."""
+    if type(value) in ATOMS:
+        return True
+    if isinstance(value, (tuple, frozenset)):  # a storable one: a plain one or a record
+        return all(unchangeable(item) for item in value)
+    return False
