@@ -263,9 +263,13 @@ class BuildState:
         self.db.commit()
 
     def rollback(self) -> None:
+        self._forget_unsaved()
+        self.db.rollback()
+
+    def _forget_unsaved(self) -> None:
+        """What the stores keep in memory of rows a rollback takes back is read again."""
         self.outputs.forget_unsaved()
         self.taken.forget_unsaved()
-        self.db.rollback()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -276,8 +280,7 @@ class BuildState:
             with self.db.atomic():
                 yield
         except BaseException:
-            self.outputs.forget_unsaved()
-            self.taken.forget_unsaved()
+            self._forget_unsaved()
             raise
 
     def close(self) -> None:

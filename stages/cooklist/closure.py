@@ -14,6 +14,7 @@ spec/pipeline.md's "Collect: the cook roots" and "Dependency":
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -124,7 +125,9 @@ def find_cycles(order: list[str], edges: Callable[[str], list[str]]) -> list[lis
     """One shortest cycle per strongly connected component (iterative Tarjan), each starting at
     its member discovered first, components in discovery order."""
     rank = {node: n for n, node in enumerate(order)}
-    edges = _EdgesOnce(edges).__getitem__
+    # Each node's edges asked for once: Tarjan and the test for a lone node's loop to itself
+    # each asked again (0.26 s of the closure's 1.3 s over 100,000 cooked assets).
+    edges = functools.cache(edges)
     components = [
         component
         for component in strongly_connected(order, edges)
@@ -136,19 +139,6 @@ def find_cycles(order: list[str], edges: Callable[[str], list[str]]) -> list[lis
         head = min(component, key=rank.__getitem__)
         cycles.append(_shortest_cycle(head, members, edges))
     return cycles
-
-
-class _EdgesOnce(dict):
-    """A node's edges, asked for once: Tarjan and the test for a lone node's loop to itself
-    each asked again (0.26 s of the closure's 1.3 s over 100,000 cooked assets)."""
-
-    def __init__(self, edges: Callable[[str], list[str]]) -> None:
-        super().__init__()
-        self.edges = edges
-
-    def __missing__(self, node: str) -> list[str]:
-        found = self[node] = self.edges(node)
-        return found
 
 
 def _shortest_cycle(head: str, members: set[str], edges) -> list[str]:
