@@ -178,6 +178,26 @@ class Keyed(Mapping):
             self._digests = found
         return self._digests
 
+    def digests_of(self, keys: Iterable[str]) -> dict[str, str]:
+        """The digests of some entries by key, those that exist (keys absent are left out):
+        one who knows which keys changed since an earlier value need not read every digest."""
+        keys = sorted(set(keys))
+        if self._digests is not None:
+            return {key: self._digests[key] for key in keys if key in self._digests}
+        from .codec import digest
+
+        if self._memory is not None:
+            return {key: digest(self._memory[key]) for key in keys if key in self._memory}
+        found: dict[str, str] = {}
+        stored = keys
+        if self._overlay is not None:
+            patch = self._overlay
+            found = {key: digest(patch.set[key]) for key in keys if key in patch.set}
+            stored = [key for key in keys if key not in patch.set and key not in patch.removed]
+        if stored:
+            found.update(self._state.digests_of(self.name, stored))
+        return found
+
     def encoded_items(self) -> list[tuple[str, bytes]] | None:
         """Every entry as the state stored it (codec bytes, checked against its digest, in key
         order), for a process that decodes them itself; a patch made in this run encoded

@@ -49,7 +49,7 @@ from stages.rules.parts import (
 from stages.rules.report import ValidationSummary, build_document, patch_document, render, summarize
 from stages.rules.traced import ILEVELS, ROOT
 from stages.settings import rule_file_paths, worker_limits
-from stages.sources.base import WHOLE_INDEX, IndexPatcher, index_of
+from stages.sources.base import WHOLE_INDEX, IndexEdit, IndexPatcher, index_of
 
 #: Entries of the index the plan reads (rpath sets, the root paths are made under): a change
 #: to one plans everything again.
@@ -170,23 +170,28 @@ def _rules_key(ruleset: RuleSet) -> str:
 RESIDENT_INDEX = IndexPatcher()
 
 
-def stored_index(value: Any, identity: str | None = None, resident: bool = False) -> StoredIndex:
+def stored_index(
+    value: Any, identity: str | None = None, resident: bool = False, edit: IndexEdit | None = None
+) -> StoredIndex:
     """Collect's keyed `index` as the rules read it: decoded (sources.base.index_of) the first
     time a rule reads it, and traced entry by entry (rules/traced.py). Whether it offers the
     predefined sets is known without decoding it; `identity` names this content of it in the
     caches of the processes that read it (a new one, unless the index is as the last run had
     it: a digest of the whole would read all of it). A `resident` build patches the index the
-    previous one decoded (RESIDENT_INDEX) by the entries that changed."""
+    previous one decoded (RESIDENT_INDEX) by the entries that changed, which `edit` names when
+    the stage knows them."""
     keyed = value if isinstance(value, Keyed) else Keyed("index", memory=value)
     whole = WHOLE_INDEX in keyed
     available = not whole or index_is_available(keyed[WHOLE_INDEX])
+    identity = identity or uuid.uuid4().hex
     return StoredIndex(
-        (lambda: RESIDENT_INDEX.index(keyed))
+        (lambda: RESIDENT_INDEX.index(keyed, identity, edit))
         if resident and not whole
         else lambda: index_of(keyed),
-        identity or uuid.uuid4().hex,
+        identity,
         available,
         entries=None if whole else keyed,
+        edit=edit,
     )
 
 
@@ -235,7 +240,10 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if not isinstance(known, ValidateState):
         return None
     index = stored_index(
-        inputs["index"], None if index_changes else known.index_digest, ctx.resident
+        inputs["index"],
+        None if index_changes else known.index_digest,
+        ctx.resident,
+        IndexEdit(known.index_digest, index_changes.touched) if index_changes else None,
     )
     if index.available != known.index_available:
         return None

@@ -125,3 +125,27 @@ def failures_of(document: dict, rule: str | None = None) -> list[tuple]:
         for f in document["failures"]
         if rule is None or f["rule"] == rule
     ]
+
+
+class CountedKeyed:
+    """Counts the calls of `Keyed.digests` (every entry's digest) while it is installed."""
+
+    def __init__(self) -> None:
+        from orchestrator import Keyed
+
+        self.calls = 0
+        self.keyed = Keyed
+        self.real = Keyed.digests
+
+    def __enter__(self) -> CountedKeyed:
+        counter = self
+
+        def counted(keyed):
+            counter.calls += 1
+            return counter.real(keyed)
+
+        self.keyed.digests = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.keyed.digests = self.real  # type: ignore[method-assign]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rules_helpers import make_index
+from rules_helpers import CountedKeyed, make_index
 from test_cache_entries import open_state  # here: imported in a @given test, its tests nest
 
 from orchestrator import Keyed
@@ -48,6 +48,38 @@ def test_a_patched_index_is_the_index_decoded_whole(steps):
         entries = make_index(Path("/p"), resources, tuple(sorted(levels))).entries()
         given = patcher.index(Keyed("index", memory=entries))
         assert shape(given) == shape(index_of(Keyed("index", memory=entries)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.tuples(RESOURCES, LEVELS, st.booleans()), min_size=1, max_size=6),
+    extra=st.sets(st.sampled_from(GUIDS), max_size=3),
+)
+def test_an_index_patched_as_told_is_the_index_decoded_whole(steps, extra):
+    """Told which entries changed since the index it holds (an `IndexEdit` naming that index
+    and a superset of the differing keys), the patcher reads only their digests, never every
+    entry's; told of another base (the flag), it reads them all; either way its answer is the
+    index the entries describe."""
+    from stages.sources.base import IndexEdit
+
+    patcher = IndexPatcher()
+    previous: dict | None = None
+    for step, (resources, levels, same_base) in enumerate(steps):
+        entries = make_index(Path("/p"), resources, tuple(sorted(levels))).entries()
+        edit = None
+        if previous is not None:
+            differing = {
+                k for k in entries.keys() | previous.keys() if entries.get(k) != previous.get(k)
+            }
+            base = f"i{step - 1}" if same_base else "another"
+            edit = IndexEdit(
+                base, frozenset(differing | {PREFIXES["res_in_repo"] + g for g in extra})
+            )
+        with CountedKeyed() as counted:
+            given = patcher.index(Keyed("index", memory=entries), f"i{step}", edit)
+        assert counted.calls == (0 if edit is not None and same_base else 1)
+        assert shape(given) == shape(index_of(Keyed("index", memory=entries)))
+        previous = entries
 
 
 def test_a_few_changed_entries_are_decoded_and_the_rest_kept():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from rules_helpers import REPOSITORY, make_index, run_rules, write_files
+from rules_helpers import REPOSITORY, CountedKeyed, make_index, run_rules, write_files
 
 from orchestrator.errors import InternalError
 from stages.rules.custom.host import (
@@ -481,6 +481,15 @@ def stored_view(root: Path, resources: dict, level: bool, key: str) -> IndexView
     return IndexView(stored, str(root), key)
 
 
+def seen_by_a_fresh_worker(code: CustomCode, view: IndexView):
+    """What `code`'s function `seen` answers in a worker of a new host, sent the index whole."""
+    fresh = CustomCodeHost()
+    try:
+        return fresh.call(code, view, "seen", "condition", {}, 10)
+    finally:
+        fresh.close()
+
+
 def noted_index_frames(host: CustomCodeHost) -> list[str]:
     """The keys of the views whose whole index `host` makes a frame of, from now on."""
     made: list[str] = []
@@ -525,13 +534,7 @@ def test_a_worker_patched_from_index_to_index_sees_what_one_sent_it_whole_sees(
         for step, (resources, level) in enumerate(indexes):
             view = stored_view(root, resources, level, f"v{step}")
             patched = host.call(code, view, "seen", "condition", {}, 10)
-            fresh = CustomCodeHost()
-            try:
-                whole = fresh.call(
-                    code, stored_view(root, resources, level, "w"), "seen", "condition", {}, 10
-                )
-            finally:
-                fresh.close()
+            whole = seen_by_a_fresh_worker(code, stored_view(root, resources, level, "w"))
             assert patched == whole, step
             seen.append(whole)
         # The first index again: the worker forgot it (it keeps two), and is sent it anew.
@@ -540,6 +543,57 @@ def test_a_worker_patched_from_index_to_index_sees_what_one_sent_it_whole_sees(
     finally:
         close_workers()
     assert sent[0] == "whole" and set(sent[1:]) <= {"patch"}, sent
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example starts workers
+)
+@given(indexes=INDEXES, extra=st.sets(st.sampled_from(GUIDS), max_size=3))
+def test_a_worker_told_which_entries_changed_reads_only_their_digests(
+    tmp_path_factory, indexes, extra
+):
+    """Told which entries changed since the index the stage last ran with (validate's index
+    changes: an `IndexEdit`, a superset of the keys that differ), the host makes the patch from
+    their digests alone, without reading every entry's, and the worker sees what one sent the
+    index whole sees."""
+    from orchestrator import Keyed
+    from stages.rules.functions import StoredIndex, view_key
+    from stages.rules.traced import PREFIXES
+    from stages.sources.base import IndexEdit, index_of
+
+    root = tmp_path_factory.mktemp("told")
+    code = CustomCode("k", "r", WHOLE_INDEX_CODE)
+    host = custom_code_host()
+    host.patch_indexes(True)
+    previous: dict | None = None
+    try:
+        for step, (resources, level) in enumerate(indexes):
+            entries = make_index(root, resources, ("L1",) if level else ()).entries()
+            edit = None
+            if previous is not None:
+                differing = {
+                    k for k in entries.keys() | previous.keys() if entries.get(k) != previous.get(k)
+                }
+                edit = IndexEdit(
+                    f"t{step - 1}",
+                    frozenset(differing | {PREFIXES["res_in_repo"] + g for g in extra}),
+                )
+            keyed = Keyed("index", memory=entries)
+            stored = StoredIndex(
+                lambda keyed=keyed: index_of(keyed), f"t{step}", True, entries=keyed, edit=edit
+            )
+            view = IndexView(stored, str(root), view_key(f"t{step}", str(root)))
+            with CountedKeyed() as counted:
+                told = host.call(code, view, "seen", "condition", {}, 10)
+            assert counted.calls == (1 if step == 0 else 0), step  # the first is sent whole
+            whole = seen_by_a_fresh_worker(code, stored_view(root, resources, level, "w"))
+            assert told == whole, step
+            previous = entries
+    finally:
+        close_workers()
 
 
 @pytest.mark.parametrize(

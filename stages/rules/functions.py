@@ -24,6 +24,7 @@ from lxml import etree
 
 from orchestrator import Keyed, Reader
 
+from ..sources.base import IndexEdit
 from .paths import DocumentError, node_text, parse_xml
 
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -74,6 +75,7 @@ class StoredIndex:
         available: bool,
         keyed: bool | None = None,
         entries: Keyed | None = None,
+        edit: IndexEdit | None = None,
     ) -> None:
         self._load = load
         self._digest = digest
@@ -83,6 +85,9 @@ class StoredIndex:
         # The keyed value it is decoded from (an orchestrator.Keyed), when it is stored by entry:
         # a custom-code worker holding an earlier index is sent only the entries that differ.
         self.entries = entries
+        # How its entries differ from the index named edit.base (the one the stage last ran
+        # with): a process holding that one reads only the digests of the entries it names.
+        self.edit = edit
         self._index: Any = None
 
     def digest(self) -> str:
@@ -208,9 +213,14 @@ def forget_views() -> None:
     _VIEWS.clear()
 
 
+def view_key(index_digest: str, root: str) -> str:
+    """What names the view of an index (by its digest or token) under a root in a process."""
+    return f"{index_digest}:{root}"
+
+
 def index_view(index: Any, index_digest: str, root: str) -> IndexView:
     """The process-wide view of an index (the last few kept; workers see one index per build)."""
-    key = f"{index_digest}:{root}"
+    key = view_key(index_digest, root)
     view = _VIEWS.get(key)
     if view is None:
         if len(_VIEWS) >= 2:

@@ -226,30 +226,78 @@ def differing_entries(
     return None if len(changed) + len(removed) > most else (changed, removed)
 
 
+class IndexEdit(NamedTuple):
+    """How an index differs from an earlier one: the earlier one's identity (the token the
+    validate stage names an index by in the caches of the processes that read it) and the keys
+    of the entries changed, added or removed since (the stage's changes of its index input)."""
+
+    base: str
+    keys: frozenset[str]
+
+
+class AdvancedDigests(NamedTuple):
+    """The entry digests of an index found from an earlier one's and the keys that changed."""
+
+    digests: dict[str, str]
+    changed: list[str]  # keys whose entry is new or differs
+    removed: list[str]
+
+
+def advanced_digests(old: Mapping[str, str], entries: Any, keys: Iterable[str]) -> AdvancedDigests:
+    """The digests of `entries` (an orchestrator.Keyed), from `old`, the digests of an earlier
+    value, and `keys`, a superset of the keys that differ between the two: only their digests
+    are read (an edit of one Item reads a few rows, not the 100,000 of the whole index)."""
+    keys = sorted(set(keys))
+    fresh = entries.digests_of(keys)
+    changed = [key for key in keys if key in fresh and old.get(key) != fresh[key]]
+    removed = [key for key in keys if key not in fresh and key in old]
+    digests = dict(old)
+    for key in removed:
+        del digests[key]
+    digests.update(fresh)
+    return AdvancedDigests(digests, changed, removed)
+
+
+class _Decoded(NamedTuple):
+    identity: str | None  # the index's token (IndexEdit.base), when the caller named it
+    digests: dict[str, str]
+    index: Any
+
+
 class IndexPatcher:
     """The index a process last decoded, and the digests of its entries: the next one it is
     asked for is that one patched by the entries whose digests differ, when they are few (a
-    resident build after an edit), rather than decoded whole."""
+    resident build after an edit), rather than decoded whole. Told which entries changed since
+    the one it holds (an `IndexEdit`), it reads only their digests."""
 
     #: More entries differing than this share of the index, and it is decoded whole.
     MOST_CHANGED = 0.1
 
     def __init__(self) -> None:
-        self._last: tuple[dict[str, str], Any] | None = None
+        self._last: _Decoded | None = None
 
-    def index(self, entries: Any) -> Any:
-        """The index of a keyed value `entries` (an orchestrator.Keyed)."""
-        digests = entries.digests()
-        differing = None
-        if self._last is not None:
-            known, index = self._last
-            differing = differing_entries(known, digests, self.MOST_CHANGED * len(digests))
-        if differing is not None:
+    def index(self, entries: Any, identity: str | None = None, edit: IndexEdit | None = None):
+        """The index of a keyed value `entries` (an orchestrator.Keyed), named `identity`;
+        `edit` says how it differs from an earlier one."""
+        last = self._last
+        if last is not None and edit is not None and last.identity == edit.base:
+            digests, changed, removed = advanced_digests(last.digests, entries, edit.keys)
+            differing: tuple[list[str], list[str]] | None = (changed, removed)
+            if len(changed) + len(removed) > self.MOST_CHANGED * len(digests):
+                differing = None
+        else:
+            digests = entries.digests()
+            differing = None
+            if last is not None:
+                differing = differing_entries(
+                    last.digests, digests, self.MOST_CHANGED * len(digests)
+                )
+        if last is not None and differing is not None:
             changed, removed = differing
-            index = patched_index(index, {key: entries[key] for key in changed}, removed)
+            index = patched_index(last.index, {key: entries[key] for key in changed}, removed)
         else:
             index = index_of(entries)
-        self._last = (digests, index)
+        self._last = _Decoded(identity, digests, index)
         return index
 
 

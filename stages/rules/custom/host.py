@@ -26,6 +26,7 @@ each rule's `func_str` once; arguments and results cross as described in crossin
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import pickle
 import signal
@@ -48,8 +49,8 @@ from orchestrator import (
     paused_gc,
 )
 
-from ...sources.base import differing_entries
-from ..functions import StoredIndex, record_reads
+from ...sources.base import IndexEdit, advanced_digests, differing_entries
+from ..functions import StoredIndex, record_reads, view_key
 from ..sandbox import CustomCodeTimeout
 from .containment import (
     DEFAULT_LIMITS,
@@ -256,6 +257,14 @@ def _encoded_entries(view: Any) -> list[tuple[str, bytes]] | None:
     return None if stored.loaded else stored.entries.encoded_items()
 
 
+def _edit_of(view: Any) -> IndexEdit | None:
+    """How `view`'s index differs from the one the stage last ran with, when it says so."""
+    stored = view.stored
+    if not view.available or not isinstance(stored, StoredIndex) or stored.entries is None:
+        return None
+    return stored.edit
+
+
 def _entry_digests(view: Any) -> dict[str, str] | None:
     """The digests of the entries `view`'s index is stored as (None: it is not stored by entry,
     or not available to rule code)."""
@@ -421,13 +430,21 @@ class CustomCodeHost:
         if not bases or not self._patching:
             return None
         with paused_gc(), _own_code("preparing an index patch for custom-code workers"):
-            digests = _entry_digests(view)
-            if digests is None:
-                return None
-            base = bases[-1]
+            edit = _edit_of(view)
+            base = view_key(edit.base, view.root) if edit is not None else None
+            if edit is not None and base in bases:  # the stage names the entries changed since
+                digests, changed, removed = advanced_digests(
+                    self._index_digests[base], view.stored.entries, edit.keys
+                )
+                differing: tuple[list[str], list[str]] | None = (changed, removed)
+            else:
+                found = _entry_digests(view)
+                if found is None:
+                    return None
+                digests, base = found, bases[-1]
+                differing = differing_entries(self._index_digests[base], digests, math.inf)
             most = max(PATCHED_ENTRIES, len(digests) // 10)
-            differing = differing_entries(self._index_digests[base], digests, most)
-            if differing is None:
+            if differing is None or sum(map(len, differing)) > most:
                 return None
             changed, removed = differing
             entries = view.stored.entries
