@@ -172,6 +172,7 @@ class Keyed(Mapping):
             else:
                 found = self._state.digests(self.name)
                 if self._overlay is not None:
+                    found = dict(found)  # the state's may be kept for the next build
                     for key in self._overlay.removed:
                         found.pop(key, None)
                     found.update((key, digest(entry)) for key, entry in self._overlay.set.items())

@@ -227,6 +227,78 @@ def test_decoded_entries_kept_between_runs_read_as_decoding_afresh(tmp_path_fact
     assert set(decoded._values) <= seen
 
 
+KEYS = st.sampled_from("abcdefgh")
+DIGEST_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.dictionaries(KEYS, ENTRY_VALUES, max_size=4)),
+        st.tuples(st.just("remove"), st.lists(KEYS, max_size=3)),
+        st.tuples(st.just("replace"), st.dictionaries(KEYS, ENTRY_VALUES, max_size=6)),
+        st.tuples(st.just("rolled back"), st.dictionaries(KEYS, ENTRY_VALUES, max_size=6)),
+        st.tuples(st.just("next build"), st.none()),
+        st.tuples(st.just("read"), st.none()),
+    ),
+    max_size=14,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=DIGEST_STEPS)
+def test_digests_kept_between_builds_are_those_read_afresh(tmp_path_factory, steps):
+    """A resident session's digests of a value (KeptDigests: advanced by the rows changed
+    since, build after build) and its fingerprint are what a store keeping none reads, after
+    any writes: in later builds, in the same build after a read (same generation), and after a
+    rollback that takes rows back."""
+    from orchestrator.cache.entries import ValueStore
+    from orchestrator.cache.resident import KeptDigests
+
+    folder = tmp_path_factory.mktemp("digests")
+    kept = KeptDigests()
+    state = BuildState(
+        folder / "cache", str(folder), str(folder / "out"), Cache(folder / "cache"), kept=kept
+    )
+
+    def check() -> None:
+        afresh = ValueStore(state.db, state.values.blobs, state.taken)
+        assert state.values.digests("v") == afresh.digests("v")
+        assert list(state.values.digests("v")) == sorted(afresh.digests("v"))
+        assert state.values.fingerprint("v") == afresh.fingerprint("v")
+
+    try:
+        for kind, argument in steps:
+            if kind == "next build":
+                state.close()
+                state.values.blobs.close()
+                state = BuildState(
+                    folder / "cache",
+                    str(folder),
+                    str(folder / "out"),
+                    Cache(folder / "cache"),
+                    kept=kept,
+                )
+            elif kind == "read":
+                check()
+            elif kind == "rolled back":
+                state.begin()
+                state.values.replace_entries("v", argument)
+                check()
+                state.rollback()
+            else:
+                state.begin()
+                if kind == "put":
+                    state.values.put_entries("v", sorted(argument.items()))
+                elif kind == "remove":
+                    state.values.remove_entries("v", argument)
+                else:
+                    state.values.replace_entries("v", argument)
+                state.commit()
+            check()
+    finally:
+        state.close()
+        state.values.blobs.close()
+
+
 def test_an_entry_kept_decoded_is_not_decoded_again(tmp_path, monkeypatch):
     """The second build of a resident session reads the value's rows but decodes only the
     entry that changed."""

@@ -13,7 +13,7 @@ from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
 from ..hashing import digest_bytes
 from ..keyed import Changes, what_changed
-from .resident import MISSING, DecodedEntries
+from .resident import MISSING, DecodedEntries, Digests, KeptDigests
 from .statedb import StateDatabase
 from .taken import VALUE, TakenParts, fingerprint_of
 
@@ -48,11 +48,13 @@ class ValueStore:
         blobs: Any,
         taken: TakenParts,
         decoded: DecodedEntries | None = None,
+        kept: KeptDigests | None = None,
     ) -> None:
         self.db = db
         self.blobs = blobs
         self.taken = taken
         self.decoded = decoded  # a resident session's (None: every entry read is decoded)
+        self.kept = kept  # a resident session's digests of values read in earlier builds
         # (value, key) → how the entry changed, for the entries stored in this process
         self.notes: dict[tuple[str, str], str] = {}
 
@@ -132,6 +134,7 @@ class ValueStore:
 
     def _insert(self, value: str, rows: Iterable[Sequence], gen: int) -> None:
         """Store entries (key, digest, data) as they are, under generation `gen`."""
+        self._written(value, gen)
         checks = self.db.checks
         self.db.execute_many(
             "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
@@ -157,7 +160,36 @@ class ValueStore:
         return [key for key, *_ in self._live(value)]
 
     def digests(self, value: str) -> dict[str, str]:
-        return {key: digest.hex() for key, _, digest, _ in self._live(value)}
+        """Every live entry's digest (hex) by key, in key order; not to be changed by the
+        caller (a resident session keeps it for the next build)."""
+        if self.kept is None or self.taken.value(value) is not None:
+            return {key: digest.hex() for key, _, digest, _ in self._live(value)}
+        return self._kept(value).by_key
+
+    def _kept(self, value: str) -> Digests:
+        """The value's digests as a resident session keeps them: those it read before,
+        advanced by the rows changed since (their generation is newer), or read whole."""
+        assert self.kept is not None
+        generation = self.generation(value)
+        known = self.kept.get(value)
+        if known is not None and known.generation == generation:
+            return known
+        if known is not None and known.generation < generation:
+            by_key = dict(known.by_key)
+            added = False
+            for key, _, digest, _ in self._rows(value, "AND gen > ?", (known.generation,)):
+                if digest is None:
+                    by_key.pop(key, None)
+                else:
+                    added = added or key not in by_key
+                    by_key[key] = digest.hex()
+            found = Digests(generation, dict(sorted(by_key.items())) if added else by_key)
+        else:
+            found = Digests(
+                generation, {key: digest.hex() for key, _, digest, _ in self._live(value)}
+            )
+        self.kept.put(value, found)
+        return found
 
     def digests_of(self, value: str, keys: list[str]) -> dict[str, str]:
         """The stored digests of some keys (a patch of a few entries need not read them all)."""
@@ -181,6 +213,8 @@ class ValueStore:
         taken = self.taken.value(value)
         if taken is not None:
             return taken.fingerprint  # computed once: a taken value does not change
+        if self.kept is not None:
+            return self._kept(value).fingerprint()
         return fingerprint_of((key, digest) for key, _, digest, _ in self._live(value))
 
     def encoded_items(self, value: str) -> list[tuple[str, bytes]]:
@@ -261,6 +295,7 @@ class ValueStore:
             noted = set(changed)
             self._note(value, [(key, entry) for key, entry in entries if key in noted], known)
         rows.sort()
+        self._written(value, self.db.generation)
         self.db.execute_many("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
         return changed
 
@@ -268,6 +303,7 @@ class ValueStore:
         """Tombstone entries (the removal is a change consumers see); returns the keys removed."""
         self._settle(value)
         gen = self.db.generation
+        self._written(value, gen)
         rows = sorted(
             (gen, self.db.checks.check("entries", value, key, gen, None, 0), value, key)
             for key in keys
@@ -321,4 +357,18 @@ class ValueStore:
         return changed + self.remove_entries(value, [key for key in known if key not in kept])
 
     def prune_tombstones(self, before: int) -> None:
+        self.forget_unsaved()  # digests kept are advanced by the tombstones this removes
         self.db.execute("DELETE FROM entries WHERE data IS NULL AND gen < ?", (before,))
+
+    def _written(self, value: str, gen: int) -> None:
+        """Rows of `value` are written under generation `gen`: digests kept of it at that very
+        generation would miss them (rows of a newer generation than those kept are found)."""
+        if self.kept is not None:
+            known = self.kept.get(value)
+            if known is not None and known.generation >= gen:
+                self.kept.drop(value)
+
+    def forget_unsaved(self) -> None:
+        """A rollback takes rows back: the digests kept of them are read again."""
+        if self.kept is not None:
+            self.kept.clear()

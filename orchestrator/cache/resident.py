@@ -1,5 +1,6 @@
-"""What a resident session (`orchestrate watch`) keeps from one build to the next, by digest:
-the entries of keyed values it decoded, and the large unit results it stored or read."""
+"""What a resident session (`orchestrate watch`) keeps from one build to the next: the entries
+of keyed values it decoded and the large unit results it stored or read (by digest), and the
+entry digests of keyed values it read (by generation)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,51 @@ class DecodedEntries:
 
 
 MISSING = object()
+
+
+class KeptDigests:
+    """The entry digests of keyed values as a resident session (`orchestrate watch`) last read
+    them, each with the generation of the value they are: a build that reads every digest of
+    the index (which of 100,000 entries a unit's reads name, whether the whole changed) then
+    reads only the rows changed since (cache/entries.py `ValueStore.digests`). A rollback takes
+    rows back and a later build may write others under the same generation: it forgets them
+    all (`clear`)."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Digests] = {}
+
+    def get(self, value: str) -> Digests | None:
+        return self._values.get(value)
+
+    def put(self, value: str, digests: Digests) -> None:
+        self._values[value] = digests
+
+    def drop(self, value: str) -> None:
+        self._values.pop(value, None)
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+class Digests:
+    """One value's entry digests (hex, in key order) at a generation, and its fingerprint,
+    computed once when asked for."""
+
+    __slots__ = ("generation", "by_key", "_fingerprint")
+
+    def __init__(self, generation: int, by_key: dict[str, str]) -> None:
+        self.generation = generation
+        self.by_key = by_key
+        self._fingerprint: str | None = None
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            from .taken import fingerprint_of
+
+            self._fingerprint = fingerprint_of(
+                (key, bytes.fromhex(digest)) for key, digest in self.by_key.items()
+            )
+        return self._fingerprint
 
 
 class KeptResults:

@@ -30,7 +30,7 @@ from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes, digest_value
 from .entries import WHOLE, ValueStore
 from .records import StageRows
-from .resident import DecodedEntries
+from .resident import DecodedEntries, KeptDigests
 from .signing import EntryKey
 from .statedb import StateDatabase
 from .stores import RESTART, FileTableStore, OutputStore, RecordStore, UnitStore
@@ -209,6 +209,7 @@ class BuildState:
         scratch: bool = False,
         key: EntryKey | None = None,
         decoded: DecodedEntries | None = None,
+        kept: KeptDigests | None = None,
     ) -> None:
         root_dev = os.stat(project_root).st_dev if os.path.isdir(project_root) else 0
         scope = digest_value([project_root, output_dir, root_dev])[:24]
@@ -219,7 +220,7 @@ class BuildState:
         self.records = RecordStore(self.db)
         self.taken = TakenStore(self.db, blobs)
         self.units = UnitStore(self.db, self.taken)
-        self.values = ValueStore(self.db, blobs, self.taken, decoded)
+        self.values = ValueStore(self.db, blobs, self.taken, decoded, kept)
         self.outputs = OutputStore(self.db)
 
     @property
@@ -236,6 +237,7 @@ class BuildState:
             self.db.execute(f"DELETE FROM {table}")
         self.taken.drop_all()
         self.db.commit()
+        self.values.forget_unsaved()
 
     def take(self, stage: str, blob: str, rows: StageRows) -> None:
         """Make what the state holds of a stage the rows another build of it left (`blob`
@@ -243,6 +245,7 @@ class BuildState:
         large values by reference (written only when something changes them, cache/taken.py)
         and its small ones written now; else all written now, each value's entries diffed
         against those stored (consumers see what changed)."""
+        self.values.forget_unsaved()  # rows taken by reference are read as taken from now on
         outputs = [name for name in rows.values if self.values.has(name)]
         held: list[str] = []
         if not outputs and not self.units.holds(stage):
@@ -270,6 +273,7 @@ class BuildState:
         """What the stores keep in memory of rows a rollback takes back is read again."""
         self.outputs.forget_unsaved()
         self.taken.forget_unsaved()
+        self.values.forget_unsaved()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -285,4 +289,6 @@ class BuildState:
 
     def close(self) -> None:
         self.taken.forget_unsaved()  # a scratch database's rows are rolled back
+        if self.db.scratch:
+            self.values.forget_unsaved()
         self.db.close()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..cache import Cache
-from ..cache.resident import DecodedEntries, KeptResults
+from ..cache.resident import DecodedEntries, KeptDigests, KeptResults
 from ..cache.state import BuildState
 from ..codec import allow_package
 from ..executors import Workplace
@@ -51,6 +51,7 @@ class Session:
         # the next (the stages are told, StageContext.resident, and may keep what is theirs).
         self.resident = resident
         self.decoded = DecodedEntries() if resident else None
+        self.digests = KeptDigests() if resident else None  # of keyed values, by generation
         self.results = KeptResults() if resident else None  # and the large results stored
         self.options = options
         self.log = log
@@ -103,6 +104,7 @@ class Session:
             scratch=self.options.dry_run,
             key=self.cache.key,
             decoded=self.decoded,
+            kept=self.digests,
         )
 
     # -- the file table ----------------------------------------------------------------------
@@ -128,6 +130,8 @@ class Session:
         self._table = None
         if self.decoded is not None:
             self.decoded.clear()
+        if self.digests is not None:
+            self.digests.clear()
         if self.results is not None:
             self.results.clear()
         try:
