@@ -148,7 +148,9 @@ class ActionCache:
 
     def put(self, stage: str, key: str, reads: dict[str, str | None], result: str) -> None:
         """Record an entry (written with the next flush)."""
-        packed = msgpack.packb(sorted([path, digest] for path, digest in reads.items()))
+        # Paths sorted alone (as str, in C), then paired: the same bytes as sorting the pairs,
+        # a third of the time for a rule unit's hundred thousand index entry reads.
+        packed = msgpack.packb([(path, reads[path]) for path in sorted(reads)])
         raw, raw_key = bytes.fromhex(result), bytes.fromhex(key)
         check = row_check(raw, packed)
         signature = (

@@ -216,8 +216,11 @@ class UnitStore:
             check = db.checks.check("units", stage, record.id, *fields)
             rows.append((stage, record.id, *fields, data, check))
             held = self._read_paths(stage, record.id) if record.stored else set()
-            gained.extend((path, stage, record.id) for path in record.reads if path not in held)
-            lost.extend((path, stage, record.id) for path in held if path not in record.reads)
+            # Set differences, in C: a rule unit reads a hundred thousand index entries, and
+            # after an edit gains or loses a handful.
+            reads = record.reads.keys()
+            gained.extend((path, stage, record.id) for path in reads - held)
+            lost.extend((path, stage, record.id) for path in held - reads)
         rows.sort()
         db.execute_many("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         db.execute_many("DELETE FROM reads WHERE path = ? AND stage = ? AND unit = ?", sorted(lost))

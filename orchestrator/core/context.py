@@ -14,7 +14,7 @@ from ..files.atomic import atomic_write
 from ..files.filetable import FileTable, signature_of
 from ..files.outputs import Ledger, OutputFolder
 from ..files.projectfiles import ProjectFiles, Refusal
-from ..files.reads import entry_read
+from ..files.reads import ENTRY_MARK, entry_read
 from ..hashing import digest_bytes, digest_file
 from ..typing import BuildSettings, FileEntry
 from .outcomes import StageReport
@@ -137,7 +137,7 @@ class Context:
         """Remember the digests units computed, under the signatures of the files they read."""
         files = self.files
         for path, digest in reads.items():
-            if digest is None or entry_read(path) is not None:
+            if digest is None or path.startswith(ENTRY_MARK):  # an entry read: not a file's
                 continue
             row = files.row(path)
             if row is None or files.digest(row) == digest:
