@@ -214,7 +214,7 @@ class ValueStore:
         if taken is not None:
             return taken.fingerprint  # computed once: a taken value does not change
         if self.kept is not None:
-            return self._kept(value).fingerprint()
+            return self._kept(value).fingerprint(fingerprint_of)
         return fingerprint_of((key, digest) for key, _, digest, _ in self._live(value))
 
     def encoded_items(self, value: str) -> list[tuple[str, bytes]]:

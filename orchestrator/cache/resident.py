@@ -5,6 +5,7 @@ entry digests of keyed values it read (by generation)."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -64,7 +65,7 @@ class KeptDigests:
 
 class Digests:
     """One value's entry digests (hex, in key order) at a generation, and its fingerprint,
-    computed once when asked for."""
+    computed once (by cache/taken.py's `fingerprint_of`, which the caller hands in)."""
 
     __slots__ = ("generation", "by_key", "_fingerprint")
 
@@ -73,10 +74,8 @@ class Digests:
         self.by_key = by_key
         self._fingerprint: str | None = None
 
-    def fingerprint(self) -> str:
+    def fingerprint(self, fingerprint_of: Callable[[Iterable[tuple[str, bytes]]], str]) -> str:
         if self._fingerprint is None:
-            from .taken import fingerprint_of
-
             self._fingerprint = fingerprint_of(
                 (key, bytes.fromhex(digest)) for key, digest in self.by_key.items()
             )
