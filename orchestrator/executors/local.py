@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..cache.workers import StoreTarget
 from ..files.projectfiles import FilePolicy
 from . import Finished, WorkItem, run_item, worker_label
 
@@ -17,7 +18,15 @@ class LocalExecutor:
         self.policy = policy
         self.label = f"driver ({worker_label()})"
 
-    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
+    def execute(
+        self,
+        fn: Callable,
+        items: list[WorkItem],
+        shared: Any,
+        store: StoreTarget | None = None,
+    ) -> Iterator[Finished]:
+        """Run the items here, one after another: the driver stores what they make (`store`
+        is for workers in other processes)."""
         for item in items:
             yield run_item(fn, item, shared, self.root, True, self.label, policy=self.policy)
 
