@@ -139,6 +139,21 @@ def test_a_damaged_blob_a_worker_wrote_is_refused_when_read(tmp_path):
     driver.close()
 
 
+def _results(base, whole: bool) -> list[str]:
+    """The results the action entries of a build's cache name: its units' (or, `whole`, those
+    of the stages kept whole)."""
+    with sqlite3.connect(base / "cache/actions.sqlite") as db:
+        rows = db.execute("SELECT stage, result FROM actions").fetchall()
+    return sorted(bytes(r).hex() for stage, r in rows if stage.startswith("whole:") == whole)
+
+
+def _writers(base, digests) -> set[str]:
+    """The processes whose packs hold these blobs (a pack is `<host>-<pid>-<ns>.pack`)."""
+    lines = (base / "cache/cas/packs/index.log").read_text().splitlines()
+    packs = {line.split()[1]: line.split()[2] for line in lines}
+    return {packs[digest].split("-")[-2] for digest in digests}
+
+
 @pytest.mark.ray
 def test_ray_workers_store_the_results_a_local_build_would(tmp_path, ray_local):
     """Every result of a Ray build is written by a worker, not the driver; the action entries
@@ -148,24 +163,13 @@ def test_ray_workers_store_the_results_a_local_build_would(tmp_path, ray_local):
     remote = build_toy(write_toy(tmp_path / "ray", files), executor="ray")
     assert local.outputs == remote.outputs
 
-    def results(base, whole):
-        with sqlite3.connect(base / "cache/actions.sqlite") as db:
-            rows = db.execute("SELECT stage, result FROM actions").fetchall()
-        return sorted(bytes(r).hex() for stage, r in rows if stage.startswith("whole:") == whole)
-
-    def writers(base, digests):
-        """The processes whose packs hold these blobs (a pack is `<host>-<pid>-<ns>.pack`)."""
-        lines = (base / "cache/cas/packs/index.log").read_text().splitlines()
-        packs = {line.split()[1]: line.split()[2] for line in lines}
-        return {packs[digest].split("-")[-2] for digest in digests}
-
     driver = str(os.getpid())
-    units = results(tmp_path / "ray", whole=False)
-    assert units == results(tmp_path / "local", whole=False)
-    assert writers(tmp_path / "local", units) == {driver}
-    assert driver not in writers(tmp_path / "ray", units)  # every unit's result: by a worker
+    units = _results(tmp_path / "ray", whole=False)
+    assert units == _results(tmp_path / "local", whole=False)
+    assert _writers(tmp_path / "local", units) == {driver}
+    assert driver not in _writers(tmp_path / "ray", units)  # every unit's result: by a worker
     # what the driver itself makes (a stage kept whole for a fresh checkout) it stores itself
-    assert writers(tmp_path / "ray", results(tmp_path / "ray", whole=True)) == {driver}
+    assert _writers(tmp_path / "ray", _results(tmp_path / "ray", whole=True)) == {driver}
     assert not os.listdir(tmp_path / "ray/cache/tmp")  # the probe went with the run
 
 
@@ -310,3 +314,44 @@ def test_results_a_worker_cannot_write_are_left_to_the_driver(tmp_path, monkeypa
     assert [(f.result, f.stored) for f in done] == [("first", None), (["second"], None)]
     workers._stores.clear()
     cache.close()
+
+
+def _parts_build(build_file, executor: str):
+    """A build of toy stages whose units return Parts (`sizes`) and read them back by digest
+    (`echo`)."""
+    from orchestrator.core.config import load_build
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.registry import load_stage
+    from orchestrator.core.scheduler import run_build
+    from orchestrator.shell.present import setup_logging
+
+    stages = [load_stage(name) for name in ("toy_stages.sizes", "toy_stages.echo")]
+    opts = RunOptions(executor=executor, progress=False)
+    return run_build(load_build(build_file), opts, setup_logging("console"), stages)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("seen", [True, False], ids=["workers see the cache", "they do not"])
+def test_parts_made_and_read_on_ray_workers(tmp_path, ray_local, monkeypatch, seen):
+    """Parts stored by the workers that made them, read back by digest by the units that need
+    them; with workers that do not see the cache folder, the driver stores them and sends them
+    by value. Either way, what a local build makes."""
+    files = {f"d{i}/f{i}.txt": "x\n" * (i + 1) for i in range(40)}
+    local = _parts_build(write_toy(tmp_path / "local", files), "local")
+    if not seen:  # the workers find no probe holding this token: as on nodes that lack the folder
+        real = Cache.store_target
+
+        def elsewhere(self):
+            target = real(self)
+            return None if target is None else target._replace(run=f"{target.run}-elsewhere")
+
+        monkeypatch.setattr(Cache, "store_target", elsewhere)
+    remote = _parts_build(write_toy(tmp_path / "ray", files), "ray")
+    assert dict(remote.outputs["echoed"]) == dict(local.outputs["echoed"])
+    assert dict(remote.outputs["sizes"]) == dict(local.outputs["sizes"])
+    assert any("driver" not in o.worker for r in remote.reports for o in r.outcomes)
+    units = _results(tmp_path / "ray", whole=False)
+    assert units == _results(tmp_path / "local", whole=False)
+    writers = _writers(tmp_path / "ray", units)
+    driver = str(os.getpid())
+    assert driver not in writers if seen else writers == {driver}
