@@ -16,7 +16,7 @@ from test_executors import toy_files
 
 from orchestrator.cache import Cache, CacheCorrupt, RemoteSettings
 from orchestrator.cache.blobs import LARGE_BLOB_BYTES, blob_file
-from orchestrator.cache.workers import StoredBlobs, StoreTarget, worker_store
+from orchestrator.cache.workers import StoredBlobs, worker_store
 from orchestrator.codec import dumps, loads
 from orchestrator.errors import MissingBlob
 from orchestrator.executors import LazyBlobs, WorkItem, Workplace
@@ -68,10 +68,12 @@ def test_a_worker_that_does_not_see_the_folder_at_its_path_stores_nothing(tmp_pa
     driver = Cache(tmp_path / "cache")
     target = driver.store_target()
     assert target is not None
-    assert worker_store(StoreTarget(str(tmp_path / "elsewhere"), target.run)) is None
-    assert worker_store(StoreTarget(target.root, "another run")) is None
+    assert worker_store(target._replace(root=str(tmp_path / "elsewhere"))) is None
+    assert worker_store(target._replace(run="another run")) is None
     (tmp_path / "cache" / target.probe).write_text("another run's token")
-    assert worker_store(StoreTarget(target.root, target.run + "0")) is None
+    assert worker_store(target) is None
+    (tmp_path / "cache" / target.probe).write_text(target.run)
+    assert worker_store(target._replace(probe="tmp/workers-another")) is None
     driver.close()
 
 
@@ -244,7 +246,7 @@ def test_a_result_a_worker_cannot_read_intact_is_asked_of_the_driver(tmp_path):
         with pytest.raises(MissingBlob) as missing:
             sent[digest]
         assert (missing.value.digest, missing.value.unseen) == (digest, False)
-    elsewhere = StoredBlobs(StoreTarget(target.root, "not this run"), (small,), {small: where}, {})
+    elsewhere = StoredBlobs(target._replace(run="not this run"), (small,), {small: where}, {})
     with pytest.raises(MissingBlob) as missing:
         elsewhere[small]
     assert missing.value.unseen
@@ -293,8 +295,7 @@ def test_ray_resends_a_unit_whose_worker_could_not_read_a_result(tmp_path, ray_l
 @pytest.mark.parametrize("obstacle", ["a file where the packs folder goes", "a full disk"])
 def test_results_a_worker_cannot_write_are_left_to_the_driver(tmp_path, monkeypatch, obstacle):
     from orchestrator.cache import workers
-    from orchestrator.executors import Finished
-    from orchestrator.executors.ray import _store_results
+    from orchestrator.executors import Finished, store_results
 
     cache = Cache(tmp_path / "cache")
     target = cache.store_target()
@@ -310,7 +311,7 @@ def test_results_a_worker_cannot_write_are_left_to_the_driver(tmp_path, monkeypa
         (tmp_path / "cache/cas").mkdir(exist_ok=True)
         (tmp_path / "cache/cas/packs").write_bytes(b"")
     done = [Finished("a", result="first"), Finished("b", result=["second"])]
-    _store_results(done, target)
+    assert store_results(done, target) is done
     assert [(f.result, f.stored) for f in done] == [("first", None), (["second"], None)]
     workers._stores.clear()
     cache.close()

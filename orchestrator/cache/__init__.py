@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -46,6 +47,7 @@ from .blobs import LARGE_BLOB_BYTES, BlobPacks, Packed, blob_file, keep_file
 from .entries import named_blobs
 from .housekeeping import (
     ACTIONS,
+    TEMPORARY,
     area_files,
     cache_stats,
     clear_cache,
@@ -63,7 +65,7 @@ from .remote import (
     blob_key,
 )
 from .signing import EntryKey
-from .workers import StoreTarget, place_probe
+from .workers import KEEP_IN_MEMORY_BYTES, StoredResult, StoreTarget
 
 #: Blobs fetched from the remote at once (its connection pool holds one more than this).
 FETCH_THREADS = UPLOAD_THREADS
@@ -75,7 +77,9 @@ __all__ = [
     "CacheCorrupt",
     "ConfinedFolder",
     "EntryKey",
+    "KEEP_IN_MEMORY_BYTES",
     "RemoteSettings",
+    "StoredResult",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
@@ -153,7 +157,7 @@ class Cache:
         if len(data) < LARGE_BLOB_BYTES:
             self.packs.put(digest, data)
             return
-        keep_file(self.folder, self._blob_file(digest), data)
+        keep_file(self, self._blob_file(digest), data)
 
     def store_target(self) -> StoreTarget | None:
         """Where this run's workers store the results they make (workers.py): this folder, or a
@@ -163,8 +167,11 @@ class Cache:
             return self.scratch.store_target()
         if self.uploads:
             return None
-        if self._target is None:
-            self._target = place_probe(self.folder)
+        if self._target is None:  # the file a worker must read at its path to store here
+            run = secrets.token_hex(16)
+            target = StoreTarget(str(self.folder.given), run, f"{TEMPORARY}/workers-{run}")
+            atomic_write(self.folder, target.probe, run.encode("ascii"))
+            self._target = target
         return self._target
 
     def learn_blobs(self, packed: Iterable[tuple[str, Packed]]) -> None:

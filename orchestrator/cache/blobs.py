@@ -10,7 +10,6 @@ from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import CacheCorrupt
 from ..files.atomic import Owner, append_lines, atomic_write, line_checksum, naming
-from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
 
 LARGE_BLOB_BYTES = 1 << 20
@@ -29,9 +28,11 @@ def blob_file(digest: str) -> str:
     return f"cas/{digest[:2]}/{digest}"
 
 
-def keep_file(folder: ConfinedFolder, relpath: str, data: bytes) -> None:
-    """Write a large blob's file through a temporary file and a rename, unless an intact copy
-    is there (an existing one may be damaged: only a verified copy spares the write)."""
+def keep_file(owner: Owner, relpath: str, data: bytes) -> None:
+    """Write a large blob's file in `owner`'s folder through a temporary file and a rename,
+    unless an intact copy is there (an existing one may be damaged: only a verified copy spares
+    the write)."""
+    folder = owner.folder
     found = folder.lstat(relpath)
     if found is None or found.st_size != len(data) or folder.read(relpath) != data:
         atomic_write(folder, relpath, data)

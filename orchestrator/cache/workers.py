@@ -21,19 +21,16 @@ is written, and signed with the farm's key, by the driver alone (signing.py).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError, MissingBlob
-from ..files.atomic import atomic_write
 from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
 from ..typing import Parts, StoredParts
 from .blobs import LARGE_BLOB_BYTES, BlobPacks, Packed, blob_file, keep_file
-from .housekeeping import TEMPORARY
 
 #: Results smaller than this stay in the driver's memory for `finish` (a worker returns them
 #: with their digest); larger ones (cooked payloads: a few KB each, 100,000 of them) are read
@@ -42,22 +39,12 @@ KEEP_IN_MEMORY_BYTES = 4 * 1024
 
 
 class StoreTarget(NamedTuple):
-    """The cache folder workers store results in (as the driver names it) and the run's token,
-    which the probe file (`probe`, relative to the folder) holds."""
+    """The cache folder workers store results in (as the driver names it), the run's token, and
+    the file that holds it (`probe`, relative to the folder: Cache.store_target writes it)."""
 
     root: str
     run: str
-
-    @property
-    def probe(self) -> str:
-        return f"{TEMPORARY}/workers-{self.run}"
-
-
-def place_probe(folder: ConfinedFolder) -> StoreTarget:
-    """A new run's target in the cache folder `folder`, its probe written."""
-    target = StoreTarget(str(folder.given), secrets.token_hex(16))
-    atomic_write(folder, target.probe, target.run.encode("ascii"))
-    return target
+    probe: str
 
 
 class StoredResult(NamedTuple):
@@ -108,7 +95,7 @@ class WorkerStore:
         if len(blob) < LARGE_BLOB_BYTES:
             packed.append((digest, self.packs.append(digest, blob)))
         else:
-            keep_file(self.folder, blob_file(digest), blob)
+            keep_file(self, blob_file(digest), blob)
         return digest
 
     def read(self, digest: str, where: Packed | str) -> bytes | None:
@@ -168,8 +155,8 @@ class StoredBlobs(Mapping):
         return len(self._digests)
 
 
-#: This worker process's stores by run token (None: the folder is not seen at that path).
-_stores: dict[str, WorkerStore | None] = {}
+#: This worker process's store for the run (None: the folder is not seen at that path).
+_stores: dict[StoreTarget, WorkerStore | None] = {}
 
 
 def worker_store(target: StoreTarget | None) -> WorkerStore | None:
@@ -177,7 +164,7 @@ def worker_store(target: StoreTarget | None) -> WorkerStore | None:
     folder at the driver's path (checked once per process and run, by the probe's token)."""
     if target is None:
         return None
-    if target.run not in _stores:
+    if target not in _stores:
         for old in _stores.values():  # a new run: the last one's pack is done with
             if old is not None:
                 old.close()
@@ -186,5 +173,5 @@ def worker_store(target: StoreTarget | None) -> WorkerStore | None:
             seen = (Path(target.root) / target.probe).read_bytes() == target.run.encode("ascii")
         except OSError:
             seen = False
-        _stores[target.run] = WorkerStore(target) if seen else None
-    return _stores[target.run]
+        _stores[target] = WorkerStore(target) if seen else None
+    return _stores[target]

@@ -15,10 +15,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..cache import ActionEntry, Cache
+from ..cache import KEEP_IN_MEMORY_BYTES, ActionEntry, Cache, StoredResult
 from ..cache.records import Fingerprint, UnitRecord
 from ..cache.resident import MISSING, KeptResults
-from ..cache.workers import KEEP_IN_MEMORY_BYTES, StoredResult
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError, DryRunNamed, InternalError, OrchestrateError
 from ..executors import LazyBlobs, WorkItem, run_item

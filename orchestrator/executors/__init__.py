@@ -6,6 +6,7 @@ complete, in any order. The scheduler owns caching; executors only run what they
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -14,9 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..cache.blobs import Packed
-from ..cache.workers import StoredBlobs, StoredResult, StoreTarget
-from ..errors import MissingBlob, MissingInput, OrchestrateError
+from ..cache.workers import Packed, StoredBlobs, StoredResult, StoreTarget, worker_store
+from ..errors import MissingBlob, MissingInput, OrchestrateError, ProjectError
 from ..files.projectfiles import FilePolicy
 from ..files.reads import Reader, SentFiles
 
@@ -202,6 +202,31 @@ def run_item(
         worker=label,
         seconds=time.perf_counter() - clock,
     )
+
+
+def store_results(done: list[Finished], store: StoreTarget | None) -> list[Finished]:
+    """The batch's outcomes with their results stored in the cache folder, when this worker
+    sees it (cache/workers.py): each then carries its digests instead of its value. A result the
+    codec cannot store, or a folder that cannot take them (full, gone, a link where a folder
+    was), is left to the driver, which says which unit or file it was."""
+    writer = worker_store(store)
+    if writer is None:
+        return done
+    stored: list[Finished] = []
+    try:
+        for finished in done:
+            if finished.error is None and not finished.missing_file and not finished.missing_blob:
+                try:
+                    kept = writer.store(finished.result)
+                except TypeError:
+                    stored.append(finished)
+                    continue
+                finished = dataclasses.replace(finished, result=None, stored=kept)
+            stored.append(finished)
+        writer.flush()  # before the driver records an entry naming these blobs
+    except (OSError, ProjectError):  # the driver, storing them, reports it
+        return done
+    return stored
 
 
 @dataclass(frozen=True)

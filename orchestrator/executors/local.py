@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..cache.workers import StoreTarget
 from ..files.projectfiles import FilePolicy
-from . import Finished, WorkItem, run_item, worker_label
+from . import Finished, StoreTarget, WorkItem, run_item, worker_label
 
 
 class LocalExecutor:

@@ -34,11 +34,19 @@ from typing import Any
 
 import ray
 
-from ..cache.workers import StoreTarget, worker_store
-from ..errors import MissingBlob, ProjectError, StepFailed
+from ..errors import MissingBlob, StepFailed
 from ..files.projectfiles import FilePolicy, ProjectFiles
 from ..files.reads import SentFiles, read_for_worker
-from . import Finished, LazyBlobs, WorkItem, Workplace, run_item, worker_label
+from . import (
+    Finished,
+    LazyBlobs,
+    StoreTarget,
+    WorkItem,
+    Workplace,
+    run_item,
+    store_results,
+    worker_label,
+)
 from .raysession import RayLog, cluster_nodes, join, start_local, unreachable
 
 MIN_BATCH_UNITS = 16
@@ -92,34 +100,7 @@ def _run_batch(
             return ray.get(server.read.remote(relpaths))
 
     done = [run_item(fn, item, shared, root, disk, label, fetch, policy) for item in items]
-    _store_results(done, store)
-    return done
-
-
-def _store_results(done: list[Finished], store: StoreTarget | None) -> None:
-    """Store the results of the batch's units in the cache folder, when this worker sees it
-    (cache/workers.py): each then carries its digests instead of its value. A result the codec
-    cannot store, or a folder that cannot take them (full, gone, a link where a folder was),
-    is left to the driver, which says which unit or file it was."""
-    writer = worker_store(store)
-    if writer is None:
-        return
-    stored = []
-    try:
-        for finished in done:
-            if finished.error is None and not finished.missing_file and not finished.missing_blob:
-                try:
-                    finished.stored = writer.store(finished.result)
-                except TypeError:
-                    continue
-                stored.append(finished)
-        writer.flush()  # before the driver records an entry naming these blobs
-    except (OSError, ProjectError):  # the driver, storing them, reports it
-        for finished in stored:
-            finished.stored = None
-        return
-    for finished in stored:
-        finished.result = None
+    return store_results(done, store)
 
 
 class FileServer:
