@@ -109,6 +109,22 @@ class MissingInput(Exception):
         return (MissingInput, (self.relpath,))
 
 
+class MissingBlob(Exception):
+    """A unit's worker could not read a stored result it was sent by digest (it does not see
+    the cache folder, or the copy there is damaged): the driver resends the unit with the value.
+
+    Not an OrchestrateError: it is control flow between a worker and the executor.
+    """
+
+    def __init__(self, digest: str, unseen: bool) -> None:
+        self.digest = digest
+        self.unseen = unseen  # the worker does not see the cache folder at all
+        super().__init__(digest)
+
+    def __reduce__(self):
+        return (MissingBlob, (self.digest, self.unseen))
+
+
 class CodecError(ValueError):
     """Bytes that do not decode to a value of known types (damaged, or foreign)."""
 

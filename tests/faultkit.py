@@ -73,7 +73,7 @@ def install(point: str | None, nth: int) -> None:
     orchestrator.cache.LARGE_BLOB_BYTES = LARGE_BLOB_BYTES  # type: ignore[attr-defined]
     blobs.BlobPacks.put = _buffered(blobs.BlobPacks.put)  # type: ignore[method-assign]
     blobs.append_lines = _appending(blobs.append_lines)
-    orchestrator.cache.atomic_write = _half_written(orchestrator.cache.atomic_write, "blob-file")
+    blobs.atomic_write = _half_written(blobs.atomic_write, "blob-file")  # keep_file
     orchestrator.core.context.atomic_write = _publishing(orchestrator.core.context.atomic_write)
     orchestrator.shell.runrecord.atomic_write = _half_written(
         orchestrator.shell.runrecord.atomic_write, "run-record"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -42,10 +43,11 @@ from ..files.atomic import TEMP_PREFIX, append_lines, atomic_write, line_checksu
 from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
 from .actions import ActionCache, ActionEntry
-from .blobs import LARGE_BLOB_BYTES, BlobPacks
+from .blobs import LARGE_BLOB_BYTES, BlobPacks, Packed, blob_file, keep_file
 from .entries import named_blobs
 from .housekeeping import (
     ACTIONS,
+    TEMPORARY,
     area_files,
     cache_stats,
     clear_cache,
@@ -63,6 +65,7 @@ from .remote import (
     blob_key,
 )
 from .signing import EntryKey
+from .workers import KEEP_IN_MEMORY_BYTES, StoredResult, StoreTarget
 
 #: Blobs fetched from the remote at once (its connection pool holds one more than this).
 FETCH_THREADS = UPLOAD_THREADS
@@ -74,7 +77,9 @@ __all__ = [
     "CacheCorrupt",
     "ConfinedFolder",
     "EntryKey",
+    "KEEP_IN_MEMORY_BYTES",
     "RemoteSettings",
+    "StoredResult",
     "TEMP_PREFIX",
     "append_lines",
     "atomic_write",
@@ -115,6 +120,7 @@ class Cache:
         self._unfetchable: set[str] = set()  # blobs the server lacks or sent wrong this run
         self._refused_remotely = False  # a remote forgery is reported once a run
         self.actions = ActionCache(self.folder.path(ACTIONS), self, scratch, key)
+        self._target: StoreTarget | None = None  # where this run's workers store results
         self.scratch: Cache | None = None
         if scratch:
             self.scratch = Cache(Path(tempfile.mkdtemp(prefix="orchestrate-dry-run-")), log)
@@ -131,7 +137,7 @@ class Cache:
     @staticmethod
     def _blob_file(digest: str) -> str:
         """The blob's file, relative to the cache folder."""
-        return f"cas/{digest[:2]}/{digest}"
+        return blob_file(digest)
 
     def put_blob(self, data: bytes) -> str:
         """Store bytes under their digest: small ones appended to this run's pack, large ones
@@ -151,11 +157,40 @@ class Cache:
         if len(data) < LARGE_BLOB_BYTES:
             self.packs.put(digest, data)
             return
+        keep_file(self, self._blob_file(digest), data)
+
+    def store_target(self) -> StoreTarget | None:
+        """Where this run's workers store the results they make (workers.py): this folder, or a
+        dry run's scratch folder; None when what is stored must also reach the cache server
+        (the driver stores and sends it)."""
+        if self.scratch is not None:
+            return self.scratch.store_target()
+        if self.uploads:
+            return None
+        if self._target is None:  # the file a worker must read at its path to store here
+            run = secrets.token_hex(16)
+            target = StoreTarget(str(self.folder.given), run, f"{TEMPORARY}/workers-{run}")
+            atomic_write(self.folder, target.probe, run.encode("ascii"))
+            self._target = target
+        return self._target
+
+    def learn_blobs(self, packed: Iterable[tuple[str, Packed]]) -> None:
+        """Where a worker appended blobs of this run (`store_target`), to read them from there."""
+        packs = (self.scratch or self).packs
+        for digest, where in packed:
+            packs.learn(digest, where)
+
+    def locate(self, digest: str) -> Packed | str | None:
+        """Where a worker of this run reads a blob from the folder (`store_target`): its place
+        in a pack, or its own file (relative to the folder); None when the folder has no copy
+        known intact, or when workers store elsewhere (the driver then sends the value)."""
+        if self.scratch is not None or self._target is None:
+            return None
+        where = self.packs.where(digest)
+        if where is not None:
+            return where
         relpath = self._blob_file(digest)
-        # an existing blob may be damaged: only a verified copy spares the write
-        found = self.folder.lstat(relpath)
-        if found is None or found.st_size != len(data) or self.folder.read(relpath) != data:
-            atomic_write(self.folder, relpath, data)
+        return relpath if self.folder.lstat(relpath) is not None else None
 
     def has_blob(self, digest: str) -> bool:
         """Whether the blob can be had: from the folder, else fetched from the remote now
@@ -304,6 +339,9 @@ class Cache:
         finally:
             if self.remote is not None:
                 self.remote.close()
+            if self._target is not None:  # workers store nothing after the run
+                self._unlink(self._target.probe)
+                self._target = None
             self.packs.close_readers()
             self.actions.close()
             if self.scratch is not None:

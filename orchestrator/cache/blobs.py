@@ -6,13 +6,36 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import CacheCorrupt
-from ..files.atomic import Owner, append_lines, line_checksum, naming
+from ..files.atomic import Owner, append_lines, atomic_write, line_checksum, naming
 from ..hashing import digest_bytes
 
 LARGE_BLOB_BYTES = 1 << 20
+
+
+class Packed(NamedTuple):
+    """Where a small blob was appended: its pack (a name in the packs folder), offset, length."""
+
+    pack: str
+    offset: int
+    length: int
+
+
+def blob_file(digest: str) -> str:
+    """A large blob's file, relative to the cache folder."""
+    return f"cas/{digest[:2]}/{digest}"
+
+
+def keep_file(owner: Owner, relpath: str, data: bytes) -> None:
+    """Write a large blob's file in `owner`'s folder through a temporary file and a rename,
+    unless an intact copy is there (an existing one may be damaged: only a verified copy spares
+    the write)."""
+    folder = owner.folder
+    found = folder.lstat(relpath)
+    if found is None or found.st_size != len(data) or folder.read(relpath) != data:
+        atomic_write(folder, relpath, data)
 
 
 class BlobPacks:
@@ -27,12 +50,14 @@ class BlobPacks:
 
     FLUSH_EVERY = 512
 
-    def __init__(self, folder: Path, cache: Owner) -> None:
+    def __init__(self, folder: Path, cache: Owner, indexed: bool = True) -> None:
+        """`indexed`: blobs are found through the index; else (a worker's) only where it was
+        told they are (`learn`)."""
         self.folder = folder
         self._cache = cache
         self._files = cache.folder  # every file opened through it: no link followed
         self._relfolder = folder.relative_to(cache.folder.base).as_posix()
-        self._index: dict[str, Any] | None = None
+        self._index: dict[str, Any] | None = None if indexed else {}
         self._bad: set[str] = set()
         self._present: dict[str, bool] = {}  # pack name → exists (gc may have removed it)
         self._writer: BinaryIO | None = None
@@ -93,6 +118,11 @@ class BlobPacks:
             )
         return self._present[pack]
 
+    def where(self, digest: str) -> Packed | None:
+        """Where a pack holds the blob (unchecked: every read checks it); None if none does."""
+        found = self._where(digest) if self.has(digest) else None
+        return None if found is None else Packed(*found)
+
     def holders(self, digest: str) -> tuple[str, ...]:
         """The files a packed blob is read from (its pack and the index), relative to the
         cache folder; none when no pack holds it."""
@@ -127,13 +157,19 @@ class BlobPacks:
         self._bad.add(digest)
 
     def put(self, digest: str, data: bytes) -> None:
-        index = self._load()
+        self._load()  # what this run appends is found through the index
         if digest not in self._bad and self.has(digest):
             try:  # a copy that is there may be damaged: only a verified one spares the write
                 if self.get(digest) == data:
                     return
             except CacheCorrupt:
                 pass
+        self.append(digest, data)
+
+    def append(self, digest: str, data: bytes) -> Packed:
+        """Append a blob to this process's pack without looking for a copy first (a worker
+        storing what its units made: the driver learns where it went, `learn`)."""
+        index = self._load() if self._index is not None else None
         writer = self._writer
         if writer is None:
             self._name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.pack"
@@ -142,12 +178,29 @@ class BlobPacks:
         offset = writer.tell()
         with naming(self.folder / self._name):
             writer.write(data)
-        index[digest] = (self._name, offset, len(data))
+        where = Packed(self._name, offset, len(data))
+        if index is not None:
+            index[digest] = where
         self._bad.discard(digest)
         body = f"{digest} {self._name} {offset} {len(data)}"
         self._pending.append(line_checksum(body.encode("ascii")) + f" {body}\n".encode("ascii"))
         if len(self._pending) >= self.FLUSH_EVERY:
             self.flush()
+        return where
+
+    def learn(self, digest: str, where: Packed) -> None:
+        """Where another process (a worker of this run) appended a blob and flushed its index
+        line: read from there (and checked against the digest) like any packed blob."""
+        self._load()[digest] = where
+        self._bad.discard(digest)
+
+    def close(self) -> None:
+        """Flush, and close the pack written and those read."""
+        self.flush()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.close_readers()
 
     def flush(self) -> None:
         if self._writer is not None:

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..cache import ActionEntry, Cache
+from ..cache import KEEP_IN_MEMORY_BYTES, ActionEntry, Cache, StoredResult
 from ..cache.records import Fingerprint, UnitRecord
 from ..cache.resident import MISSING, KeptResults
 from ..codec import dumps, loads
@@ -32,10 +32,6 @@ from .graph import Stage
 from .observe import Progress, outcome_line
 from .options import RunOptions
 from .outcomes import StageReport
-
-#: Results smaller than this stay in memory for `finish`; larger ones (cooked payloads: a few KB
-#: each, 100,000 of them) are reloaded from the store only if `finish` asks for them.
-KEEP_IN_MEMORY_BYTES = 4 * 1024
 
 
 @dataclass
@@ -183,10 +179,13 @@ class Rebuilder:
             for record in misses
         ]
         run.progress.start(run.name, len(items))
+        target = self.cache.store_target()
+        if target is not None:  # what workers read by digest is in the pack files by now
+            self.cache.packs.flush()
         failures: list[OrchestrateError] = []
         try:
             for finished in executor.execute(
-                run.stage.module.run, items, self._plans[run.name].shared
+                run.stage.module.run, items, self._plans[run.name].shared, target
             ):
                 record = by_id[finished.unit_id]
                 run.progress.advance()
@@ -207,7 +206,10 @@ class Rebuilder:
                     if not self.options.keep_going:
                         raise error
                     continue
-                digest, _ = self.store(finished.result, record)
+                if finished.stored is not None:
+                    digest = self.stored(finished.stored, record)
+                else:
+                    digest, _ = self.store(finished.result, record)
                 reads = ctx.entries.resolve(finished.reads, run.stage.spec.inputs)
                 self.cache.actions.put(run.name, record.static, reads, digest)
                 ctx.note_reads(reads, finished.signatures)
@@ -233,6 +235,16 @@ class Rebuilder:
                 digests[name] = self._put(value, record, made, keep=False)
             result = StoredParts(digests)
         return self._put(result, record, made, keep=True), made
+
+    def stored(self, stored: StoredResult, record: UnitRecord) -> str:
+        """Record a result its worker stored (cache/workers.py): where its blobs went, who made
+        them, and the result itself when small; its digest."""
+        self.cache.learn_blobs(stored.packed)
+        for digest in (*stored.parts, stored.digest):
+            self._producers[digest] = record
+        if stored.small:
+            self._memory[stored.digest] = stored.value
+        return stored.digest
 
     def _put(self, value: Any, record: UnitRecord, made: dict[str, Any], keep: bool) -> str:
         try:
@@ -278,7 +290,7 @@ class Rebuilder:
 
     # -- results -----------------------------------------------------------------------------------
     def blobs_for(self, unit: Unit) -> LazyBlobs:
-        return LazyBlobs(tuple(unit.blobs), self.load_result)
+        return LazyBlobs(tuple(unit.blobs), self.load_result, self.cache.locate)
 
     def end_stage(self) -> None:
         """Let go of the stage's results and producers: what later stages read comes from the

@@ -6,6 +6,7 @@ complete, in any order. The scheduler owns caching; executors only run what they
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -14,7 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import MissingInput, OrchestrateError
+from ..cache.workers import Packed, StoredBlobs, StoredResult, StoreTarget, worker_store
+from ..errors import MissingBlob, MissingInput, OrchestrateError, ProjectError
 from ..files.projectfiles import FilePolicy
 from ..files.reads import Reader, SentFiles
 
@@ -26,13 +28,34 @@ class LazyBlobs(Mapping):
     whole build's bytes in the driver at once. Nothing loaded is kept either: the stage's items
     live until it ends, and a cache here kept every payload a unit had read (or that was pickled
     for a Ray worker) alive with them, half a gigabyte during the write stage at 100,000 assets.
-    Pickled (sent to a Ray worker), it becomes a plain dict of exactly what the unit needs.
+    Pickled (sent to a Ray worker), it becomes a plain dict of exactly what the unit needs, or,
+    when the worker may read the cache folder (`target`), where each of those results is
+    stored: the driver then neither reads nor sends them.
     """
 
-    def __init__(self, digests: tuple[str, ...], load: Callable[[str], Any]) -> None:
+    def __init__(
+        self,
+        digests: tuple[str, ...],
+        load: Callable[[str], Any],
+        locate: Callable[[str], Packed | str | None] | None = None,
+    ) -> None:
         self._digests = digests
         self._known = frozenset(digests)
         self._load = load
+        self._locate = locate
+        self.target: StoreTarget | None = None  # see `by_reference`
+        self._by_value = False
+
+    def by_reference(self, target: StoreTarget) -> None:
+        """Pickle as where each result is stored in `target`'s folder (its worker reads them
+        there: cache/workers.py), unless the unit had to be sent with them once."""
+        if not self._by_value:
+            self.target = target
+
+    def by_value(self) -> None:
+        """Pickle as the values from now on (the driver reads them, mending a damaged one)."""
+        self._by_value = True
+        self.target = None
 
     def __getitem__(self, digest: str) -> Any:
         if digest not in self._known:
@@ -46,7 +69,17 @@ class LazyBlobs(Mapping):
         return len(self._digests)
 
     def __reduce__(self):
-        return (dict, ({digest: self._load(digest) for digest in self._digests},))
+        if self.target is None or self._locate is None:
+            return (dict, ({digest: self._load(digest) for digest in self._digests},))
+        located: dict[str, Packed | str] = {}
+        values: dict[str, Any] = {}
+        for digest in self._digests:
+            where = self._locate(digest)
+            if where is None:
+                values[digest] = self._load(digest)
+            else:
+                located[digest] = where
+        return (StoredBlobs, (self.target, self._digests, located, values))
 
 
 @dataclass
@@ -81,12 +114,23 @@ class Finished:
     seconds: float = 0.0
     worker: str = "driver"
     missing_file: str | None = None  # the worker lacked this file: resend with it
+    missing_blob: MissingBlob | None = None  # …or could not read this stored result
+    stored: StoredResult | None = None  # the worker stored the result (cache/workers.py)
 
 
 class Executor(Protocol):
     name: str
 
-    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]: ...
+    def execute(
+        self,
+        fn: Callable,
+        items: list[WorkItem],
+        shared: Any,
+        store: StoreTarget | None = None,
+    ) -> Iterator[Finished]:
+        """Run the items; a worker that sees the cache folder of `store` at its path stores
+        the results it makes there (a `Finished` with `stored`), else returns them."""
+        ...
 
     def close(self) -> None: ...
 
@@ -120,14 +164,15 @@ def run_item(
     clock = time.perf_counter()
     try:
         result = fn(item.payload, shared, reader)
-    except MissingInput as missing:
+    except (MissingInput, MissingBlob) as missing:  # sent again with what it lacked
         return Finished(
             item.unit_id,
             reads=reader.reads,
             start=start,
             worker=label,
             seconds=time.perf_counter() - clock,
-            missing_file=missing.relpath,
+            missing_file=missing.relpath if isinstance(missing, MissingInput) else None,
+            missing_blob=missing if isinstance(missing, MissingBlob) else None,
         )
     except OrchestrateError as exc:
         return Finished(
@@ -157,6 +202,31 @@ def run_item(
         worker=label,
         seconds=time.perf_counter() - clock,
     )
+
+
+def store_results(done: list[Finished], store: StoreTarget | None) -> list[Finished]:
+    """The batch's outcomes with their results stored in the cache folder, when this worker
+    sees it (cache/workers.py): each then carries its digests instead of its value. A result the
+    codec cannot store, or a folder that cannot take them (full, gone, a link where a folder
+    was), is left to the driver, which says which unit or file it was."""
+    writer = worker_store(store)
+    if writer is None:
+        return done
+    stored: list[Finished] = []
+    try:
+        for finished in done:
+            if finished.error is None and not finished.missing_file and not finished.missing_blob:
+                try:
+                    kept = writer.store(finished.result)
+                except TypeError:
+                    stored.append(finished)
+                    continue
+                finished = dataclasses.replace(finished, result=None, stored=kept)
+            stored.append(finished)
+        writer.flush()  # before the driver records an entry naming these blobs
+    except (OSError, ProjectError):  # the driver, storing them, reports it
+        return done
+    return stored
 
 
 @dataclass(frozen=True)

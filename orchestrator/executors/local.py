@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..files.projectfiles import FilePolicy
-from . import Finished, WorkItem, run_item, worker_label
+from . import Finished, StoreTarget, WorkItem, run_item, worker_label
 
 
 class LocalExecutor:
@@ -17,7 +17,15 @@ class LocalExecutor:
         self.policy = policy
         self.label = f"driver ({worker_label()})"
 
-    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
+    def execute(
+        self,
+        fn: Callable,
+        items: list[WorkItem],
+        shared: Any,
+        store: StoreTarget | None = None,
+    ) -> Iterator[Finished]:
+        """Run the items here, one after another: the driver stores what they make (`store`
+        is for workers in other processes)."""
         for item in items:
             yield run_item(fn, item, shared, self.root, True, self.label, policy=self.policy)
 

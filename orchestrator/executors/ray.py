@@ -11,9 +11,13 @@ Read-only shared data (the index, the compiled rules) is put in the object store
 Input bytes travel with the batch unless `shared_paths` says every node sees the project at the
 same path; a unit that discovers it needs a file it was not sent fetches it from a `FileServer`
 actor pinned to the driver's node (or, with a Ray Client driver, comes back asking for it and is
-resent with it). A batch whose worker or node died is sent again (up to `TASK_RETRIES` times),
-here rather than by Ray, so that the build can say in one line what was lost and what it cost;
-Ray's own account goes to its log under the cache folder (raysession.py).
+resent with it). A worker that sees the cache folder at the driver's path stores the results
+its units make there and returns their digests, and reads the stored results its units need
+from there by digest (cache/workers.py); the driver sends and receives values only for workers
+that do not, and for a unit whose worker could not read one intact. A batch whose worker or
+node died is sent again (up to `TASK_RETRIES` times), here rather than by Ray, so that the build
+can say in one line what was lost and what it cost; Ray's own account goes to its log under
+the cache folder (raysession.py).
 """
 
 from __future__ import annotations
@@ -30,10 +34,19 @@ from typing import Any
 
 import ray
 
-from ..errors import StepFailed
+from ..errors import MissingBlob, StepFailed
 from ..files.projectfiles import FilePolicy, ProjectFiles
 from ..files.reads import SentFiles, read_for_worker
-from . import Finished, WorkItem, Workplace, run_item, worker_label
+from . import (
+    Finished,
+    LazyBlobs,
+    StoreTarget,
+    WorkItem,
+    Workplace,
+    run_item,
+    store_results,
+    worker_label,
+)
 from .raysession import RayLog, cluster_nodes, join, start_local, unreachable
 
 MIN_BATCH_UNITS = 16
@@ -76,6 +89,7 @@ def _run_batch(
     items: list[WorkItem],
     server: Any = None,
     policy: FilePolicy | None = None,
+    store: StoreTarget | None = None,
 ) -> list[Finished]:
     label = worker_label()
     shared = _shared_value(shared_holder)
@@ -85,7 +99,8 @@ def _run_batch(
         def fetch(relpaths: list[str]) -> SentFiles:
             return ray.get(server.read.remote(relpaths))
 
-    return [run_item(fn, item, shared, root, disk, label, fetch, policy) for item in items]
+    done = [run_item(fn, item, shared, root, disk, label, fetch, policy) for item in items]
+    return store_results(done, store)
 
 
 class FileServer:
@@ -191,6 +206,7 @@ class RayExecutor:
         self._remote = ray.remote(_run_batch).options(max_retries=0, retry_exceptions=False)
         self._server = None if shared_paths else _start_file_server(root, log, policy)
         self._losses = Losses(told={node.id for node in cluster_nodes() if not node.alive})
+        self._blobs_unseen = False  # a worker did not see the cache folder: results by value
         if log is not None:
             log.info(
                 "ray.ready",
@@ -200,7 +216,13 @@ class RayExecutor:
                 ray_log=str(self.ray_log.path),
             )
 
-    def execute(self, fn: Callable, items: list[WorkItem], shared: Any) -> Iterator[Finished]:
+    def execute(
+        self,
+        fn: Callable,
+        items: list[WorkItem],
+        shared: Any,
+        store: StoreTarget | None = None,
+    ) -> Iterator[Finished]:
         shared_ref = ray.put(shared)
         pending = [Batch(items) for items in plan_batches(items, self.workers)]
         pending.reverse()
@@ -212,6 +234,7 @@ class RayExecutor:
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     batch = pending.pop()
+                    self._by_reference(batch, store)
                     if not disk:
                         for item in batch.items:
                             self._preload(item)
@@ -223,6 +246,7 @@ class RayExecutor:
                         batch.items,
                         self._server,
                         self.files.policy,
+                        store,
                     )
                     if not disk:  # sent (serialized) already: a resend reads the files again
                         for item in batch.items:
@@ -242,6 +266,10 @@ class RayExecutor:
                         if finished.missing_file is not None:
                             item = by_id[finished.unit_id]
                             self._send(item, [finished.missing_file])
+                            retry.append(item)
+                        elif finished.missing_blob is not None:
+                            item = by_id[finished.unit_id]
+                            self._by_value(item, finished.missing_blob)
                             retry.append(item)
                         else:
                             yield finished
@@ -290,6 +318,23 @@ class RayExecutor:
                 self.log.warning(message, ray_log=str(self.ray_log.path))
             losses.told.update(nodes)
         losses.retried.clear()
+
+    def _by_reference(self, batch: Batch, store: StoreTarget | None) -> None:
+        """Let the batch's units read the stored results they need where they are stored, when
+        its workers may (`store`) and have not been found not to see the cache folder."""
+        if store is None or self._blobs_unseen:
+            return
+        for item in batch.items:
+            if isinstance(item.blobs, LazyBlobs):
+                item.blobs.by_reference(store)
+
+    def _by_value(self, item: WorkItem, missing: MissingBlob) -> None:
+        """Send the unit again with the stored results it reads (its worker could not read
+        `missing`: the driver reads it, and recomputes it if it is damaged)."""
+        if missing.unseen:  # workers do not see the cache folder: none is sent by reference
+            self._blobs_unseen = True
+        if isinstance(item.blobs, LazyBlobs):
+            item.blobs.by_value()
 
     def _preload(self, item: WorkItem) -> WorkItem:
         self._send(item, [relpath for relpath in item.want if relpath not in item.files])
