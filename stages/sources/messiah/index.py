@@ -240,7 +240,7 @@ class MessiahIndex:
             res_in_repo=rooted("res_in_repo", rooting.resource),
             res_in_disk=rooted("res_in_disk", rooting.folder),
             res_virt_info=rooted("res_virt_info", rooting.resource),
-            ilevels=frozenset(rooting.prefix + path for path in self.ilevels),
+            ilevels=rooted_paths(self.root, self.ilevels, rooting.root),
             known_digest=self.known_digest,
         )
         if not self.known_digest:  # the stored index's digest, computed only if asked for
@@ -280,6 +280,16 @@ def _patched_set(
     added = any(key not in new for key in changed)
     new.update(changed)
     return dict(sorted(new.items())) if added else new
+
+
+def rooted_paths(stored_root: str, paths: Iterable[str], root: str) -> frozenset[str]:
+    """A set of project-relative paths of an index whose root is `stored_root` ("" as stored),
+    as the index rooted at `root` (`MessiahIndex.at`) holds it: absolute under `root`, or as
+    they are when the index was made with absolute paths."""
+    if stored_root:
+        return frozenset(paths)
+    prefix = to_posix(root).rstrip("/") + "/"
+    return frozenset(prefix + path for path in paths)
 
 
 class _Rooting:
