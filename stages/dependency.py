@@ -99,20 +99,22 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if same_facts(facts, state, inputs["assets"], edit):
         return Plan(units=[], state=state)
     patched = patched_state(facts, state, inputs["assets"], edit)
-    every = inputs["assets"].as_dict()
-    added = added_ids(facts, state, every, edit)
+    added = added_ids(facts, state, inputs["assets"], edit)
     cooklist = None
     if added is not None and ctx.previous is not None:
+        # Assets gone: whether a cooked asset references one reads them all (in one pass);
+        # assets added read only themselves and a few the layout lists.
+        assets = inputs["assets"].as_dict() if edit.removed else inputs["assets"]
         cooklist = patched_cooklist(
-            ctx.previous["cooklist"], every, job.cook, job.bundles, added, edit.removed
+            ctx.previous["cooklist"], assets, job.cook, job.bundles, added, edit.removed
         )
     if cooklist is None:
-        return _closure_plan(inputs, job, every, patched)
+        return _closure_plan(inputs, job, inputs["assets"].as_dict(), patched)
     moved = ", ".join(
         [*(f"{a} added" for a in added or ()), *(f"{a} removed" for a in sorted(edit.removed))]
     )
     why = f"the cook list patched ({moved})"
-    return _closure_plan(inputs, job, every, patched, PatchedCookList(cooklist, why))
+    return _closure_plan(inputs, job, {}, patched, PatchedCookList(cooklist, why))
 
 
 @record
@@ -131,7 +133,8 @@ def _closure_plan(
     state: ClosureState,
     patched: PatchedCookList | None = None,
 ) -> Plan:
-    """The one unit: the closure from scratch, or (`patched`) the cook list `update` made."""
+    """The one unit: the closure from scratch over `every` asset, or (`patched`) the cook list
+    `update` made (`every` is then not read)."""
     source = inputs["source"]
     unit = Unit(
         id="closure",

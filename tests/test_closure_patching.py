@@ -392,8 +392,8 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
     template, tmp_path, watched
 ):
     """The benchmark's add and delete (benchmarks/common.py asset_added, asset_deleted): the
-    closure unit takes the cook list `update` patched (--explain says so), and each build equals
-    a clean one."""
+    closure unit takes the cook list `update` patched, and the pack unit the packing patched
+    for the texture added (--explain says so); each build equals a clean one."""
     base = tmp_path
     checkout(template, base)
     lawkit.build(base / "build.yaml")
@@ -409,6 +409,8 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
     added = lawkit.build(base / "build.yaml", explain=True)
     assert watched["plans"] == 0
     assert ("dependency", "closure", f"the cook list patched ({guid} added)") in added.named
+    joined = [r for stage, _, r in added.named if stage == "pack"]
+    assert joined and joined[0].startswith(f"{guid} joined bundle chars/"), joined
     equals_clean(base, added, "a texture added")
     shutil.rmtree(doomed)
     repository.write_bytes(common.remove_item(doomed.name)(repository.read_bytes()))

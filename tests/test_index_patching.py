@@ -13,7 +13,7 @@ from rules_helpers import make_index
 from test_cache_entries import open_state  # here: imported in a @given test, its tests nest
 
 from orchestrator import Keyed
-from stages.rules.traced import ILEVELS, PREFIXES, ROOT
+from stages.rules.keyed_index import ILEVELS, PREFIXES, ROOT
 from stages.sources.base import IndexPatcher, index_of
 from stages.sources.messiah.index import MessiahIndex
 

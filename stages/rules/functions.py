@@ -24,8 +24,8 @@ from lxml import etree
 
 from orchestrator import Keyed, Reader
 
+from .keyed_index import ILEVELS, ROOT, rooted_paths
 from .paths import DocumentError, node_text, parse_xml
-from .traced import ILEVELS, ROOT
 
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -111,8 +111,6 @@ class StoredIndex:
             return None
         if ROOT not in self.entries or entry not in self.entries:
             return None
-        from stages.sources.messiah.index import rooted_paths
-
         return rooted_paths(self.entries[ROOT], self.entries[entry], root)
 
     def __getattr__(self, name: str) -> Any:

@@ -25,7 +25,8 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from orchestrator import digest_value, paused_gc, record, to_posix
-from stages.rules.traced import ILEVELS, PREFIXES, ROOT, all_res_form, all_res_guid_form
+from stages.rules.keyed_index import ILEVELS, PREFIXES, ROOT, rooted_paths
+from stages.rules.traced import all_res_form, all_res_guid_form
 
 
 @record
@@ -280,16 +281,6 @@ def _patched_set(
     added = any(key not in new for key in changed)
     new.update(changed)
     return dict(sorted(new.items())) if added else new
-
-
-def rooted_paths(stored_root: str, paths: Iterable[str], root: str) -> frozenset[str]:
-    """A set of project-relative paths of an index whose root is `stored_root` ("" as stored),
-    as the index rooted at `root` (`MessiahIndex.at`) holds it: absolute under `root`, or as
-    they are when the index was made with absolute paths."""
-    if stored_root:
-        return frozenset(paths)
-    prefix = to_posix(root).rstrip("/") + "/"
-    return frozenset(prefix + path for path in paths)
 
 
 class _Rooting:
