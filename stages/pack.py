@@ -121,17 +121,14 @@ def _joined(
     state = PackState(digest_value(cooked_ids), settings_digest(ctx), known.options, found.dangling)
     signature = found.placements[newcomer]
     patch = KeyedPatch({newcomer: signature}, ())
+    (bundle,) = found.packing.asset_bundles[newcomer]
     unit = Unit(id="bundles", payload=JoinedPacking(found.packing), key=key)
     return Plan(
         units=[unit],
         state=state,
-        scratch=Signed(found.placements, sorted(signed), patch),
-        reasons={unit.id: f"{newcomer} joined bundle {_bundle_of(found.packing, newcomer)}"},
+        scratch=Signed(found.placements, sorted(signed), patch, (newcomer, bundle)),
+        reasons={unit.id: f"{newcomer} joined bundle {bundle}"},
     )
-
-
-def _bundle_of(packing: Packing, asset_id: str) -> str:
-    return ", ".join(packing.asset_bundles[asset_id])
 
 
 @record
@@ -188,6 +185,9 @@ class Signed(NamedTuple):
     placements: dict[str, str]
     stored: list[str] | None
     patch: KeyedPatch | None = None  # after an update: the signatures made anew, keys gone
+    # after a join (layout/delta.py): the asset that joined and its bundle, the only entries
+    # of `bundles` and `asset_bundles` that change
+    joined: tuple[str, str] | None = None
 
 
 @record
@@ -269,6 +269,15 @@ def finish(ctx, inputs: dict, results) -> dict:
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
+    joined = getattr(results.plan.scratch, "joined", None)
+    if joined is not None and results.changed is not None:  # one asset joined one bundle
+        asset_id, name = joined
+        return {
+            "bundles": KeyedPatch({name: packing.bundles[name]}),
+            "asset_bundles": KeyedPatch({asset_id: packing.asset_bundles[asset_id]}),
+            "packing": UNCHANGED,
+            "placements": placements,
+        }
     return {
         "bundles": packing.bundles,
         "asset_bundles": packing.asset_bundles,
