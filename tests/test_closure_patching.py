@@ -23,7 +23,7 @@ from test_collect_patching import first_item  # noqa: E402
 from test_incremental_laws import MessiahChanges, aged_project, checkout, settle  # noqa: E402
 
 from orchestrator.keyed import Changes
-from stages import dependency
+from stages import dependency, manifest
 from stages.cooklist import patching
 from stages.cooklist.closure import compute_cooklist
 from stages.cooklist.delta import patched_cooklist
@@ -389,11 +389,13 @@ def character_textures(root: Path) -> list[Path]:
 
 
 def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_build(
-    template, tmp_path, watched
+    template, tmp_path, watched, monkeypatch
 ):
     """The benchmark's add and delete (benchmarks/common.py asset_added, asset_deleted): the
     closure unit takes the cook list `update` patched, and the pack unit the packing patched
-    for the texture added (--explain says so); each build equals a clean one."""
+    for the texture added (--explain says so), and the manifest is patched by entry; each build
+    equals a clean one."""
+    document = manifest.manifest_document
     base = tmp_path
     checkout(template, base)
     lawkit.build(base / "build.yaml")
@@ -406,7 +408,10 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
     repository.write_bytes(grown)
     settle(root, 1)
     watched.update(plans=0, facts=0)
+    made = []  # manifests made from every entry rather than patched (stages/manifest.py)
+    monkeypatch.setattr(manifest, "manifest_document", lambda *a: made.append(1) or document(*a))
     added = lawkit.build(base / "build.yaml", explain=True)
+    assert made == []
     assert watched["plans"] == 0
     assert ("dependency", "closure", f"the cook list patched ({guid} added)") in added.named
     joined = [r for stage, _, r in added.named if stage == "pack"]
@@ -415,8 +420,10 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
     shutil.rmtree(doomed)
     repository.write_bytes(common.remove_item(doomed.name)(repository.read_bytes()))
     settle(root, 2)
+    made.clear()  # the clean build made its own
     deleted = lawkit.build(base / "build.yaml", explain=True)
     assert ("dependency", "closure", f"the cook list patched ({doomed.name} removed)") in (
         deleted.named
     )
+    assert made == []
     equals_clean(base, deleted, "a texture deleted")
