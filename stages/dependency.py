@@ -4,7 +4,8 @@ The closure is fast (linear in assets and references), so it is one unit keyed o
 digest of what the cook list sees of each asset (stages/cooklist/patching.py); it runs again
 only when that, the source's roots or the build file's cook section change. `update` proves an
 edit of the assets leaves it as it was from the changed entries alone (a renamed Item), and
-then runs nothing. `publish` writes
+then runs nothing; an asset added or removed where only an include rule of the layout names it
+patches the last cook list (stages/cooklist/delta.py), the unit keeping its key. `publish` writes
 `reports/cooklist.json`. With `cook.fail_on_missing` and something missing, the cook list's
 `failure` is set so the CLI exits 1 after publishing.
 """

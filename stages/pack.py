@@ -1,4 +1,7 @@
-"""Stage `pack`: assign every cooked asset to bundles (one unit; the algorithm is `packing`)."""
+"""Stage `pack`: assign every cooked asset to bundles (one unit; the algorithm is `packing`).
+
+`update` cuts off an edit no placement sees, and patches the last packing when one asset joins
+the cook that nothing references and that references nothing cooked (stages/layout/delta.py)."""
 
 from __future__ import annotations
 
