@@ -4,7 +4,8 @@ The closure is fast (linear in assets and references), so it is one unit keyed o
 digest of what the cook list sees of each asset (stages/cooklist/patching.py); it runs again
 only when that, the source's roots or the build file's cook section change. `update` proves an
 edit of the assets leaves it as it was from the changed entries alone (a renamed Item), and
-then runs nothing. `publish` writes
+then runs nothing; an asset added or removed where only an include rule of the layout names it
+patches the last cook list (stages/cooklist/delta.py), the unit keeping its key. `publish` writes
 `reports/cooklist.json`. With `cook.fail_on_missing` and something missing, the cook list's
 `failure` is set so the CLI exits 1 after publishing.
 """
@@ -18,16 +19,18 @@ import orjson
 
 from orchestrator import UNCHANGED, Plan, StageChanges, StageSpec, Unit, digest_value, record
 from stages.cooklist.closure import compute_cooklist
+from stages.cooklist.delta import patched_cooklist
 from stages.cooklist.patching import (
     ClosureState,
     CookFacts,
+    added_ids,
     closure_state,
     facts_digest,
     patched_state,
     same_facts,
 )
 from stages.layout.packing import source_bundles
-from stages.sources.base import Asset
+from stages.sources.base import Asset, CookList
 
 SPEC = StageSpec(
     name="dependency",
@@ -97,14 +100,46 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if same_facts(facts, state, inputs["assets"], edit):
         return Plan(units=[], state=state)
     patched = patched_state(facts, state, inputs["assets"], edit)
-    return _closure_plan(inputs, job, inputs["assets"].as_dict(), patched)
+    added = added_ids(facts, state, inputs["assets"], edit)
+    cooklist = None
+    if added is not None and ctx.previous is not None:
+        # Assets gone: whether a cooked asset references one reads them all (in one pass);
+        # assets added read only themselves and a few the layout lists.
+        assets = inputs["assets"].as_dict() if edit.removed else inputs["assets"]
+        cooklist = patched_cooklist(
+            ctx.previous["cooklist"], assets, job.cook, job.bundles, added, edit.removed
+        )
+    if cooklist is None:
+        return _closure_plan(inputs, job, inputs["assets"].as_dict(), patched)
+    moved = ", ".join(
+        [*(f"{a} added" for a in added or ()), *(f"{a} removed" for a in sorted(edit.removed))]
+    )
+    why = f"the cook list patched ({moved})"
+    return _closure_plan(inputs, job, {}, patched, PatchedCookList(cooklist, why))
 
 
-def _closure_plan(inputs: dict, job: ClosureJob, every: dict, state: ClosureState) -> Plan:
+@record
+class PatchedCookList(NamedTuple):
+    """The unit's work when `update` patched the last cook list (cooklist/delta.py): its result
+    is that cook list, the one the closure computes from scratch (the unit keeps that key)."""
+
+    cooklist: CookList
+    why: str  # for --explain
+
+
+def _closure_plan(
+    inputs: dict,
+    job: ClosureJob,
+    every: dict,
+    state: ClosureState,
+    patched: PatchedCookList | None = None,
+) -> Plan:
+    """The one unit: the closure from scratch over `every` asset, or (`patched`) the cook list
+    `update` made (`every` is then not read)."""
     source = inputs["source"]
     unit = Unit(
         id="closure",
-        payload=job,
+        payload=job if patched is None else patched,
         key={
             # Not the assets' digests: only what the cook list sees of them (patching.py), so
             # an Item renamed where no root specification looks keeps the key.
@@ -115,10 +150,11 @@ def _closure_plan(inputs: dict, job: ClosureJob, every: dict, state: ClosureStat
             # changes the cook list without changing any asset entry.
             "assigned": digest_value(job.bundles["assigned"]),
         },
-        cost=max(1, len(every)),
+        cost=max(1, len(every)) if patched is None else 1,
     )
     shared = ClosureShared(every, tuple(source.external), source.roots)
-    return Plan(units=[unit], shared=shared, state=state)
+    reasons = None if patched is None else {unit.id: patched.why}
+    return Plan(units=[unit], shared=shared, state=state, reasons=reasons)
 
 
 def _closure_job(ctx, source) -> ClosureJob:
@@ -129,7 +165,9 @@ def _closure_job(ctx, source) -> ClosureJob:
     return ClosureJob(cook, {"layout": bundles.get("layout") or [], "assigned": assigned})
 
 
-def run(job: ClosureJob, shared: ClosureShared, reader):
+def run(job: ClosureJob | PatchedCookList, shared: ClosureShared, reader):
+    if isinstance(job, PatchedCookList):
+        return job.cooklist
     return compute_cooklist(
         shared.assets, job.cook, job.bundles, shared.external, shared.source_roots
     )

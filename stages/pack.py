@@ -1,4 +1,7 @@
-"""Stage `pack`: assign every cooked asset to bundles (one unit; the algorithm is `packing`)."""
+"""Stage `pack`: assign every cooked asset to bundles (one unit; the algorithm is `packing`).
+
+`update` cuts off an edit no placement sees, and patches the last packing when one asset joins
+the cook that nothing references and that references nothing cooked (stages/layout/delta.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from orchestrator import (
     digest_value,
     record,
 )
+from stages.layout.delta import dangling_targets, joined
 from stages.layout.options import (
     PackOptions,
     PackState,
@@ -33,8 +37,10 @@ from stages.sources.base import Asset, PackHook
 SPEC = StageSpec(
     name="pack",
     # 2: bundles and asset → bundles keyed, the rest in `packing`; 3: what no bundle may hold;
-    # 4: each cooked asset's placement signature kept (`placements`), for the early cutoff
-    version=4,
+    # 4: each cooked asset's placement signature kept (`placements`), for the early cutoff;
+    # 5: the state keeps what cooked assets reference outside the cook (an asset joining it
+    # patches the last packing: layout/delta.py)
+    version=5,
     inputs=("assets", "source", "cooklist", "cooked"),
     outputs=("bundles", "asset_bundles", "packing", "placements"),
     keyed=("bundles", "asset_bundles", "placements"),
@@ -66,6 +72,9 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if not _order_stands(ctx, changes):
         cooked_ids = _cooked_ids(inputs)
         if digest_value(cooked_ids) != known.order:
+            joined = _joined(ctx, inputs, changes, known, cooked_ids)
+            if joined is not None:
+                return joined
             return _plan(ctx, inputs, cooked_ids, _kept(ctx, changes), "the cook list changed")
     edited = changes.inputs["assets"].touched
     if cooked_ids is None:  # the cook order stands: the last run signed exactly its assets
@@ -79,6 +88,58 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
         ids = _cooked_ids(inputs) if cooked_ids is None else cooked_ids
         return _plan(ctx, inputs, ids, _kept(ctx, changes), moved)
     return Plan(units=[], state=known)
+
+
+def _joined(
+    ctx, inputs: dict, changes: StageChanges, known: PackState, cooked_ids: list[str]
+) -> Plan | None:
+    """The one unit taking the last packing patched (layout/delta.py) when one asset came into
+    the cook and every other stands: the cook order is the last one's but for it, and every
+    other cooked asset edited signs as it did."""
+    placements = ctx.previous["placements"]
+    signed = set(placements)  # the keys, read at once
+    new = [a for a in cooked_ids if a not in signed]
+    if len(new) != 1 or len(signed) != len(cooked_ids) - 1:
+        return None
+    (newcomer,) = new
+    if digest_value([a for a in cooked_ids if a != newcomer]) != known.order:
+        return None
+    edited = set(changes.inputs["assets"].touched) - {newcomer}
+    if len(edited) > LOOKED_UP or not _placed_as_before(ctx, inputs, edited & set(cooked_ids)):
+        return None
+    options, hook = pack_options(ctx, inputs)
+    assets = inputs["assets"]
+    found = joined(
+        assets[newcomer],
+        cooked_ids,
+        options,
+        layout_matcher(ctx, inputs),
+        known.dangling,
+        ctx.previous,
+        assets,
+    )
+    if found is None:
+        return None
+    key = {"placements": digest_value(list(found.placements.items())), "options": options._asdict()}
+    state = PackState(digest_value(cooked_ids), settings_digest(ctx), known.options, found.dangling)
+    signature = found.placements[newcomer]
+    patch = KeyedPatch({newcomer: signature}, ())
+    (bundle,) = found.packing.asset_bundles[newcomer]
+    unit = Unit(id="bundles", payload=JoinedPacking(found.packing), key=key)
+    return Plan(
+        units=[unit],
+        state=state,
+        scratch=Signed(found.placements, sorted(signed), patch, (newcomer, bundle)),
+        reasons={unit.id: f"{newcomer} joined bundle {bundle}"},
+    )
+
+
+@record
+class JoinedPacking(NamedTuple):
+    """The unit's work when `update` patched the last packing (layout/delta.py): the packing a
+    clean build computes (the unit keeps that key)."""
+
+    packing: Packing
 
 
 def _order_stands(ctx, changes: StageChanges) -> bool:
@@ -127,6 +188,9 @@ class Signed(NamedTuple):
     placements: dict[str, str]
     stored: list[str] | None
     patch: KeyedPatch | None = None  # after an update: the signatures made anew, keys gone
+    # after a join (layout/delta.py): the asset that joined and its bundle, the only entries
+    # of `bundles` and `asset_bundles` that change
+    joined: tuple[str, str] | None = None
 
 
 @record
@@ -158,7 +222,13 @@ def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: Signed, why: str = "")
     key = {"placements": digest_value(list(placements.items())), "options": options._asdict()}
     if hook is not None:  # what the source's refinement reads comes from the whole project
         key["hook"] = [hook.target, digest_value(hook.data)]
-    state = PackState(digest_value(cooked_ids), settings_digest(ctx), digest_value([options, hook]))
+    ids = set(cooked_ids)
+    state = PackState(
+        digest_value(cooked_ids),
+        settings_digest(ctx),
+        digest_value([options, hook]),
+        dangling_targets(cooked, ids, options.follow_soft),
+    )
     job = PackJob(cooked, options, hook)
     unit = Unit(id="bundles", payload=job, key=key)
     reasons = {unit.id: why} if why else None
@@ -170,7 +240,9 @@ def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: Signed, why: str = "")
     return Plan(units=[unit], state=state, scratch=scratch, reasons=reasons)
 
 
-def run(job: PackJob, shared, reader) -> Packing:
+def run(job: PackJob | JoinedPacking, shared, reader) -> Packing:
+    if isinstance(job, JoinedPacking):
+        return job.packing
     refine = None
     if job.hook is not None:
         module, _, name = job.hook.target.partition(":")
@@ -200,6 +272,15 @@ def finish(ctx, inputs: dict, results) -> dict:
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
+    joined = getattr(results.plan.scratch, "joined", None)
+    if joined is not None and results.changed is not None:  # one asset joined one bundle
+        asset_id, name = joined
+        return {
+            "bundles": KeyedPatch({name: packing.bundles[name]}),
+            "asset_bundles": KeyedPatch({asset_id: packing.asset_bundles[asset_id]}),
+            "packing": UNCHANGED,
+            "placements": placements,
+        }
     return {
         "bundles": packing.bundles,
         "asset_bundles": packing.asset_bundles,

@@ -36,6 +36,7 @@ from stages.rules.custom.host import close_workers, patch_indexes, preload_index
 from stages.rules.engine import Shared, check_files, plan_files
 from stages.rules.functions import StoredIndex, index_is_available, index_view
 from stages.rules.kept import KEPT
+from stages.rules.keyed_index import ILEVELS, ROOT, IndexEdit
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import (
     SHARD_MAX_BYTES,
@@ -47,9 +48,8 @@ from stages.rules.parts import (
     unit_cost,
 )
 from stages.rules.report import ValidationSummary, build_document, patch_document, render, summarize
-from stages.rules.traced import ILEVELS, ROOT
 from stages.settings import rule_file_paths, worker_limits
-from stages.sources.base import WHOLE_INDEX, IndexEdit, IndexPatcher, index_of
+from stages.sources.base import WHOLE_INDEX, IndexPatcher, index_of
 
 #: Entries of the index the plan reads (rpath sets, the root paths are made under): a change
 #: to one plans everything again.

@@ -11,19 +11,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
+import common  # noqa: E402
 import lawkit  # noqa: E402
 from test_collect_patching import first_item  # noqa: E402
 from test_incremental_laws import MessiahChanges, aged_project, checkout, settle  # noqa: E402
 
 from orchestrator.keyed import Changes
-from stages import dependency
+from stages import dependency, manifest
 from stages.cooklist import patching
 from stages.cooklist.closure import compute_cooklist
+from stages.cooklist.delta import patched_cooklist
 from stages.cooklist.patching import (
     CookFacts,
     closure_state,
@@ -265,3 +268,162 @@ def test_everyday_edits_through_the_dependency_update_equal_a_clean_build(
     incremental = lawkit.build(base / "build.yaml")
     assert watched["plans"] == 0 and watched["facts"] <= 4, (done, watched)
     equals_clean(base, incremental, done)
+
+
+# -- the cook list patched when assets come or go (stages/cooklist/delta.py) ----------------------
+
+patch_layouts = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {
+                "include": st.lists(
+                    st.sampled_from(("Game/**", "Res/d/**", "**/voice", "Res/**", "Game/UI/**")),
+                    min_size=1,
+                    max_size=2,
+                ),
+                "exclude": st.lists(st.sampled_from(("Game/L10N/**", "Res/b/**")), max_size=1),
+            }
+        ),
+        st.just({"maps": "all"}),
+    ),
+    max_size=3,
+)
+
+
+def patched_or_none(before, facts, state, now, changes, cook, bundles):
+    """What the dependency stage's update makes of an edit: the cook list patched, or None."""
+    added = patching.added_ids(facts, state, now, changes)
+    if added is None:
+        return None
+    return patched_cooklist(before, now, cook, bundles, added, changes.removed)
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario(), configs, patch_layouts, st.data())
+def test_a_cook_list_patched_for_assets_added_or_removed_is_a_clean_one(steps, cook, layout, data):
+    start, edits = steps
+    assigned = data.draw(st.sampled_from(({}, {"b1": ["c"]})))
+    bundles = {"layout": layout, "assigned": assigned}
+    assets = {k: start[k] for k in sorted(start)}
+    facts = CookFacts(cook, bundles)
+    state = closure_state(facts, assets, "source")
+    before = compute_cooklist(assets, cook, bundles)
+    for edit, target, fresh, path in edits:
+        applied = apply(assets, edit, target, fresh, path)
+        if applied is None:
+            continue
+        now, changes = applied
+        patched = patched_or_none(before, facts, state, now, changes, cook, bundles)
+        after = compute_cooklist(now, cook, bundles)
+        event(f"{edit}: {'patched' if patched is not None else 'computed again'}")
+        if patched is not None:
+            assert repr(patched) == repr(after), (edit, target)
+        state, assets, before = closure_state(facts, now, "source"), now, after
+
+
+def leaf(asset_id: str, path: str, refs=()) -> Asset:
+    return Asset(
+        asset_id, RESOURCE, "Texture", (path,), (f"Res/{asset_id}",), (f"Res/{asset_id}/t",), refs
+    )
+
+
+def test_a_texture_added_or_removed_under_an_include_rule_patches_the_cook_list():
+    """The edits of the 100,000-resource benchmark (benchmarks/common.py asset_added,
+    asset_deleted): a texture nothing references comes or goes where an include rule of the
+    layout names it. The cook list is patched, not computed again, and is a clean one."""
+    world = Asset("w", RESOURCE, "World", ("Worlds/w",), ("Res/w",), ("Res/w/w",), ())
+    mesh = Asset(
+        "m", RESOURCE, "Mesh", ("Game/m",), ("Res/m",), ("Res/m/m",), (Ref("t1", HARD, "Deps"),)
+    )
+    assets = {
+        "m": mesh,
+        "t1": leaf("t1", "Chars/t1"),
+        "t3": leaf("t3", "Chars/t3"),
+        "t5": leaf("t5", "Chars/t5", (Ref("w", HARD, "Deps"),)),
+        "t6": leaf("t6", "Chars/t6", (Ref("x", HARD, "Deps"),)),
+        "u": leaf("u", "UI/u"),
+        "w": world,
+        "x": leaf("x", "Props/x"),  # no root names it: t6 finds it
+    }
+    cook = {"maps": ["w"], "always_cook": ["UI/"]}
+    bundles = {"layout": [{"include": ["Game/**"]}, {"include": ["Chars/**"]}], "assigned": {}}
+    facts = CookFacts(cook, bundles)
+    state = closure_state(facts, assets, "source")
+    before = compute_cooklist(assets, cook, bundles)
+    grown = dict(
+        sorted({**assets, "t4": leaf("t4", "Chars/t4", (Ref("u", HARD, "Deps"),))}.items())
+    )
+    changes = Changes(frozenset({"t4"}), frozenset())
+    patched = patched_or_none(before, facts, state, grown, changes, cook, bundles)
+    assert patched is not None and repr(patched) == repr(compute_cooklist(grown, cook, bundles))
+    assert patched.cooked.index("t4") == patched.cooked.index("t3") + 1
+    shrunk = {k: v for k, v in assets.items() if k != "t3"}
+    gone = Changes(frozenset(), frozenset({"t3"}))
+    patched = patched_or_none(before, facts, state, shrunk, gone, cook, bundles)
+    assert patched is not None and repr(patched) == repr(compute_cooklist(shrunk, cook, bundles))
+    # m follows a reference to t1: removing t1 makes it missing, and plans again
+    shrunk = {k: v for k, v in assets.items() if k != "t1"}
+    gone = Changes(frozenset(), frozenset({"t1"}))
+    assert patched_or_none(before, facts, state, shrunk, gone, cook, bundles) is None
+    # t6 found x: removing t6 leaves x to no one, and plans again
+    shrunk = {k: v for k, v in assets.items() if k != "t6"}
+    gone = Changes(frozenset(), frozenset({"t6"}))
+    assert patched_or_none(before, facts, state, shrunk, gone, cook, bundles) is None
+    # t4 would find x before t6 does: plans again
+    grown = dict(
+        sorted({**assets, "t4": leaf("t4", "Chars/t4", (Ref("x", HARD, "Deps"),))}.items())
+    )
+    assert patched_or_none(before, facts, state, grown, changes, cook, bundles) is None
+
+
+def character_textures(root: Path) -> list[Path]:
+    """The texture folders under Characters/ (the layout's `chars/{package}` names them) whose
+    GUID no file names but their own and their repository's Item."""
+    folders = sorted(p.parent for p in root.rglob("texture.xml") if "Characters" in p.parts)
+    texts = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in (".xml", ".repository", ".iworld", ".ilevel")
+    ]
+    return [f for f in folders if sum(text.count(f.name) for text in texts) == 1]
+
+
+def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_build(
+    template, tmp_path, watched, monkeypatch
+):
+    """The benchmark's add and delete (benchmarks/common.py asset_added, asset_deleted): the
+    closure unit takes the cook list `update` patched, and the pack unit the packing patched
+    for the texture added (--explain says so), and the manifest is patched by entry; each build
+    equals a clean one."""
+    document = manifest.manifest_document
+    base = tmp_path
+    checkout(template, base)
+    lawkit.build(base / "build.yaml")
+    root = base / "project"
+    model, doomed = character_textures(root)[:2]
+    repository = root / "Repository" / "resource.repository"
+    guid = "0e7ea0b0-0000-4000-8000-000000000001"
+    shutil.copytree(model, model.parent / guid)
+    grown = common.add_item_copy(model.name, guid, "tex_added")(repository.read_bytes())
+    repository.write_bytes(grown)
+    settle(root, 1)
+    watched.update(plans=0, facts=0)
+    made = []  # manifests made from every entry rather than patched (stages/manifest.py)
+    monkeypatch.setattr(manifest, "manifest_document", lambda *a: made.append(1) or document(*a))
+    added = lawkit.build(base / "build.yaml", explain=True)
+    assert made == []
+    assert watched["plans"] == 0
+    assert ("dependency", "closure", f"the cook list patched ({guid} added)") in added.named
+    joined = [r for stage, _, r in added.named if stage == "pack"]
+    assert joined and joined[0].startswith(f"{guid} joined bundle chars/"), joined
+    equals_clean(base, added, "a texture added")
+    shutil.rmtree(doomed)
+    repository.write_bytes(common.remove_item(doomed.name)(repository.read_bytes()))
+    settle(root, 2)
+    made.clear()  # the clean build made its own
+    deleted = lawkit.build(base / "build.yaml", explain=True)
+    assert ("dependency", "closure", f"the cook list patched ({doomed.name} removed)") in (
+        deleted.named
+    )
+    assert made == []
+    equals_clean(base, deleted, "a texture deleted")

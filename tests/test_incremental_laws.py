@@ -706,6 +706,22 @@ INDEXED = """
 """
 
 
+def counting_decodes(monkeypatch) -> list[int]:
+    """A list that gains an item each time a build decodes the index from the state (from now
+    on, as a new process would: no view of an earlier build's index)."""
+    decoded: list[int] = []
+    get = StoredIndex.get
+
+    def counting(self):
+        if not self.loaded:  # the first read of the index in this run
+            decoded.append(1)
+        return get(self)
+
+    monkeypatch.setattr(StoredIndex, "get", counting)
+    functions.forget_views()
+    return decoded
+
+
 @pytest.mark.parametrize(("rules", "decodes"), [(WIDTH_ONLY, 0), (WIDTH_ONLY + INDEXED, 1)])
 def test_an_edit_decodes_the_index_only_when_a_rule_it_reruns_reads_it(
     template, tmp_path, monkeypatch, rules, decodes
@@ -716,22 +732,38 @@ def test_an_edit_decodes_the_index_only_when_a_rule_it_reruns_reads_it(
     build_file = checkout(template, tmp_path)
     (tmp_path / "rules.yaml").write_text(rules, encoding="utf-8")
     assert lawkit.build(build_file).exit_code in (0, 1)
-    decoded: list[int] = []
-    get = StoredIndex.get
-
-    def counting(self):
-        if not self.loaded:  # the first read of the index in this run
-            decoded.append(1)
-        return get(self)
-
-    monkeypatch.setattr(StoredIndex, "get", counting)
-    functions.forget_views()  # a new process: no view of the first build's index
+    decoded = counting_decodes(monkeypatch)
     path = next((tmp_path / "project").rglob("texture.xml"))
     text = path.read_text(encoding="utf-8")
     path.write_text(re.sub(r"<Width>\d+<", "<Width>97<", text), encoding="utf-8")
     again = lawkit.build(build_file)
     assert again.ran.get("validate"), "the edited texture was not checked again"
     assert len(decoded) == decodes
+
+
+LEVELS_SELECTED = """
+- {id: placed, rpath: artfunc_res_store.ilevels, xpath: 'Level',
+   condition: ['满足表达式', 'len(d) >= 0']}
+"""
+
+
+@pytest.mark.parametrize("rules", [WIDTH_ONLY, WIDTH_ONLY + LEVELS_SELECTED])
+def test_a_file_added_plans_its_shard_without_decoding_the_index(
+    template, tmp_path, monkeypatch, rules
+):
+    """A file added plans its shard again, and a rule selecting the used levels
+    (`rpath: artfunc_res_store.ilevels`) learns them from the index's one entry holding them:
+    the index is not decoded whole (2.5 s at 100,000 resources) when no rule re-run reads it.
+    What the build publishes is a clean build's."""
+    build_file = checkout(template, tmp_path)
+    (tmp_path / "rules.yaml").write_text(rules, encoding="utf-8")
+    assert lawkit.build(build_file).exit_code in (0, 1)
+    decoded = counting_decodes(monkeypatch)
+    (tmp_path / "project" / "notes.xml").write_text("<Notes/>", encoding="utf-8")
+    again = lawkit.build(build_file)
+    assert decoded == []
+    clean = lawkit.build(build_file, "clean/out", "clean/cache")
+    assert lawkit.differences(again, clean) == []
 
 
 # -- regressions: changes the laws caught ---------------------------------------------------------

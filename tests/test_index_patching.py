@@ -13,7 +13,7 @@ from rules_helpers import CountedKeyed, make_index
 from test_cache_entries import open_state  # here: imported in a @given test, its tests nest
 
 from orchestrator import Keyed
-from stages.rules.traced import ILEVELS, PREFIXES, ROOT
+from stages.rules.keyed_index import ILEVELS, PREFIXES, ROOT
 from stages.sources.base import IndexPatcher, index_of
 from stages.sources.messiah.index import MessiahIndex
 
@@ -60,7 +60,7 @@ def test_an_index_patched_as_told_is_the_index_decoded_whole(steps, extra):
     and a superset of the differing keys), the patcher reads only their digests, never every
     entry's; told of another base (the flag), it reads them all; either way its answer is the
     index the entries describe."""
-    from stages.sources.base import IndexEdit
+    from stages.rules.keyed_index import IndexEdit
 
     patcher = IndexPatcher()
     previous: dict | None = None

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stages.layout.packing import Bundle, PackingInfo
 from stages.publishing.manifests import (
     PATCH_LIMIT,
     FileFieldsChange,
+    asset_entry,
+    build_fields,
+    bundle_entry,
     bundle_file_changes,
+    cook_fields,
     file_fields,
+    manifest_document,
     named_bundle_files,
     patch_bundle_files,
+    patched_document,
     to_json_bytes,
 )
 
@@ -116,3 +124,61 @@ def test_file_changes_between_two_manifests_are_found_exactly(bundles, data, pri
     moved = data.draw(st.sampled_from(sorted(bundles)))
     other["bundles"][moved]["assets"].append("one more")
     assert bundle_file_changes(before, to_json_bytes(other)) is None
+
+
+# -- the document patched by entry (stages/manifest.py `_entries_patched`) ------------------------
+
+ids = st.sampled_from(("a1", "b2", "c3", "d4", "e5", "f6"))
+bundle_names = st.sampled_from(("chars/x", "chars/y", "ui", "shared/0f"))
+
+
+def manifest_inputs(data) -> tuple:
+    """Bundles, asset → bundles, the packing's info, bundle files, cook list and types."""
+    names = data.draw(st.lists(bundle_names, unique=True, max_size=4))
+    bundles = {
+        name: Bundle(
+            name,
+            "layout",
+            tuple(data.draw(st.lists(ids, unique=True, max_size=3))),
+            tuple(data.draw(st.lists(ids, unique=True, max_size=2))),
+            tuple(data.draw(st.lists(bundle_names, unique=True, max_size=2))),
+        )
+        for name in sorted(names)
+    }
+    files = {name: data.draw(bundle_files) for name in bundles}
+    held = {
+        a: tuple(data.draw(st.lists(bundle_names, max_size=2))) for a in data.draw(st.sets(ids))
+    }
+    types = {a: data.draw(st.sampled_from(("Texture", "Mesh"))) for a in held}
+    types.update({a: "Material" for a in data.draw(st.sets(ids)) if a not in types})
+    cooked = data.draw(st.permutations(sorted(set(types) | {"zz"})))
+    cooklist = SimpleNamespace(cooked=cooked, missing={"m": "no item"})
+    info = PackingInfo([tuple(names[:2])] if len(names) > 1 else [], "extract", [])
+    return bundles, dict(sorted(held.items())), info, files, cooklist, types
+
+
+def made(inputs: tuple) -> dict:
+    return manifest_document(*inputs, "generic", {"pack": 5})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_document_patched_by_entry_is_the_document_made_again(data):
+    """The last manifest with the bundles and assets that changed made again, and the cook
+    list's and the build's fields set anew, is the manifest made from every entry."""
+    before, after = manifest_inputs(data), manifest_inputs(data)
+    bundles, held, info, files, cooklist, types = after
+    named = set(before[0]) | set(bundles)
+    changed = set(before[1]) | set(before[5]) | set(held) | set(types)
+    document = patched_document(
+        to_json_bytes(made(before)),
+        {n: bundle_entry(bundles[n], files[n]) if n in bundles else None for n in named},
+        {a: asset_entry(types[a], held[a]) if a in held else None for a in changed},
+        {
+            "build": build_fields(info, "generic", {"pack": 5}),
+            **cook_fields(cooklist, set(types), info),
+        },
+    )
+    assert document is not None and to_json_bytes(document) == to_json_bytes(made(after))
+    # entries left as they were stay as they were: patching none keeps the document
+    assert patched_document(to_json_bytes(made(after)), {}, {}, {}) == made(after)

@@ -85,6 +85,9 @@ class Project:
         ctx, inputs = self.ctx(), self.inputs()
         planned = stage.update(ctx, inputs, changes) if changes is not None else None
         how = "cut off" if planned is not None and not planned.units else "re-planned"
+        joined = planned is not None and planned.units and planned.units[0].payload
+        if isinstance(joined, stage.JoinedPacking):
+            how = "joined"  # the last packing patched (layout/delta.py)
         if planned is None:
             planned, how = stage.plan(ctx, inputs), "packed"
         changed: set[str] | None = None if how == "packed" else set()
@@ -100,7 +103,7 @@ class Project:
             assert all(value is UNCHANGED for value in done.values())
         for name, value in done.items():  # kept as the engine keeps them
             if isinstance(value, KeyedPatch):
-                assert how == "re-planned", f"{name}: a patch from a full plan"
+                assert how in ("re-planned", "joined"), f"{name}: a patch from a full plan"
                 kept = {k: v for k, v in self.outputs[name].items() if k not in value.removed}
                 self.outputs[name] = kept | value.set
             elif value is not UNCHANGED:
@@ -192,7 +195,8 @@ def apply(project: Project, what: str, a: int, b: int, c: int) -> tuple[set[str]
     target = ids[a % len(ids)] if ids else None
     if what == "add" or target is None:
         guid = f"n{len(project.assets) + a:02d}"
-        refs = (Ref(ids[b % len(ids)], HARD, "uses"),) if ids else ()
+        # referring to a cooked asset, to one not cooked, or to nothing
+        refs = (Ref((*ids, "zz", "zz")[b % (len(ids) + 2)], HARD, "uses"),) if c % 3 else ()
         project.assets[guid] = resource(guid, PACKAGES[b % 4], NAMES[c % 5], refs)
         project.cooked.append(guid)
         return {guid}, set()
@@ -287,6 +291,55 @@ def test_pack_update_always_equals_packing_from_scratch(story):
         clean = stage.plan(project.ctx(), project.inputs())
         assert project.key == clean.units[0].key, f"{how} after {what}: a stale key"
         assert project.outputs["placements"] == clean.scratch.placements, f"{how} after {what}"
+        # The unit's result (kept in the action cache under that key) and the state are too.
+        assert repr(project.packing) == repr(stage.run(clean.units[0].payload, None, None))
+        assert project.state == clean.state, f"{how} after {what}"
+
+
+def test_a_texture_joining_its_bundle_patches_the_packing():
+    """The benchmark's added texture (benchmarks/common.py asset_added): nothing references it,
+    it references nothing cooked, an include rule names it into a bundle that exists. The last
+    packing is patched (no pack from scratch) and equals one; an asset that a cooked asset
+    already referred to (from another bundle: a new dependency) is packed from scratch."""
+    ui = resource("g00", "UI", "tex_ui", (Ref("n09", HARD, "uses"),))
+    chars = [resource(f"g0{i}", "Char", f"tex_{i}", ()) for i in (1, 3)]
+    assets = {a.id: a for a in [ui, *chars]}
+    layout = [
+        {"name": "ui", "include": ["UI/**"]},
+        {"name": "{package}", "include": ["Char/**"]},
+    ]
+    # one bundle named by two rules: the first rule's assets come first, whatever their order
+    one_bundle = [{"name": "Char", "include": ["UI/**"]}, layout[1]]
+    for newcomer, refs, rules, joins in (
+        ("g02", (Ref("zz", SOFT, "x"),), layout, True),
+        ("n09", (), layout, False),  # g00 refers to it: ui depends on Char now
+        ("g02", (Ref("g00", HARD, "x"),), layout, False),  # it refers to g00: the same
+        ("g02", (), one_bundle, False),
+    ):
+        sections = {"bundles": {"layout": rules, "shared_dependencies": "extract"}, "cook": {}}
+        project = Project(dict(assets), sorted(assets), sections)
+        assert project.build(None) == "packed"
+        before = list(project.cooked)
+        project.assets[newcomer] = resource(newcomer, "Char", "tex_new", refs)
+        project.cooked.insert(2 if rules is layout else 0, newcomer)
+        changes = StageChanges(
+            {
+                "assets": Changes(frozenset({newcomer}), frozenset()),
+                "source": NOTHING,
+                "cooklist": Changes(frozenset({""}), frozenset()),
+                "cooked": cooked_changes(before, project.cooked, {newcomer}),
+            },
+            [],
+            project.state,
+        )
+        assert project.build(changes) == ("joined" if joins else "re-planned")
+        kept = {name: project.outputs[name] for name in ("bundles", "asset_bundles")}
+        assert kept == scratch(project)
+        if rules is layout:
+            assert project.outputs["bundles"]["Char"].explicit == ("g01", newcomer, "g03")
+        clean = stage.plan(project.ctx(), project.inputs())
+        assert project.key == clean.units[0].key and project.state == clean.state
+        assert repr(project.packing) == repr(stage.run(clean.units[0].payload, None, None))
 
 
 def test_a_reference_made_soft_packs_again_when_soft_ones_are_not_followed():

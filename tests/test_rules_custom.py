@@ -561,8 +561,9 @@ def test_a_worker_told_which_entries_changed_reads_only_their_digests(
     index whole sees."""
     from orchestrator import Keyed
     from stages.rules.functions import StoredIndex, view_key
+    from stages.rules.keyed_index import IndexEdit
     from stages.rules.traced import PREFIXES
-    from stages.sources.base import IndexEdit, index_of
+    from stages.sources.base import index_of
 
     root = tmp_path_factory.mktemp("told")
     code = CustomCode("k", "r", WHOLE_INDEX_CODE)

@@ -7,9 +7,11 @@ import pickle
 import yaml
 from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
 
+from orchestrator import Keyed
 from orchestrator.files.reads import Reader
 from stages.rules.engine import check_file, prepare
 from stages.rules.functions import IndexView, StoredIndex
+from stages.sources.messiah.index import MessiahIndex
 
 G_MODEL = "7a0c3d5e-1b2f-4c6d-8e9f-0a1b2c3d4e5f"
 G_MAT = "914fa3a0-62cd-4b5a-83df-92fdf494534a"
@@ -167,3 +169,29 @@ def test_a_stored_index_is_read_only_when_a_rule_reads_it(tmp_path):
     assert G_MAT in view.container("res_store.res_in_repo") and loads == [1]
     assert view.resource_files(G_MAT) and loads == [1]
     assert pickle.loads(pickle.dumps(stored)) == index
+
+
+def test_the_used_levels_come_from_their_entry_without_decoding_the_index(tmp_path):
+    """An index stored by entry answers the set of used levels (what `rpath:
+    artfunc_res_store.ilevels` selects by) from the entries holding them and the root, rooted
+    as the decoded index roots them; the rest of it is not decoded."""
+    root = tmp_path.as_posix()
+    for index in (
+        MessiahIndex(root="", ilevels=frozenset({LEVEL, "Levels/b.ilevel"})),  # as stored
+        make_index(tmp_path, {G_MAT: {"file": "Repo/a/resource.xml"}}, ilevels=(LEVEL,)),
+    ):
+        loads: list[int] = []
+
+        def load(index=index, loads=loads):
+            loads.append(1)
+            return index
+
+        entries = Keyed("index", memory=index.entries())
+        stored = StoredIndex(load, "d1", available=True, entries=entries)
+        view = IndexView(stored, root)
+        expected = IndexView(index, root).container("res_store.ilevels")
+        assert view.container("res_store.ilevels") == expected
+        assert view.container("res_filter.ALL_USED_ILEVEL") == expected and loads == []
+        assert f"{root}/{LEVEL}" in expected
+        assert view.container("res_store.res_in_repo") == index.res_in_repo
+        assert loads == [1]  # a set keyed by GUID is read from the index decoded

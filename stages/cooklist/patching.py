@@ -130,6 +130,21 @@ def same_facts(view: CookFacts, state: ClosureState, assets, changes) -> bool:
     return True
 
 
+def added_ids(view: CookFacts, state: ClosureState, assets, changes) -> list[str] | None:
+    """The assets an edit of the assets added (`changes`, read only at the changed keys), when
+    every other asset it changed keeps its facts (a clean closure sees it as before); None when
+    one does not."""
+    ids = state.ids.decode("utf-8").split("\n") if state.digests else []
+    added = []
+    for asset_id in sorted(changes.changed):
+        n = bisect.bisect_left(ids, asset_id)
+        if n == len(ids) or ids[n] != asset_id:
+            added.append(asset_id)
+        elif state.digests[n * FACTS_SIZE : (n + 1) * FACTS_SIZE] != view.of(assets[asset_id]):
+            return None
+    return added
+
+
 def patched_state(view: CookFacts, state: ClosureState, assets, changes) -> ClosureState:
     """The state a plan from scratch would make after the edit, from the changed entries only."""
     facts = state.facts()

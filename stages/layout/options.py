@@ -48,6 +48,8 @@ class PackState(NamedTuple):
     order: str
     settings: str
     options: str
+    # the ids cooked assets follow a reference to that are not cooked (layout/delta.py)
+    dangling: tuple[str, ...] = ()
 
 
 def pack_options(ctx, inputs: dict) -> tuple[PackOptions, PackHook | None]:

@@ -43,42 +43,85 @@ def manifest_document(
     versions: dict[str, int],
 ) -> dict:
     """The manifest as JSON-able data (deterministic: sorted keys, cook-list order)."""
-    entries = {}
-    for name, bundle in sorted(bundles.items()):
-        record = bundle_files[name]
-        entries[name] = {
-            **file_fields(record),
-            "kind": bundle.kind,
-            "assets": list(bundle.assets),
-            "explicit": list(bundle.explicit),
-            "implicit": list(bundle.implicit),
-            "dependencies": list(bundle.dependencies),
-            "reverse_dependencies": list(bundle.reverse_dependencies),
-            "used_by": list(bundle.used_by),
-        }
-        if bundle.priority is not None:  # `shared_dependencies: priority`
-            entries[name]["priority"] = bundle.priority
-            entries[name]["redirects"] = {r.asset: r.bundle for r in bundle.redirects}
-            entries[name].update(bundle.source_fields)  # e.g. Cocos `paths`, `scenes`
+    entries = {
+        name: bundle_entry(bundle, bundle_files[name]) for name, bundle in sorted(bundles.items())
+    }
     types = dict(cooked_types.items())
     return {
         "format": FORMAT,
-        "build": {
-            "platform": platform,
-            "tool_version": orchestrator.__version__,
-            "stage_versions": dict(sorted(versions.items())),
-            "shared_dependencies": info.policy,
-        },
+        "build": build_fields(info, platform, versions),
         "bundles": entries,
-        "assets": {
-            a: {"type": types[a], "bundles": list(names)}
-            for a, names in sorted(asset_bundles.items())
-        },
-        "cooklist": [a for a in cooklist.cooked if a in types],
-        "missing": sorted(cooklist.missing),
-        "bundle_cycles": [list(c) for c in info.cycles],
+        "assets": {a: asset_entry(types[a], names) for a, names in sorted(asset_bundles.items())},
+        **cook_fields(cooklist, types, info),
         "loose_files": [LINK_XML, STAGING],
     }
+
+
+def bundle_entry(bundle, record) -> dict:
+    """What the manifest says of a bundle (its Bundle and its BundleFile)."""
+    entry = {
+        **file_fields(record),
+        "kind": bundle.kind,
+        "assets": list(bundle.assets),
+        "explicit": list(bundle.explicit),
+        "implicit": list(bundle.implicit),
+        "dependencies": list(bundle.dependencies),
+        "reverse_dependencies": list(bundle.reverse_dependencies),
+        "used_by": list(bundle.used_by),
+    }
+    if bundle.priority is not None:  # `shared_dependencies: priority`
+        entry["priority"] = bundle.priority
+        entry["redirects"] = {r.asset: r.bundle for r in bundle.redirects}
+        entry.update(bundle.source_fields)  # e.g. Cocos `paths`, `scenes`
+    return entry
+
+
+def asset_entry(asset_type: str, bundles) -> dict:
+    return {"type": asset_type, "bundles": list(bundles)}
+
+
+def build_fields(info, platform: str, versions: dict[str, int]) -> dict:
+    return {
+        "platform": platform,
+        "tool_version": orchestrator.__version__,
+        "stage_versions": dict(sorted(versions.items())),
+        "shared_dependencies": info.policy,
+    }
+
+
+def cook_fields(cooklist, cooked, info) -> dict:
+    """The cook list (of the assets `cooked`: a container of ids), what it misses, and the
+    bundle cycles."""
+    return {
+        "cooklist": [a for a in cooklist.cooked if a in cooked],
+        "missing": sorted(cooklist.missing),
+        "bundle_cycles": [list(c) for c in info.cycles],
+    }
+
+
+def patched_document(
+    manifest: bytes,
+    bundles: Mapping[str, dict | None],
+    assets: Mapping[str, dict | None],
+    fields: dict,
+) -> dict | None:
+    """The document of the last `manifest` (bytes) with some bundles' entries and some assets'
+    replaced (name → entry, None: gone) and the top-level `fields` (the build's, the cook
+    list's) set: the document `manifest_document` makes when only those changed. None when the
+    bytes do not parse back."""
+    try:
+        document = orjson.loads(manifest)
+    except orjson.JSONDecodeError:
+        return None
+    for key, changed in (("bundles", bundles), ("assets", assets)):
+        entries = document[key]
+        for name, entry in changed.items():
+            if entry is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = entry
+    document.update(fields)
+    return document
 
 
 def file_fields(record) -> dict:

@@ -24,7 +24,7 @@ from lxml import etree
 
 from orchestrator import Keyed, Reader
 
-from ..sources.base import IndexEdit
+from .keyed_index import ILEVELS, ROOT, IndexEdit, rooted_paths
 from .paths import DocumentError, node_text, parse_xml
 
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -61,6 +61,8 @@ class RuleModules(NamedTuple):
 
 
 INDEX_MODULES = ("res_store", "res_filter")
+#: A predefined set of paths (its index attribute) → the entry of the keyed index holding it.
+PATH_ENTRIES = {"ilevels": ILEVELS}
 
 
 class StoredIndex:
@@ -101,6 +103,19 @@ class StoredIndex:
         if self._index is None:
             self._index = self._load()
         return self._index
+
+    def path_set(self, attribute: str, root: str) -> frozenset[str] | None:
+        """A predefined set of file paths (`ilevels`, the used levels) as the index rooted at
+        `root` holds it, made from the one entry that holds it rather than from the index
+        decoded whole (which planning the rules of a few files added or removed would
+        otherwise pay for: 2.5 s at 100,000 resources); None when the index is not stored by
+        entry or is decoded already (it answers then)."""
+        entry = PATH_ENTRIES.get(attribute)
+        if self.entries is None or self._index is not None or entry is None:
+            return None
+        if ROOT not in self.entries or entry not in self.entries:
+            return None
+        return rooted_paths(self.entries[ROOT], self.entries[entry], root)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # not the index's: copy and pickle probe these first
@@ -148,6 +163,7 @@ class IndexView:
             else callable(getattr(index, "entries", None))
         )
         self._index: Any = None
+        self._path_sets: dict[str, frozenset[str]] = {}  # sets of paths read from their entry
         self._namespaces: RuleModules | None = None
         self._by_resource_path: dict[str, Any] | None = None
 
@@ -169,6 +185,14 @@ class IndexView:
         predefined = PREDEFINED_SETS[set_name]
         if not self.available:
             return frozenset()
+        if predefined.of_paths:
+            found = self._path_sets.get(predefined.attribute)
+            if found is None and self._index is None and isinstance(self.stored, StoredIndex):
+                found = self.stored.path_set(predefined.attribute, self.root)
+                if found is not None:
+                    self._path_sets[predefined.attribute] = found
+            if found is not None:
+                return found
         return getattr(self.index if predefined.of_paths else self.stored, predefined.attribute)
 
     def namespaces(self) -> RuleModules:

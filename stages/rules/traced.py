@@ -20,15 +20,13 @@ from collections.abc import Callable, Iterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from .keyed_index import ILEVELS, PREFIXES
+
 if TYPE_CHECKING:
     from .functions import RuleModules
 
 #: The name of the value the index travels in between stages (collect's output).
 INDEX_VALUE = "index"
-#: A predefined set keyed by GUID or virtual path (an index attribute) → the prefix of its
-#: entries in the keyed index; the used levels and the project root are one entry each.
-PREFIXES = {"res_in_repo": "repo/", "res_in_disk": "disk/", "res_virt_info": "virt/"}
-ILEVELS, ROOT = "ilevels", "root"
 
 
 class _ByEntryKey:

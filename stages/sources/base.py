@@ -21,6 +21,7 @@ from orchestrator import (
     record,
 )
 from orchestrator import Problem as Problem  # what a source reports it noticed
+from stages.rules.keyed_index import IndexEdit
 
 HARD = "hard"
 SOFT = "soft"
@@ -224,15 +225,6 @@ def differing_entries(
     changed = [key for key, digest in new.items() if old.get(key) != digest]
     removed = [key for key in old if key not in new]
     return None if len(changed) + len(removed) > most else (changed, removed)
-
-
-class IndexEdit(NamedTuple):
-    """How an index differs from an earlier one: the earlier one's identity (the token the
-    validate stage names an index by in the caches of the processes that read it) and the keys
-    of the entries changed, added or removed since (the stage's changes of its index input)."""
-
-    base: str
-    keys: frozenset[str]
 
 
 class AdvancedDigests(NamedTuple):

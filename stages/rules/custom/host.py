@@ -49,8 +49,9 @@ from orchestrator import (
     paused_gc,
 )
 
-from ...sources.base import IndexEdit, advanced_digests, differing_entries
+from ...sources.base import advanced_digests, differing_entries
 from ..functions import StoredIndex, record_reads, view_key
+from ..keyed_index import IndexEdit
 from ..sandbox import CustomCodeTimeout
 from .containment import (
     DEFAULT_LIMITS,

@@ -25,7 +25,8 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from orchestrator import digest_value, paused_gc, record, to_posix
-from stages.rules.traced import ILEVELS, PREFIXES, ROOT, all_res_form, all_res_guid_form
+from stages.rules.keyed_index import ILEVELS, PREFIXES, ROOT, rooted_paths
+from stages.rules.traced import all_res_form, all_res_guid_form
 
 
 @record
@@ -240,7 +241,7 @@ class MessiahIndex:
             res_in_repo=rooted("res_in_repo", rooting.resource),
             res_in_disk=rooted("res_in_disk", rooting.folder),
             res_virt_info=rooted("res_virt_info", rooting.resource),
-            ilevels=frozenset(rooting.prefix + path for path in self.ilevels),
+            ilevels=rooted_paths(self.root, self.ilevels, rooting.root),
             known_digest=self.known_digest,
         )
         if not self.known_digest:  # the stored index's digest, computed only if asked for

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from orchestrator import KeyedPatch, record, to_posix
-from stages.rules.traced import ILEVELS, PREFIXES
+from stages.rules.keyed_index import ILEVELS, PREFIXES
 from stages.sources.base import SOFT, Asset, FileEntry, ParseUnit, Ref
 
 from .index import MessiahIndex, MessiahResource, ResourceFile
