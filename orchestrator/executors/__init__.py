@@ -68,7 +68,7 @@ class LazyBlobs(Mapping):
     def __len__(self) -> int:
         return len(self._digests)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         if self.target is None or self._locate is None:
             return (dict, ({digest: self._load(digest) for digest in self._digests},))
         located: dict[str, Packed | str] = {}
