@@ -179,7 +179,9 @@ class Rebuilder:
             for record in misses
         ]
         run.progress.start(run.name, len(items))
-        target = self.cache.store_target()
+        # Units run elsewhere store what they make themselves (cache/workers.py): a local run
+        # writes no probe file and flushes no pack for them.
+        target = None if executor.in_driver else self.cache.store_target()
         if target is not None:  # what workers read by digest is in the pack files by now
             self.cache.packs.flush()
         failures: list[OrchestrateError] = []

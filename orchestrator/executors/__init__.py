@@ -120,6 +120,8 @@ class Finished:
 
 class Executor(Protocol):
     name: str
+    #: Units run in the driver's own process: the driver stores what they make (no StoreTarget).
+    in_driver: bool
 
     def execute(
         self,

@@ -11,6 +11,7 @@ from . import Finished, StoreTarget, WorkItem, run_item, worker_label
 
 class LocalExecutor:
     name = "local"
+    in_driver = True
 
     def __init__(self, root: str, policy: FilePolicy | None = None) -> None:
         self.root = root

@@ -175,6 +175,7 @@ class Losses:
 
 class RayExecutor:
     name = "ray"
+    in_driver = False
 
     def __init__(
         self,
