@@ -19,9 +19,9 @@ def test_bundle_tables_of_contents_are_read_once_per_file_version(tmp_path, monk
     read = []
     original = outputs.read_toc
 
-    def counting(output_dir, relpath):
+    def counting(output_dir, relpath, folder=None):
         read.append(relpath)
-        return original(output_dir, relpath)
+        return original(output_dir, relpath, folder)
 
     monkeypatch.setattr(outputs, "read_toc", counting)
     first = bundle_contents(out, manifest, cache)

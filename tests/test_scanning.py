@@ -565,6 +565,48 @@ def test_every_reader_applies_the_same_check(tmp_path):
     assert opted.read_bytes("linkdir/key") == opted.read_bytes("a/key") == SECRET
 
 
+def test_a_scanned_folder_is_read_without_lstat_and_a_link_put_in_its_place_is_not(
+    tmp_path, monkeypatch
+):
+    """The scan tells the reader which folders it found real (`ProjectFiles.listed`): reading
+    their files checks no folder again. A folder replaced by a link leading out is found so by
+    the next scan, and reads under it, however deep, are refused again."""
+    from orchestrator.files import projectfiles
+    from orchestrator.files.projectfiles import ProjectFiles
+
+    root, outside = tmp_path / "p", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f.txt").write_bytes(b"inside")
+    (root / "top.txt").write_bytes(b"top")
+    (outside / "b").mkdir(parents=True)
+    (outside / "b" / "f.txt").write_bytes(SECRET)
+    files = ProjectFiles(str(root))
+    first = scan(str(root), set(), None, files)
+    folders_checked: list[str] = []
+    real_lstat = os.lstat
+
+    def counted(path, *args, **kwargs):
+        if os.path.isdir(path):
+            folders_checked.append(str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(projectfiles.os, "lstat", counted)
+    assert files.read("a/b/f.txt").data == b"inside"
+    assert files.read("top.txt").data == b"top"
+    assert folders_checked == []
+    monkeypatch.setattr(projectfiles.os, "lstat", real_lstat)
+
+    (root / "a" / "b" / "f.txt").unlink()
+    (root / "a" / "b").rmdir()
+    (root / "a").rmdir()
+    (root / "a").symlink_to(outside, target_is_directory=True)
+    scan(str(root), set(), stored(first.table), files)
+    assert files.read("a/b/f.txt").data is None
+    fresh = ProjectFiles(str(root))
+    scan(str(root), set(), None, fresh)
+    assert fresh.read("a/b/f.txt").data is None
+
+
 def _readable(table: FileTable) -> set[str]:
     return {entry.path for entry in table.entries()}
 

@@ -41,6 +41,8 @@ def list_folder(root: str, rel: str, skip: set[str], files: ProjectFiles) -> Lis
         raise ProjectError(f"cannot list folder: {exc.strerror}", file=folder) from None
     except (FileNotFoundError, NotADirectoryError):
         return None
+    if stat.S_ISLNK(st.st_mode):  # a folder listed before, a link now: its files are
+        files.listed(rel[:-1], real=False)  # checked again as they are read
     entries = []
     subfolders = []
     limit = files.policy.max_size
@@ -57,10 +59,12 @@ def list_folder(root: str, rel: str, skip: set[str], files: ProjectFiles) -> Lis
         if item.is_dir(follow_symlinks=False):
             if item.path not in skip:
                 subfolders.append(name)
+                files.listed(rel + name, real=True)
             continue
         try:
             target = item.stat(follow_symlinks=True)
             if stat.S_ISDIR(target.st_mode):
+                files.listed(rel + name, real=False)
                 continue  # a link to a folder: not followed
             linked = item.is_symlink()
             if not linked and stat.S_ISREG(target.st_mode) and target.st_size <= limit:

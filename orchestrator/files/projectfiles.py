@@ -80,7 +80,7 @@ class ProjectFiles:
     """The project's files as the build may read them under a policy (module docstring).
 
     Cheap to make (one per reader); what it learns of folders (whether a link on the way leads
-    out) is kept for its life."""
+    out) is kept for its life, and what the scan finds of them (`listed`) is learned too."""
 
     def __init__(self, root: str, policy: FilePolicy | None = None) -> None:
         self.root = root
@@ -108,6 +108,21 @@ class ProjectFiles:
         if st.st_size > self.policy.max_size:
             return Refusal(TOO_LARGE, str(st.st_size))
         return None
+
+    def listed(self, folder: str, real: bool) -> None:
+        """What a listing of its parent just found of `folder` (relative, no trailing slash):
+        a `real` folder in a folder known to lead nowhere out leads nowhere out either, so
+        reading its files needs no `lstat` of it (a fresh checkout's 100,000 folders cost 0.9 s
+        of them); a link where a folder was, and everything under it, is checked again on the
+        next read."""
+        parent = folder.rpartition("/")[0]
+        if real and (not parent or self._leaving.get(parent) is False):
+            self._leaving[folder] = False
+        elif folder in self._leaving:
+            under = folder + "/"
+            for known in [name for name in self._leaving if name.startswith(under)]:
+                del self._leaving[known]
+            del self._leaving[folder]
 
     def _folder_leads_out(self, folder: str) -> bool:
         """Whether reaching `folder` goes through a link that leads out of the project."""
