@@ -93,3 +93,47 @@ def test_explain_says_why_every_stage_that_is_not_skipped_runs(tmp_path, capsys)
     assert by_name["total"].why == "inputs changed: counts"
     for report in second.reports:
         assert report.skipped or f"runs_because={report.why!r}" in lines.replace('"', "'")
+
+
+def _read_all(payload, shared, reader):
+    return [reader.read_bytes(path) if reader.exists(path) else None for path in payload]
+
+
+def test_units_in_the_driver_read_through_the_sessions_reader(tmp_path, monkeypatch):
+    """The local executor's units read through the project reader the scan taught: no folder
+    the scan found real is checked again, and a file behind a folder link leading out is still
+    missing to them."""
+    import os
+
+    from orchestrator.executors.local import LocalExecutor
+    from orchestrator.files import projectfiles
+    from orchestrator.files.projectfiles import ProjectFiles
+    from orchestrator.files.scanning import scan
+
+    root, outside = tmp_path / "p", tmp_path / "outside"
+    for i in range(5):
+        (root / f"d{i}" / "deep").mkdir(parents=True)
+        (root / f"d{i}" / "deep" / "f.txt").write_bytes(b"f%d" % i)
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(b"secret")
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    files = ProjectFiles(str(root))
+    scan(str(root), set(), None, files)
+    checked: list[str] = []
+    real_lstat = os.lstat
+
+    def counted(path, *args, **kwargs):
+        checked.append(str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(projectfiles.os, "lstat", counted)
+    paths = [f"d{i}/deep/f.txt" for i in range(5)] + ["linked/secret.txt"]
+    executor = LocalExecutor(str(root), None, files)
+    (done,) = list(executor.execute(_read_all, [WorkItem("u", paths)], None))
+    assert done.error is None
+    assert done.result == [b"f0", b"f1", b"f2", b"f3", b"f4", None]
+    real_folders = {str(root / f"d{i}") for i in range(5)} | {
+        str(root / f"d{i}" / "deep") for i in range(5)
+    }
+    assert not real_folders & set(checked)
+    assert str(root / "linked") in checked

@@ -63,7 +63,11 @@ class Session:
             allow_package(module_name(stage))
         self.files = ProjectFiles(self.root, build.file_policy)
         place = Workplace(
-            self.root, str(build.cache_dir), build.file_policy, tuple(code_roots(self.stages))
+            self.root,
+            str(build.cache_dir),
+            build.file_policy,
+            tuple(code_roots(self.stages)),
+            files=self.files,
         )
         settings = build.config.executor  # type: ignore[attr-defined]
         self.executors = ExecutorPool(options.executor, place, settings, options.workers, log)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..cache.workers import Packed, StoredBlobs, StoredResult, StoreTarget, worker_store
 from ..errors import MissingBlob, MissingInput, OrchestrateError, ProjectError
-from ..files.projectfiles import FilePolicy
+from ..files.projectfiles import FilePolicy, ProjectFiles
 from ..files.reads import Reader, SentFiles
 
 
@@ -150,9 +150,10 @@ def run_item(
     label: str,
     fetch: Callable[[list[str]], SentFiles] | None = None,
     policy: FilePolicy | None = None,
+    files: ProjectFiles | None = None,
 ) -> Finished:
-    """Run one unit with a recording reader (reading under the build's `policy`); never raises
-    (errors travel in the record)."""
+    """Run one unit with a recording reader (reading under the build's `policy`, through
+    `files` when given); never raises (errors travel in the record)."""
     reader = Reader(
         root,
         preloaded=item.files,
@@ -161,6 +162,7 @@ def run_item(
         fetch=fetch,
         signed=item.signatures,
         policy=policy,
+        files=files,
     )
     start = time.time()
     clock = time.perf_counter()
@@ -241,6 +243,9 @@ class Workplace:
     cache_dir: str
     policy: FilePolicy | None = None
     code_roots: tuple[str, ...] = ()
+    # The driver's reader of the project: units run in the driver read through it, and it knows
+    # the folders the scan found real (no `lstat` of each again). Not sent to other processes.
+    files: ProjectFiles | None = field(default=None, compare=False, repr=False)
 
 
 def make_executor(
@@ -256,7 +261,7 @@ def make_executor(
     if kind == "local":
         from .local import LocalExecutor
 
-        return LocalExecutor(place.root, place.policy)
+        return LocalExecutor(place.root, place.policy, place.files)
     if kind == "ray":
         from .ray import RayExecutor
 

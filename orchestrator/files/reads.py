@@ -116,9 +116,12 @@ class Reader:
         fetch: Callable[[list[str]], SentFiles] | None = None,
         signed: Mapping[str, tuple] | None = None,
         policy: FilePolicy | None = None,
+        files: ProjectFiles | None = None,
     ) -> None:
         self.root = to_posix(os.path.abspath(root))
-        self._files = ProjectFiles(self.root, policy)  # links out, special and huge files: missing
+        # Links out, special and huge files read as missing. `files`: the driver's own, which
+        # knows the folders its scan listed (a reader of its own checks each folder again).
+        self._files = files if files is not None else ProjectFiles(self.root, policy)
         self._preloaded = dict(preloaded or {})
         self._signed = dict(signed or {})  # the signatures the preloaded bytes were read under
         self._disk = disk
