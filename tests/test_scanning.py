@@ -675,6 +675,74 @@ def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, st
         assert set(result.changes.removed) >= before - _readable(table)
 
 
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["write", "folder_out", "folder_in", "folder_real", "remove"]),
+                st.integers(0, 2),
+                st.integers(0, 2),
+            ),
+            min_size=1,
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_reader_the_scans_taught_reads_what_a_new_reader_reads(tmp_path_factory, steps):
+    """Folders turned into links leading out or inside, and back into folders, between scans:
+    the reader each scan told which folders it found real (`ProjectFiles.listed`) reads every
+    file exactly as a reader made afresh reads it (a link out's files missing)."""
+    import shutil
+
+    from orchestrator.files.projectfiles import ProjectFiles
+
+    base = tmp_path_factory.mktemp("taught")
+    root, outside = base / "p", base / "outside"
+    (root / "inner" / "deep").mkdir(parents=True)
+    (root / "inner" / "deep" / "n0").write_bytes(b"inner")
+    (outside / "deep").mkdir(parents=True)
+    for name in range(3):
+        (outside / f"n{name}").write_bytes(b"secret")
+        (outside / "deep" / f"n{name}").write_bytes(b"deep secret")
+    files = ProjectFiles(str(root))
+    age(root)
+    table = scan(str(root), set(), None, files).table
+    paths = [
+        f"f{folder}/{sub}n{name}"
+        for folder in range(3)
+        for sub in ("", "deep/")
+        for name in range(3)
+    ]
+    for offset, ops in enumerate(steps, 1):
+        for op, folder, name in ops:
+            d = root / f"f{folder}"
+            if op in ("folder_out", "folder_in", "folder_real", "remove"):
+                if d.is_symlink():
+                    d.unlink()
+                elif d.exists():
+                    shutil.rmtree(d)
+            if op == "folder_out":
+                d.symlink_to(outside, target_is_directory=True)
+            elif op == "folder_in":
+                d.symlink_to(root / "inner", target_is_directory=True)
+            elif op in ("folder_real", "write") and not d.is_symlink():
+                (d / "deep").mkdir(parents=True, exist_ok=True)
+                (d / f"n{name}").write_bytes(b"w%d" % name)
+                (d / "deep" / f"n{name}").write_bytes(b"d%d" % name)
+        for dirpath, _, filenames in os.walk(root):
+            _set_mtime(Path(dirpath), offset)
+            for filename in filenames:
+                _set_mtime(Path(dirpath, filename), offset)
+        table = scan(str(root), set(), stored(table), files).table
+        for path in paths:  # reading first what a folder link leads to, then the link
+            assert files.read(path).data == ProjectFiles(str(root)).read(path).data, path
+
+
 def test_a_name_with_a_control_character_is_left_out_and_named(tmp_path):
     """A project file or folder whose name holds a control character is not listed (it would
     start another line of a log, a report or the ledger); the table names it, escaped by the
