@@ -107,6 +107,9 @@ class Keyed(Mapping):
         self._decoded: dict[str, Any] = {}
         self._keys: list[str] | None = None
         self._digests: dict[str, str] | None = None
+        # The stored entries as `encoded_items` read and checked them, until `items` decodes
+        # them: a run that sends the index to custom code, then decodes it, reads it once.
+        self._encoded: list[tuple[str, bytes]] | None = None
 
     def __getitem__(self, key: str) -> Any:
         if self._memory is not None:
@@ -205,7 +208,9 @@ class Keyed(Mapping):
         afresh (it is few entries). None for a value held in memory."""
         if self._state is None:
             return None
-        stored = self._state.encoded_items(self.name)
+        stored = self._encoded or self._state.encoded_items(self.name)
+        if not self._decoded:
+            self._encoded = stored
         if self._overlay is None:
             return stored
         from .codec import dumps
@@ -228,12 +233,13 @@ class Keyed(Mapping):
             return [(key, self._memory[key]) for key in self._key_list()]
         if self._decoded and len(self._decoded) == len(self):  # every entry decoded before
             return [(key, self._decoded[key]) for key in self._key_list()]
+        encoded, self._encoded = self._encoded, None
         if self._overlay is None and not self._decoded:
-            found = list(self._state.items(self.name))
+            found = list(self._state.items(self.name, encoded))
             self._remember(dict(found))
             return found
         if self._overlay is not None:  # one pass over the stored entries, then the patch
-            merged = dict(self._state.items(self.name))
+            merged = dict(self._state.items(self.name, encoded))
             for key in self._overlay.removed:
                 merged.pop(key, None)
             merged.update(self._overlay.set)

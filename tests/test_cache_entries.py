@@ -163,6 +163,40 @@ def test_entries_sent_encoded_are_checked_against_their_digests(tmp_path):
     state.close()
 
 
+def test_a_value_sent_encoded_then_decoded_is_read_from_the_state_once(tmp_path, monkeypatch):
+    """A run that sends a keyed value to custom code (Keyed.encoded_items) and then decodes it
+    (Keyed.items) reads its rows once, and decodes what a reader that never sent it decodes,
+    blob-store entries and a patch of this run included."""
+    from orchestrator.cache.entries import ValueStore
+    from orchestrator.keyed import KeyedPatch
+
+    large = "y" * (INLINE_MAX_BYTES + 1)
+    entries = [("a", "one"), ("b", large), ("c", ("three", 3))]
+    run(tmp_path, lambda s: s.values.put_entries("v", entries))
+    state = open_state(tmp_path)
+    try:
+        reads: list[str] = []
+        live = ValueStore._live
+
+        def counted(self, value, data=False):
+            reads.append(value)
+            return live(self, value, data)
+
+        monkeypatch.setattr(ValueStore, "_live", counted)
+        sent = Keyed("v", state.values)
+        assert [key for key, _ in sent.encoded_items() or []] == ["a", "b", "c"]
+        assert reads == ["v"]
+        assert sent.items() == entries and reads == ["v"]
+        assert Keyed("v", state.values).items() == entries
+        patch = KeyedPatch(set={"b": "two"}, removed=("c",))
+        patched = Keyed("v", state.values, overlay=patch)
+        patched.encoded_items()
+        reads.clear()
+        assert patched.items() == [("a", "one"), ("b", "two")] and reads == []
+    finally:
+        state.close()
+
+
 def test_a_damaged_database_is_set_aside_and_started_again(tmp_path):
     """A database file SQLite finds malformed raises CacheCorrupt, is moved aside for a
     post-mortem, and the next open starts an empty one."""

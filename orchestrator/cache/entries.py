@@ -232,9 +232,21 @@ class ValueStore:
             found.append((key, data))
         return found
 
-    def items(self, value: str) -> Iterator[tuple[str, Any]]:
+    def items(
+        self, value: str, encoded: list[tuple[str, bytes]] | None = None
+    ) -> Iterator[tuple[str, Any]]:
+        """Every live entry, decoded, in key order. `encoded`: those entries as `encoded_items`
+        just read and checked them, decoded instead of read again (a resident session reads the
+        data of new entries only, and ignores them)."""
         if self.decoded is not None:  # a resident session: read the data of new entries only
             yield from self._items_decoded(value, self.decoded)
+            return
+        if encoded is not None:
+            for key, data in encoded:
+                try:
+                    yield key, loads(data)
+                except CodecError as exc:
+                    raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
             return
         for key, _, digest, data in self._live(value, data=True):
             yield key, self._entry(key, digest, data)
