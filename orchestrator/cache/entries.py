@@ -28,6 +28,10 @@ FEW_KEYS = 500
 NOTED_KEYS = 64
 
 
+def _first(row: Sequence) -> Any:
+    return row[0]
+
+
 def named_blobs(rows: Iterable[Sequence]) -> list[str]:
     """The blobs stored entries (key, digest, data) name: the values too large to be inline."""
     return [
@@ -271,9 +275,16 @@ class ValueStore:
         return Changes(frozenset(changed), frozenset(removed))
 
     def put_entries(
-        self, value: str, entries: Iterable[tuple[str, Any]], known: dict[str, str] | None = None
+        self,
+        value: str,
+        entries: Iterable[tuple[str, Any]],
+        known: dict[str, str] | None = None,
+        encoded: list[list] | None = None,
     ) -> list[str]:
-        """Store entries whose digest differs from what is stored; returns the keys changed."""
+        """Store entries whose digest differs from what is stored; returns the keys changed.
+        `encoded`, when given, gets each entry as `rows` gives it ([key, digest, data]), in the
+        order of `entries`: one that did not change is stored so already (its data is what
+        its digest names)."""
         self._settle(value)
         entries = list(entries)
         if known is None:
@@ -285,6 +296,8 @@ class ValueStore:
         rows, changed = [], []
         for key, entry in entries:
             digest, data = self.encode(entry)
+            if encoded is not None:
+                encoded.append([key, digest, data])
             if known.get(key) == digest.hex():
                 continue
             gen = self.db.generation
@@ -329,12 +342,18 @@ class ValueStore:
             except (KeyError, CacheCorrupt):  # no earlier entry to compare: name the key only
                 continue
 
-    def replace_entries(self, value: str, entries: dict[str, Any]) -> list[str]:
-        """Make the value exactly `entries`; returns the keys that changed or went away."""
+    def replace_entries(
+        self, value: str, entries: dict[str, Any], live: list[list] | None = None
+    ) -> list[str]:
+        """Make the value exactly `entries`; returns the keys that changed or went away.
+        `live`, when given, gets the value's live entries then, as `rows` gives them (in key
+        order), without reading back what was just written."""
         self._settle(value)
         known = self.digests(value)
-        changed = self.put_entries(value, entries.items(), known)
+        changed = self.put_entries(value, entries.items(), known, live)
         gone = [key for key in known if key not in entries]
+        if live is not None:
+            live.sort(key=_first)  # the keys are distinct: `rows` orders by key
         return changed + self.remove_entries(value, gone)
 
     def rows(self, value: str) -> list[tuple[str, bytes, bytes]]:
