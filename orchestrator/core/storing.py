@@ -17,6 +17,7 @@ from ..cache.records import Fingerprint, StageRecord, StageRows, UnitRecord, out
 from ..cache.state import WHOLE, BuildState
 from ..files.reads import entry_read
 from ..keyed import KeyedPatch
+from ..memory import paused_gc
 from ..typing import PROJECT, Plan
 from .context import Context
 from .graph import Stage
@@ -68,15 +69,17 @@ def store_stage(
     fresh = None
     if previous is None and not stored.removed and not written.lost:
         # Only the units this store wrote are there (the stage's were dropped first), and the
-        # keyed values it replaced whole are exactly what it wrote.
-        fresh = FreshRows(
-            [
-                [unit_id, key, result, digest, data]
-                for _, unit_id, key, result, digest, data, _ in written.rows
-            ],
-            [[path, unit_id] for path, _, unit_id in written.gained],
-            live,
-        )
+        # keyed values it replaced whole are exactly what it wrote. A row per file a unit read:
+        # a million lists at 100,000 resources, none in a cycle (memory.py).
+        with paused_gc():
+            fresh = FreshRows(
+                [
+                    [unit_id, key, result, digest, data]
+                    for _, unit_id, key, result, digest, data, _ in written.rows
+                ],
+                [[path, unit_id] for path, _, unit_id in written.gained],
+                live,
+            )
     return Stored(kept, fresh)
 
 
