@@ -34,6 +34,10 @@ RECORD, TUPLE, FROZENSET, SET = 1, 2, 3, 4
 #: A packer that produced more bytes than this is replaced, so that its grown buffer is freed.
 KEEP_BUFFER_BYTES = 1 << 20
 
+#: msgpack's ExtType made as the tuple it is, without its checks in Python (our codes are
+#: valid, a Packer's output is bytes): they were a third of encoding a value of records.
+_ExtType = msgpack.ExtType
+_new_ext: Callable[[type, tuple[int, bytes]], Any] = tuple.__new__
 #: stored name → what makes a record of its class from the decoded [name, *values] (`_builder`)
 _records: dict[str, Callable[[list], Any]] = {}
 #: record class → (stored name, the function giving its field values in order)
@@ -130,12 +134,12 @@ class _Level:
         spec = _fields.get(kind)
         if spec is not None:
             name, values = spec
-            return msgpack.ExtType(RECORD, self.pack([name, *values(value)]))
+            return _new_ext(_ExtType, (RECORD, self.pack([name, *values(value)])))
         if kind is tuple:
-            return msgpack.ExtType(TUPLE, self.pack(list(value)))
+            return _new_ext(_ExtType, (TUPLE, self.pack(list(value))))
         if kind is frozenset or kind is set:
             code = FROZENSET if kind is frozenset else SET
-            return msgpack.ExtType(code, self.pack(sorted(value)))
+            return _new_ext(_ExtType, (code, self.pack(sorted(value))))
         if (isinstance(value, tuple) and hasattr(value, "_fields")) or dataclasses.is_dataclass(
             value
         ):

@@ -412,6 +412,24 @@ def test_two_state_rows_sign_alike_only_when_they_hold_the_same_values(first, se
     assert not checks.verify("records", checks.check("units", *first), *first)
 
 
+def test_without_a_key_a_row_that_carries_no_check_costs_none():
+    """Without a key, a unit's or an entry's row carries no check, and its fields are not even
+    looked at (a cold build stores a row for every unit and every entry): a value that could
+    not be put in a check at all goes through; a record's row still gets its digest."""
+    from orchestrator.cache.statedb import RowChecks
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise AssertionError("a field was looked at")
+
+    checks = RowChecks(None, "state/m/s.sqlite")
+    assert checks.check("units", "cook", Unprintable()) is None
+    assert checks.check("entries", "index", "k", 1, Unprintable(), 1) is None
+    assert checks.verify("units", None, "cook", Unprintable())
+    assert checks.check("records", "cook", b"data") == checks.check("records", "cook", b"data")
+    assert checks.check("records", "cook", b"data") != checks.check("records", "cook", b"datb")
+
+
 def test_a_signed_state_row_moved_elsewhere_is_refused(tmp_path):
     """A row's signature binds it to its place: a genuine unit row given another unit's id, or
     copied into another checkout's state, proves nothing there."""

@@ -25,8 +25,10 @@ LAYERS_MAX_DEPTH, LAYERS_MAX_EDGES = 9, 90
 #: and core/stageentries.py (whole stages from the action cache: 276 in all); a fresh
 #: checkout's state holding taken stages by reference (cache/taken.py) and what a resident
 #: session keeps (cache/resident.py, out of cache/entries.py) made 286; what Ray workers store
-#: and read by digest themselves (cache/workers.py, which the executors use) made 293.
-MODULES_MAX_DEPTH, MODULES_MAX_EDGES = 12, 293
+#: and read by digest themselves (cache/workers.py, which the executors use) made 293; storing
+#: a stage pausing the cycle collector while it lists the rows it wrote (core/storing.py uses
+#: memory.py: a million reads rows at 100,000 resources, half a second of collections) 294.
+MODULES_MAX_DEPTH, MODULES_MAX_EDGES = 12, 294
 #: Attributes the engine sets on objects that are not its own, and why each may be.
 OUTSIDE_ASSIGNMENTS = {
     # The process's temporary folder, for the length of a run: the build's temporary files go

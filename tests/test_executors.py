@@ -137,3 +137,46 @@ def test_units_in_the_driver_read_through_the_sessions_reader(tmp_path, monkeypa
     }
     assert not real_folders & set(checked)
     assert str(root / "linked") in checked
+
+
+class _Ref:
+    """What `ray.put` returns, as far as the Ray executor reads it."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def hex(self) -> str:
+        return f"{self.number:040x}"
+
+
+def test_a_shared_value_goes_to_the_workers_as_the_standard_pickle_of_it(monkeypatch):
+    """A stage's shared value is pickled in the driver by the standard pickler (Ray's own
+    calls into Python for every object) and unpickled once per worker and stage; one it
+    cannot pickle (a function made at run time), or whose pickle names the driver's
+    `__main__` (no worker has it: Ray's pickler sends that by value), is given to Ray as is."""
+    import sys
+
+    from orchestrator.executors import ray as ray_executor
+
+    stored: list = []
+
+    def put(value):
+        stored.append(value)
+        return _Ref(len(stored))
+
+    monkeypatch.setattr(ray_executor.ray, "put", put)
+    monkeypatch.setattr(ray_executor.ray, "get", lambda ref: stored[ref.number - 1])
+    monkeypatch.setattr(ray_executor, "_shared_values", {})
+    # A class as if the driver's script defined it.
+    in_main = type("InMain", (), {"__module__": "__main__"})
+    monkeypatch.setattr(sys.modules["__main__"], "InMain", in_main, raising=False)
+
+    shared = {"index": {"a": (1, "x")}, "rules": [frozenset({"b"})]}
+    ref = ray_executor.put_shared(shared)
+    assert isinstance(stored[-1], ray_executor.Pickled)
+    assert ray_executor._shared_value([ref]) == shared
+    assert ray_executor._shared_value([ref]) is ray_executor._shared_value([ref])
+    made = [lambda: 1]
+    assert ray_executor._shared_value([ray_executor.put_shared(made)]) is made
+    main = {"value": in_main()}
+    assert ray_executor._shared_value([ray_executor.put_shared(main)]) is main

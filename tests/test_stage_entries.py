@@ -25,6 +25,7 @@ from test_incremental_laws import STEP, MessiahChanges, age, aged_project, law_s
 
 from orchestrator.cache import Cache
 from orchestrator.cache import state as state_module
+from orchestrator.codec import loads
 from orchestrator.core.stageentries import WHOLE
 
 EXPRESSION = ("满足表达式", "expr")
@@ -94,6 +95,65 @@ def test_a_checkout_at_another_path_takes_every_stage_whole(built, tmp_path, mon
     assert clean.ran_anything()  # the clean build did the work
     assert lawkit.differences(fresh, clean) == []
     assert fresh.outputs == first.outputs
+
+
+def test_a_whole_stage_entry_holds_the_rows_its_build_state_holds(built):
+    """A stage planned afresh is filed whole from the rows storing it wrote, not read back
+    (core/storing.py, FreshRows): the entry holds exactly what the build state does, in the
+    order the state gives it (units by id, reads by path and unit, entries by key)."""
+    base, _ = built
+    cache_dir = base / "build" / "cache"
+    db = sqlite3.connect(cache_dir / "actions.sqlite")
+    try:
+        found = db.execute("SELECT stage, result FROM actions WHERE stage LIKE ?", (WHOLE + "%",))
+        entries = {stage[len(WHOLE) :]: bytes(result).hex() for stage, result in found}
+    finally:
+        db.close()
+    assert {"collect", "validate", "cook"} <= set(entries)
+    cache = Cache(cache_dir)
+    (state_file,) = (cache_dir / "state").glob("*/*.sqlite")
+    state = sqlite3.connect(state_file)
+    try:
+        for stage, blob in entries.items():
+            rows = loads(cache.get_blob(blob))
+            units = state.execute(
+                "SELECT id, key, result, digest, data FROM units WHERE stage = ? ORDER BY id",
+                (stage,),
+            )
+            assert rows.units == [list(row) for row in units], stage
+            reads = state.execute(
+                "SELECT path, unit FROM reads WHERE stage = ? ORDER BY path, unit", (stage,)
+            )
+            assert rows.reads == [list(row) for row in reads], stage
+            for output, held in rows.values.items():
+                live = state.execute(
+                    "SELECT key, digest, data FROM entries WHERE value = ? AND data IS NOT NULL "
+                    "ORDER BY key",
+                    (output,),
+                )
+                assert held == [list(row) for row in live], (stage, output)
+    finally:
+        state.close()
+
+
+def test_a_cold_build_reads_each_value_whole_once(tmp_path, monkeypatch):
+    """The fingerprint of an input value (every entry's key and digest, read from the build
+    state) is read once per run and content: keying a stage for its whole-stage entry and
+    tracing its units that read the whole value share it."""
+    from orchestrator.cache.entries import ValueStore
+
+    read: list[tuple[str, int]] = []
+    original = ValueStore.fingerprint
+
+    def fingerprint(self, value: str) -> str:
+        read.append((value, self.generation(value)))
+        return original(self, value)
+
+    monkeypatch.setattr(ValueStore, "fingerprint", fingerprint)
+    build_file = make_project(tmp_path, 100, 3, executor={"kind": "local"})
+    outcome = lawkit.build(build_file)
+    assert not outcome.error, outcome.error
+    assert read and len(read) == len(set(read)), sorted(read)
 
 
 def test_a_checkout_at_another_path_finds_every_unit(built, tmp_path):

@@ -7,6 +7,7 @@ digest, and its data, inline or in the blob store, is checked against that diges
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ..codec import dumps, loads
@@ -235,18 +236,16 @@ class ValueStore:
     def items(
         self, value: str, encoded: list[tuple[str, bytes]] | None = None
     ) -> Iterator[tuple[str, Any]]:
-        """Every live entry, decoded, in key order. `encoded`: those entries as `encoded_items`
-        just read and checked them, decoded instead of read again (a resident session reads the
-        data of new entries only, and ignores them)."""
+        """Every live entry, decoded, in key order; `encoded`: them as `encoded_items` just read
+        and checked them, decoded, not read again (a resident session ignores them)."""
         if self.decoded is not None:  # a resident session: read the data of new entries only
             yield from self._items_decoded(value, self.decoded)
             return
         if encoded is not None:
-            for key, data in encoded:
-                try:
-                    yield key, loads(data)
-                except CodecError as exc:
-                    raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
+            try:
+                yield from ((key, loads(data)) for key, data in encoded)
+            except CodecError as exc:
+                raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
             return
         for key, _, digest, data in self._live(value, data=True):
             yield key, self._entry(key, digest, data)
@@ -283,9 +282,16 @@ class ValueStore:
         return Changes(frozenset(changed), frozenset(removed))
 
     def put_entries(
-        self, value: str, entries: Iterable[tuple[str, Any]], known: dict[str, str] | None = None
+        self,
+        value: str,
+        entries: Iterable[tuple[str, Any]],
+        known: dict[str, str] | None = None,
+        encoded: list[list] | None = None,
     ) -> list[str]:
-        """Store entries whose digest differs from what is stored; returns the keys changed."""
+        """Store entries whose digest differs from what is stored; returns the keys changed.
+        `encoded`, when given, gets each entry as `rows` gives it ([key, digest, data]), in the
+        order of `entries`: one that did not change is stored so already (its data is what
+        its digest names)."""
         self._settle(value)
         entries = list(entries)
         if known is None:
@@ -297,6 +303,8 @@ class ValueStore:
         rows, changed = [], []
         for key, entry in entries:
             digest, data = self.encode(entry)
+            if encoded is not None:
+                encoded.append([key, digest, data])
             if known.get(key) == digest.hex():
                 continue
             gen = self.db.generation
@@ -341,12 +349,18 @@ class ValueStore:
             except (KeyError, CacheCorrupt):  # no earlier entry to compare: name the key only
                 continue
 
-    def replace_entries(self, value: str, entries: dict[str, Any]) -> list[str]:
-        """Make the value exactly `entries`; returns the keys that changed or went away."""
+    def replace_entries(
+        self, value: str, entries: dict[str, Any], live: list[list] | None = None
+    ) -> list[str]:
+        """Make the value exactly `entries`; returns the keys that changed or went away.
+        `live`, when given, gets the value's live entries then, as `rows` gives them (in key
+        order), without reading back what was just written."""
         self._settle(value)
         known = self.digests(value)
-        changed = self.put_entries(value, entries.items(), known)
+        changed = self.put_entries(value, entries.items(), known, live)
         gone = [key for key in known if key not in entries]
+        if live is not None:
+            live.sort(key=itemgetter(0))  # the keys are distinct: `rows` orders by key
         return changed + self.remove_entries(value, gone)
 
     def rows(self, value: str) -> list[tuple[str, bytes, bytes]]:

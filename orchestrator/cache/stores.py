@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from ..codec import dumps, loads
 from ..errors import CacheCorrupt, CodecError
@@ -130,6 +131,16 @@ class RecordStore:
         self.db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?)", (stage, data, check))
 
 
+class WrittenUnits(NamedTuple):
+    """What `UnitStore.put` wrote: the units' rows (stage, id, key, result, digest, data,
+    check) in order, the rows of reads it added (path, stage, unit) in order, and whether it
+    deleted any of the reads rows it found."""
+
+    rows: list[tuple]
+    gained: list[tuple[str, str, str]]
+    lost: bool
+
+
 class UnitStore:
     """Each stage's units as their last run left them (records.UnitRecord), and the reverse
     index of what they read: which units read a file, so an edit re-runs just those. The units
@@ -200,11 +211,12 @@ class UnitStore:
             what = f"a stored unit of {stage} ({unit_id})"
             raise CacheCorrupt(self.db.untrusted("units", what, RESTART))
 
-    def put(self, stage: str, records: Iterable[UnitRecord]) -> None:
+    def put(self, stage: str, records: Iterable[UnitRecord]) -> WrittenUnits:
         """Store units as the next run needs them, and make what each read exactly its files:
         only the rows of reads it gained or lost are written (a unit that ran again after an
         edit mostly read what it read before: at 100,000 resources a rule unit of a repository
-        reads a hundred thousand index entries, rewritten whole for nothing before)."""
+        reads a hundred thousand index entries, rewritten whole for nothing before). Returns
+        the rows written."""
         self._settle(stage)
         db, rows = self.db, []
         gained: list[tuple[str, str, str]] = []
@@ -222,9 +234,11 @@ class UnitStore:
             gained.extend((path, stage, record.id) for path in reads - held)
             lost.extend((path, stage, record.id) for path in held - reads)
         rows.sort()
+        gained.sort()
         db.execute_many("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         db.execute_many("DELETE FROM reads WHERE path = ? AND stage = ? AND unit = ?", sorted(lost))
-        db.execute_many("INSERT OR IGNORE INTO reads VALUES (?, ?, ?)", sorted(gained))
+        db.execute_many("INSERT OR IGNORE INTO reads VALUES (?, ?, ?)", gained)
+        return WrittenUnits(rows, gained, bool(lost))
 
     def _read_paths(self, stage: str, unit_id: str) -> set[str]:
         """What the reverse index holds of one unit's reads."""

@@ -301,9 +301,11 @@ class Scheduler:
         stored = StoredStage(
             now, staleness.record, replanned.plan, replanned.due, removed, report.units
         )
-        record = store_stage(stage, ctx, state, stored, outputs, () if dry else callbacks, not dry)
+        record, fresh = store_stage(
+            stage, ctx, state, stored, outputs, () if dry else callbacks, not dry
+        )
         if whole is not None and not dry:
-            self.wholes.keep(whole, ctx, state, replanned.due)
+            self.wholes.keep(whole, ctx, state, replanned.due, fresh)
         self._close(report, started, step)
         return record
 

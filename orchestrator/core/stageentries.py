@@ -39,7 +39,7 @@ from ..hashing import canonical_json, digest_bytes
 from ..typing import PROJECT
 from .context import Context
 from .graph import Stage
-from .storing import adopt_stage
+from .storing import FreshRows, adopt_stage
 
 #: Raised whenever what a whole-stage entry holds, or how it is keyed, changes.
 VERSION = 1
@@ -89,17 +89,19 @@ class StageEntries:
     ) -> WholeStage:
         """The stage's keys and, when `take`, another build's run of it whose reads hold."""
         names = [name for name in stage.spec.inputs if name != PROJECT]
-        prints = {name: self._fingerprint(state, name) for name in names}
+        prints = {name: self._fingerprint(ctx, state, name) for name in names}
         material = canonical_json([VERSION, prints]) + prefix
         keys = (digest_bytes(material), digest_bytes(material + canonical_json([ctx.root])))
         found = self._lookup(stage.spec.name, keys, ctx) if take and self.use else None
         return WholeStage(stage, fingerprint, keys, found)
 
-    def _fingerprint(self, state: BuildState, name: str) -> str:
+    def _fingerprint(self, ctx: Context, state: BuildState, name: str) -> str:
         generation = state.values.generation(name)
         known = self._fingerprints.get((name, generation))
         if known is None:
-            known = self._fingerprints[(name, generation)] = state.values.fingerprint(name)
+            # Through the run's entry digests, which keep it: the stage's units that read the
+            # whole value are traced with it too (read again: half a second at 100,000).
+            known = self._fingerprints[(name, generation)] = ctx.entries.fingerprint(name)
         return known
 
     def _lookup(self, name: str, keys: tuple[str, str], ctx: Context) -> FoundStage | None:
@@ -163,9 +165,17 @@ class StageEntries:
         return kept
 
     # -- filing one ------------------------------------------------------------------------------
-    def keep(self, whole: WholeStage, ctx: Context, state: BuildState, due: list[UnitRecord]):
+    def keep(
+        self,
+        whole: WholeStage,
+        ctx: Context,
+        state: BuildState,
+        due: list[UnitRecord],
+        fresh: FreshRows | None = None,
+    ):
         """File the stage's run, every unit of it planned afresh, as a whole-stage entry: not
-        when a unit failed, or when two of its reads found one file with different bytes."""
+        when a unit failed, or when two of its reads found one file with different bytes.
+        `fresh`: the rows the stage has, as storing it left them (else they are read)."""
         trace: dict[str, str | None] = {}
         for record in due:
             if not record.result:
@@ -184,13 +194,15 @@ class StageEntries:
             return
         external = {_portable(path, ctx.build_dir): d for path, d in stored.external.items()}
         trace.update((OUTSIDE + path, digest) for path, digest in external.items())
-        units, reads = state.units.rows(name)
+        if fresh is None:
+            units, reads = state.units.rows(name)
+            fresh = FreshRows([list(row) for row in units], [list(row) for row in reads], {})
         rows = StageRows(
             dataclasses.replace(stored, generation=0, published={}, external=external),
-            [list(row) for row in units],
-            [list(row) for row in reads],
+            fresh.units,
+            fresh.reads,
             {
-                output: [list(row) for row in state.values.rows(output)]
+                output: fresh.values.get(output) or [list(row) for row in state.values.rows(output)]
                 for output in whole.stage.spec.outputs
             },
         )
