@@ -213,6 +213,13 @@ def apply(project: Project, what: str, a: int, b: int, c: int) -> tuple[set[str]
     if what == "uncook":
         project.cooked = [x for x in project.cooked if x != target]
         return set(), set()
+    if what == "uncook+move":  # out of the cook, and another asset moved in the cook order
+        project.cooked = [x for x in project.cooked if x != target]
+        if project.cooked:
+            project.cooked.insert(
+                c % len(project.cooked), project.cooked.pop(b % len(project.cooked))
+            )
+        return set(), set()
     if what == "cook":
         if target not in project.cooked:
             project.cooked.insert(b % (len(project.cooked) + 1), target)
@@ -331,7 +338,7 @@ def sparse_stories(draw):
         "bundles": {"layout": layout, "shared_dependencies": draw(st.sampled_from(POLICIES))},
         "cook": {"follow_soft_references": draw(st.booleans())},
     }
-    kinds = st.sampled_from(("remove", "remove", "uncook", "add", "cook", "touch"))
+    kinds = st.sampled_from(("remove", "remove", "uncook", "uncook+move", "add", "cook", "touch"))
     edits = draw(st.lists(st.tuples(kinds, *[st.integers(0, 30)] * 3), max_size=6))
     return Project(assets, sorted(assets), sections), edits
 

@@ -18,14 +18,15 @@ asset_deleted) is dropped from the last packing when it was *loose*: a resource 
 reference to another asset and that no cooked asset follows a reference to. It reached nothing
 and nothing reached it, so it made no implicit asset, shared bundle, dependency or cycle, and
 it added no id to `dangling`; what it changes is its bundle's explicit assets and its own entry.
-When it was its bundle's one explicit asset, the bundle held nothing else either (an implicit
-asset is reached from an explicit one) and depended on nothing: a pack from scratch does not
-make it, and the patch removes it. Which cooked assets are loose, and where each stood in the
+When it was its bundle's one explicit asset, the bundle depended on nothing and held nothing
+else (an implicit asset is reached from an explicit one; but a rule may name its bundle
+`default`, which takes what no bundle does: that one stays, and packs again): a pack from
+scratch does not make it, and the patch removes it. Which cooked assets are loose, and where each stood in the
 cook order, the pack's state keeps (`loose`): the asset is gone from the assets, so its own
 references cannot be read, and its position proves the cook order is the last one but for it.
 
 Anything else (several assets coming or going, a priority fill, the project's own assignment,
-an asset no bundle may hold, one the `default` bundle holds) returns None: the pack runs again
+an asset no bundle may hold, one no rule names) returns None: the pack runs again
 from scratch.
 """
 
@@ -39,7 +40,7 @@ from typing import Any, NamedTuple
 from orchestrator import digest_value
 from stages.algorithms.priority import PRIORITY
 from stages.layout.options import Loose, PackOptions, PackState
-from stages.layout.packing import DEFAULT_BUNDLE, Bundle, Packing, PackingInfo
+from stages.layout.packing import Bundle, Packing, PackingInfo
 from stages.layout.placement import LayoutMatcher
 from stages.sources.base import HARD, RESOURCE, Asset
 
@@ -184,14 +185,14 @@ def left(
     (name,) = held[gone]
     bundles = before["bundles"]
     bundle: Bundle = bundles[name]
-    if bundle.kind != "layout" or name == DEFAULT_BUNDLE or gone not in bundle.explicit:
-        return None  # the default bundle takes what no rule names: its kind could change
+    if bundle.kind != "layout" or gone not in bundle.explicit:
+        return None
     explicit = tuple(a for a in bundle.explicit if a != gone)
     every = dict(bundles.items())
     if explicit:
         every[name] = dataclasses.replace(bundle, explicit=explicit)
-    elif bundle.implicit or bundle.dependencies or bundle.reverse_dependencies:
-        return None  # not when the asset was loose: kept for what a bundle alone can tell
+    elif bundle.implicit:
+        return None  # a rule's `default` bundle, holding what no bundle takes: it stays
     else:
         del every[name]
     signed = dict(before["placements"].items())
