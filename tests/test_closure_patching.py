@@ -153,7 +153,13 @@ def test_an_edit_proven_harmless_leaves_the_cook_list_a_clean_build_computes(ste
         before = compute_cooklist(assets, cook, bundles)
         now, changes = applied
         same = same_facts(facts, state, now, changes)
-        patched = patched_state(facts, state, now, changes)
+        named = patching.patched_references(facts, state, now, changes)
+        event(f"{edit}: references {'patched' if named is not None else 'read again'}")
+        if named is not None:  # what the references name, patched from the changed entries
+            assert named == patching.references(now), (edit, target)
+        else:
+            named = patching.references(now)
+        patched = patched_state(facts, state, now, changes, named)
         fresh_state = closure_state(facts, now, "source")
         # The facts patched from the changed entries are a fresh plan's, in the same order, so
         # the closure unit's key is a clean build's.
@@ -295,7 +301,9 @@ def patched_or_none(before, facts, state, now, changes, cook, bundles):
     added = patching.added_ids(facts, state, now, changes)
     if added is None:
         return None
-    return patched_cooklist(before, now, cook, bundles, added, changes.removed)
+    # Assets removed that no reference names: whether a cooked asset follows one is not read.
+    unnamed = [a for a in changes.removed if not state.names(a)]
+    return patched_cooklist(before, now, cook, bundles, added, changes.removed, unnamed)
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
