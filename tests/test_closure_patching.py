@@ -22,7 +22,7 @@ import lawkit  # noqa: E402
 from test_collect_patching import first_item  # noqa: E402
 from test_incremental_laws import MessiahChanges, aged_project, checkout, settle  # noqa: E402
 
-from orchestrator.keyed import Changes
+from orchestrator.keyed import Changes, Keyed
 from stages import dependency, manifest
 from stages.cooklist import patching
 from stages.cooklist.closure import compute_cooklist
@@ -401,8 +401,9 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
 ):
     """The benchmark's add and delete (benchmarks/common.py asset_added, asset_deleted): the
     closure unit takes the cook list `update` patched, and the pack unit the packing patched
-    for the texture added (--explain says so), and the manifest is patched by entry; each build
-    equals a clean one."""
+    (--explain says so), and the manifest is patched by entry; each build equals a clean one.
+    The texture deleted named nothing and nothing named it: the dependency stage decodes no
+    asset but the few the layout reads (worlds), and the pack stage none."""
     document = manifest.manifest_document
     base = tmp_path
     checkout(template, base)
@@ -429,9 +430,21 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
     repository.write_bytes(common.remove_item(doomed.name)(repository.read_bytes()))
     settle(root, 2)
     made.clear()  # the clean build made its own
+    whole = []  # the stages that decoded every entry of a keyed value
+    as_dict = Keyed.as_dict
+
+    def decoding(self):
+        whole.append((sys._getframe(1).f_globals["__name__"], self.name))
+        return as_dict(self)
+
+    monkeypatch.setattr(Keyed, "as_dict", decoding)
     deleted = lawkit.build(base / "build.yaml", explain=True)
+    monkeypatch.setattr(Keyed, "as_dict", as_dict)
     assert ("dependency", "closure", f"the cook list patched ({doomed.name} removed)") in (
         deleted.named
     )
+    left = [r for stage, _, r in deleted.named if stage == "pack"]
+    assert left and left[0].startswith(f"{doomed.name} left bundle chars/"), left
+    assert not [w for w in whole if w[1] == "assets"], whole
     assert made == []
     equals_clean(base, deleted, "a texture deleted")
