@@ -11,7 +11,8 @@ that order. An asset added or removed changes it only where the asset stands, wh
   root of the second search, with the chain (id,);
 - no cooked asset follows a reference to it (one would have reached it: an asset added was
   then reported missing; an asset removed would now be), so it lies on no cycle and reaches
-  the cook list through its root alone;
+  the cook list through its root alone (for an asset removed that no asset's reference names,
+  which the dependency stage's state tells, without reading the cooked assets);
 - an asset added reaches nothing the closure did not reach before the second search began
   (every reference it follows names an asset cooked in the first search, or a root), and an
   asset removed had reached nothing first (no chain, missing or never-cook report runs

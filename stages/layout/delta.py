@@ -195,17 +195,20 @@ def left(
         return None  # a rule's `default` bundle, holding what no bundle takes: it stays
     else:
         del every[name]
-    signed = dict(before["placements"].items())
+    signed = dict(before["placements"].items())  # each keyed value decoded in one pass
+    kept = dict(held.items())
     info: PackingInfo = before["packing"]
     packing = Packing(
         every,
-        {a: held[a] for a in cooked_ids},
+        {a: kept[a] for a in cooked_ids},
         list(info.cycles),
         info.policy,
         list(info.problems),
     )
     loose = tuple(
-        Loose(a.id, a.position - (a.position > position)) for a in known.loose if a.id != gone
+        Loose(a.id, a.position - 1 if a.position > position else a.position)
+        for a in known.loose
+        if a.id != gone
     )
     placements = {a: signed[a] for a in cooked_ids}
     return Patched(packing, placements, known.dangling, loose, gone, name)
