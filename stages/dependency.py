@@ -110,7 +110,7 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     # asset gone named something (what only it named is read again), or when some reference
     # names one (whether a cooked asset follows it is read); assets added read only themselves
     # and a few the layout lists.
-    unnamed = [a for a in edit.removed if not state.names(a)]
+    unnamed = state.unnamed(edit.removed)
     patchable = added is not None and ctx.previous is not None
     every = None
     if not patchable or named is None or len(unnamed) < len(edit.removed):

@@ -302,7 +302,7 @@ def patched_or_none(before, facts, state, now, changes, cook, bundles):
     if added is None:
         return None
     # Assets removed that no reference names: whether a cooked asset follows one is not read.
-    unnamed = [a for a in changes.removed if not state.names(a)]
+    unnamed = state.unnamed(changes.removed)
     return patched_cooklist(before, now, cook, bundles, added, changes.removed, unnamed)
 
 
@@ -327,6 +327,20 @@ def test_a_cook_list_patched_for_assets_added_or_removed_is_a_clean_one(steps, c
         if patched is not None:
             assert repr(patched) == repr(after), (edit, target)
         state, assets, before = closure_state(facts, now, "source"), now, after
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenario(), st.lists(st.sampled_from(IDS + ("zz", "ab")), max_size=12))
+def test_the_ids_no_reference_names_are_told_alike_searched_or_decoded(steps, asked):
+    """`ClosureState.unnamed` searches the stored bytes for a few ids and decodes them for
+    many: either way, the ids no asset's reference names."""
+    start, _ = steps
+    state = closure_state(CookFacts({}, {"layout": []}), start, "source")
+    named = patching.references(start).referenced
+    assert state.unnamed(set(asked)) == sorted(set(asked) - named)
+    assert state.unnamed(asked * (patching.SEARCHED + 1)) == sorted(
+        a for a in asked * (patching.SEARCHED + 1) if a not in named
+    )
 
 
 def leaf(asset_id: str, path: str, refs=()) -> Asset:

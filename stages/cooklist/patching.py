@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Collection
 from typing import NamedTuple
 
 from orchestrator import record
@@ -43,6 +44,9 @@ from .roots import (
 )
 
 FACTS_SIZE = 12  # bytes of an asset's facts digest
+#: Up to this many ids, whether a reference names each is one search of the stored bytes; more,
+#: and the bytes are decoded once (a search costs a scan of them).
+SEARCHED = 8
 
 
 class CookFacts:
@@ -108,9 +112,13 @@ class ClosureState(NamedTuple):
     referenced: bytes = b""
     leaves: bytes = b""
 
-    def names(self, asset_id: str) -> bool:
-        """Whether some asset's reference names `asset_id`."""
-        return _holds(self.referenced, asset_id)
+    def unnamed(self, asset_ids: Collection[str]) -> list[str]:
+        """Those of `asset_ids` that no asset's reference names, sorted."""
+        if len(asset_ids) > SEARCHED:
+            named = _split(self.referenced)
+            return sorted(a for a in asset_ids if a not in named)
+        padded = b"\n" + self.referenced + b"\n"
+        return sorted(a for a in asset_ids if b"\n" + a.encode("utf-8") + b"\n" not in padded)
 
     def facts(self) -> dict[str, bytes]:
         """Asset id → facts digest, in id order."""
@@ -136,12 +144,6 @@ def _joined(ids: list[str]) -> bytes:
 
 def _split(ids: bytes) -> set[str]:
     return set(ids.decode("utf-8").split("\n")) if ids else set()
-
-
-def _holds(ids: bytes, asset_id: str) -> bool:
-    """Whether sorted newline-separated `ids` hold `asset_id`: one search of the bytes, where
-    decoding them all would cost more (ids hold no newline)."""
-    return b"\n" + asset_id.encode("utf-8") + b"\n" in b"\n" + ids + b"\n"
 
 
 class Named(NamedTuple):
