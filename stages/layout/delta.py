@@ -142,14 +142,7 @@ def joined(
     every[name] = dataclasses.replace(bundle, explicit=tuple(explicit))
     held = dict(before["asset_bundles"].items())
     held[asset_id] = (name,)
-    info: PackingInfo = before["packing"]
-    packing = Packing(
-        every,
-        {a: held[a] for a in cooked_ids},
-        list(info.cycles),
-        info.policy,
-        list(info.problems),
-    )
+    packing = _packing(every, held, cooked_ids, before["packing"])
     signed = dict(before["placements"].items())
     signed[asset_id] = matcher.signature(newcomer)
     placements = {a: signed[a] for a in cooked_ids}
@@ -179,7 +172,9 @@ def left(
     order = [*cooked_ids[:position], gone, *cooked_ids[position:]]
     if digest_value(order) != known.order:
         return None  # the other assets moved in the cook order too
-    held = before["asset_bundles"]
+    # Each keyed value decoded in one pass, before any entry is looked up alone (after one
+    # is, the rest are decoded one by one).
+    held = dict(before["asset_bundles"].items())
     if gone not in held or len(held[gone]) != 1:
         return None
     (name,) = held[gone]
@@ -195,16 +190,8 @@ def left(
         return None  # a rule's `default` bundle, holding what no bundle takes: it stays
     else:
         del every[name]
-    signed = dict(before["placements"].items())  # each keyed value decoded in one pass
-    kept = dict(held.items())
-    info: PackingInfo = before["packing"]
-    packing = Packing(
-        every,
-        {a: kept[a] for a in cooked_ids},
-        list(info.cycles),
-        info.policy,
-        list(info.problems),
-    )
+    signed = dict(before["placements"].items())
+    packing = _packing(every, held, cooked_ids, before["packing"])
     loose = tuple(
         Loose(a.id, a.position - 1 if a.position > position else a.position)
         for a in known.loose
@@ -212,3 +199,15 @@ def left(
     )
     placements = {a: signed[a] for a in cooked_ids}
     return Patched(packing, placements, known.dangling, loose, gone, name)
+
+
+def _packing(
+    bundles: dict[str, Bundle],
+    held: Mapping[str, tuple[str, ...]],
+    cooked_ids: Sequence[str],
+    info: PackingInfo,
+) -> Packing:
+    """The packing of these bundles, each cooked asset's bundles in cook order, and the last
+    packing's cycles, policy and problems (a patch moves none of them)."""
+    asset_bundles = {a: held[a] for a in cooked_ids}
+    return Packing(bundles, asset_bundles, list(info.cycles), info.policy, list(info.problems))
