@@ -329,18 +329,23 @@ def test_a_cook_list_patched_for_assets_added_or_removed_is_a_clean_one(steps, c
         state, assets, before = closure_state(facts, now, "source"), now, after
 
 
-@settings(max_examples=200, deadline=None)
-@given(scenario(), st.lists(st.sampled_from(IDS + ("zz", "ab")), max_size=12))
-def test_the_ids_no_reference_names_are_told_alike_searched_or_decoded(steps, asked):
-    """`ClosureState.unnamed` searches the stored bytes for a few ids and decodes them for
-    many: either way, the ids no asset's reference names."""
-    start, _ = steps
-    state = closure_state(CookFacts({}, {"layout": []}), start, "source")
-    named = patching.references(start).referenced
-    assert state.unnamed(set(asked)) == sorted(set(asked) - named)
-    assert state.unnamed(asked * (patching.SEARCHED + 1)) == sorted(
-        a for a in asked * (patching.SEARCHED + 1) if a not in named
-    )
+stored_ids = st.lists(st.sampled_from(IDS + ("zz", "ab")), unique=True).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_ids, stored_ids, stored_ids, st.sampled_from((0, patching.SEARCHED)))
+def test_stored_ids_are_searched_and_patched_as_decoded_ones(held, asked, other, searched):
+    """The state's sorted newline-separated ids (what references name, the leaves): which ids
+    they hold, and the ids with some added and some removed, alike whether the bytes are
+    searched and patched in place (`searched` at least the ids) or decoded (0)."""
+    ids = "\n".join(held).encode("utf-8")
+    assert patching.present(ids, asked, searched) == set(asked) & set(held)
+    added, removed = set(other) - set(held), set(asked) & set(held)
+    after = patching.merged(ids, added, removed, searched)
+    assert after == "\n".join(sorted((set(held) | added) - removed)).encode("utf-8")
+    assert patching.merged(ids, set(), removed, searched) == "\n".join(
+        sorted(set(held) - removed)
+    ).encode("utf-8")
 
 
 def leaf(asset_id: str, path: str, refs=()) -> Asset:

@@ -114,11 +114,7 @@ class ClosureState(NamedTuple):
 
     def unnamed(self, asset_ids: Collection[str]) -> list[str]:
         """Those of `asset_ids` that no asset's reference names, sorted."""
-        if len(asset_ids) > SEARCHED:
-            named = _split(self.referenced)
-            return sorted(a for a in asset_ids if a not in named)
-        padded = b"\n" + self.referenced + b"\n"
-        return sorted(a for a in asset_ids if b"\n" + a.encode("utf-8") + b"\n" not in padded)
+        return sorted(set(asset_ids) - present(self.referenced, asset_ids))
 
     def facts(self) -> dict[str, bytes]:
         """Asset id → facts digest, in id order."""
@@ -133,8 +129,8 @@ def _state(source_section: str, facts: dict[str, bytes], named: Named) -> Closur
         source_section,
         _joined(ids),
         b"".join(facts[i] for i in ids),
-        _joined(sorted(named.referenced)),
-        _joined(sorted(named.leaves)),
+        named.referenced,
+        named.leaves,
     )
 
 
@@ -146,11 +142,32 @@ def _split(ids: bytes) -> set[str]:
     return set(ids.decode("utf-8").split("\n")) if ids else set()
 
 
-class Named(NamedTuple):
-    """What the references of assets name: the ids named, and the assets naming none."""
+def present(ids: bytes, asked: Collection[str], searched: int = SEARCHED) -> set[str]:
+    """Those of `asked` that sorted newline-separated `ids` hold: up to `searched` of them, one
+    search of the bytes each; more, and the bytes are decoded once (a search scans them)."""
+    if len(asked) > searched:
+        return set(asked) & _split(ids)
+    padded = b"\n" + ids + b"\n"
+    return {a for a in asked if b"\n" + a.encode("utf-8") + b"\n" in padded}
 
-    referenced: set[str]
-    leaves: set[str]
+
+def merged(ids: bytes, added: set[str], removed: set[str], searched: int = SEARCHED) -> bytes:
+    """Sorted newline-separated `ids` with `added` (ids it does not hold) and without `removed`
+    (ids it holds): decoded only when an id comes in or more than `searched` go."""
+    if added or len(removed) > searched:
+        return _joined(sorted((_split(ids) | added) - removed))
+    padded = b"\n" + ids + b"\n"
+    for asset_id in removed:
+        padded = padded.replace(b"\n" + asset_id.encode("utf-8") + b"\n", b"\n", 1)
+    return padded[1:-1]
+
+
+class Named(NamedTuple):
+    """What the references of assets name: the ids named, and the assets naming none (each
+    sorted, newline-separated, as ClosureState keeps them)."""
+
+    referenced: bytes
+    leaves: bytes
 
 
 def references(assets) -> Named:
@@ -162,7 +179,7 @@ def references(assets) -> Named:
             referenced.update(ref.target for ref in asset.refs)
         else:
             leaves.add(asset_id)
-    return Named(referenced, leaves)
+    return Named(_joined(sorted(referenced)), _joined(sorted(leaves)))
 
 
 def closure_state(view: CookFacts, assets: dict[str, Asset], source_section: str) -> ClosureState:
@@ -216,27 +233,27 @@ def patched_state(
 
 def patched_references(view: CookFacts, state: ClosureState, assets, changes) -> Named | None:
     """What the references name after an edit of the assets, from the changed entries alone,
-    or None when they do not tell it exactly (the module's docstring)."""
-    leaves = _split(state.leaves)
-    if not leaves.issuperset(changes.removed):
+    or None when they do not tell it exactly (the module's docstring). The stored ids are
+    searched, not decoded, unless an id comes in or many change."""
+    were_leaves = present(state.leaves, changes.changed | changes.removed)
+    if not were_leaves.issuperset(changes.removed):
         return None  # the ids only it named are unknown
     ids = state.ids.decode("utf-8").split("\n") if state.digests else []
-    referenced: set[str] | None = None  # decoded when a reference adds to it
+    named: set[str] = set()
+    leaves: set[str] = set()
     for asset_id in sorted(changes.changed):
         asset = assets[asset_id]
         n = bisect.bisect_left(ids, asset_id)
-        if n < len(ids) and ids[n] == asset_id and asset_id not in leaves:
+        if n < len(ids) and ids[n] == asset_id and asset_id not in were_leaves:
             if state.digests[n * FACTS_SIZE : (n + 1) * FACTS_SIZE] != view.of(asset):
                 return None  # what it named may have moved, and what it named is unknown
             continue  # its facts as they were: its references too
         if asset.refs:  # added, or naming nothing before
-            referenced = _split(state.referenced) if referenced is None else referenced
-            referenced.update(ref.target for ref in asset.refs)
-            leaves.discard(asset_id)
+            named.update(ref.target for ref in asset.refs)
         else:
             leaves.add(asset_id)
-    leaves.difference_update(changes.removed)
-    return Named(_split(state.referenced) if referenced is None else referenced, leaves)
+    referenced = merged(state.referenced, named - present(state.referenced, named), set())
+    return Named(referenced, merged(state.leaves, leaves - were_leaves, were_leaves - leaves))
 
 
 def facts_digest(state: ClosureState) -> str:
