@@ -178,12 +178,11 @@ def left(
     if gone not in held or len(held[gone]) != 1:
         return None
     (name,) = held[gone]
-    bundles = before["bundles"]
-    bundle: Bundle = bundles[name]
+    every = dict(before["bundles"].items())
+    bundle: Bundle = every[name]
     if bundle.kind != "layout" or gone not in bundle.explicit:
         return None
     explicit = tuple(a for a in bundle.explicit if a != gone)
-    every = dict(bundles.items())
     if explicit:
         every[name] = dataclasses.replace(bundle, explicit=explicit)
     elif bundle.implicit:
