@@ -5,7 +5,8 @@ digest of what the cook list sees of each asset (stages/cooklist/patching.py); i
 only when that, the source's roots or the build file's cook section change. `update` proves an
 edit of the assets leaves it as it was from the changed entries alone (a renamed Item), and
 then runs nothing; an asset added or removed where only an include rule of the layout names it
-patches the last cook list (stages/cooklist/delta.py), the unit keeping its key. `publish` writes
+patches the last cook list (stages/cooklist/delta.py), the unit keeping its key, and reads no
+other asset when the removed one named nothing and nothing named it (ClosureState). `publish` writes
 `reports/cooklist.json`. With `cook.fail_on_missing` and something missing, the cook list's
 `failure` is set so the CLI exits 1 after publishing.
 """
@@ -26,7 +27,9 @@ from stages.cooklist.patching import (
     added_ids,
     closure_state,
     facts_digest,
+    patched_references,
     patched_state,
+    references,
     same_facts,
 )
 from stages.layout.packing import source_bundles
@@ -35,8 +38,9 @@ from stages.sources.base import Asset, CookList
 SPEC = StageSpec(
     name="dependency",
     # 2: the cook list carries its findings by parts (CookList.findings); 3: assets keyed;
-    # 4: the plan leaves each asset's cook-relevant facts for `update` (ClosureState)
-    version=4,
+    # 4: the plan leaves each asset's cook-relevant facts for `update` (ClosureState); 5: and
+    # what the references name (an asset deleted that none names patches without reading all)
+    version=5,
     inputs=("assets", "source"),
     outputs=("cooklist", "cook_summary"),
     config_keys=("cook", "bundles"),
@@ -99,18 +103,34 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     facts = CookFacts(job.cook, job.bundles)
     if same_facts(facts, state, inputs["assets"], edit):
         return Plan(units=[], state=state)
-    patched = patched_state(facts, state, inputs["assets"], edit)
-    added = added_ids(facts, state, inputs["assets"], edit)
+    assets = inputs["assets"]
+    named = patched_references(facts, state, assets, edit)
+    added = added_ids(facts, state, assets, edit)
+    # Every asset is decoded (in one pass) only when the closure runs from scratch, when an
+    # asset gone named something (what only it named is read again), or when some reference
+    # names one (whether a cooked asset follows it is read); assets added read only themselves
+    # and a few the layout lists.
+    unnamed = state.unnamed(edit.removed)
+    patchable = added is not None and ctx.previous is not None
+    every = None
+    if not patchable or named is None or len(unnamed) < len(edit.removed):
+        every = assets.as_dict()
     cooklist = None
-    if added is not None and ctx.previous is not None:
-        # Assets gone: whether a cooked asset references one reads them all (in one pass);
-        # assets added read only themselves and a few the layout lists.
-        assets = inputs["assets"].as_dict() if edit.removed else inputs["assets"]
+    if patchable:
         cooklist = patched_cooklist(
-            ctx.previous["cooklist"], assets, job.cook, job.bundles, added, edit.removed
+            ctx.previous["cooklist"],
+            assets if every is None else every,
+            job.cook,
+            job.bundles,
+            added or (),
+            edit.removed,
+            unnamed,
         )
+    if named is None:
+        named = references(assets.as_dict() if every is None else every)
+    patched = patched_state(facts, state, assets, edit, named)
     if cooklist is None:
-        return _closure_plan(inputs, job, inputs["assets"].as_dict(), patched)
+        return _closure_plan(inputs, job, assets.as_dict() if every is None else every, patched)
     moved = ", ".join(
         [*(f"{a} added" for a in added or ()), *(f"{a} removed" for a in sorted(edit.removed))]
     )

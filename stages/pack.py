@@ -1,7 +1,8 @@
 """Stage `pack`: assign every cooked asset to bundles (one unit; the algorithm is `packing`).
 
 `update` cuts off an edit no placement sees, and patches the last packing when one asset joins
-the cook that nothing references and that references nothing cooked (stages/layout/delta.py)."""
+the cook that nothing references and that references nothing cooked, or leaves it when it
+referenced nothing and nothing cooked referenced it (stages/layout/delta.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from orchestrator import (
     digest_value,
     record,
 )
-from stages.layout.delta import dangling_targets, joined
+from stages.layout.delta import dangling_targets, joined, left, loose_assets
 from stages.layout.options import (
     PackOptions,
     PackState,
@@ -39,8 +40,9 @@ SPEC = StageSpec(
     # 2: bundles and asset → bundles keyed, the rest in `packing`; 3: what no bundle may hold;
     # 4: each cooked asset's placement signature kept (`placements`), for the early cutoff;
     # 5: the state keeps what cooked assets reference outside the cook (an asset joining it
-    # patches the last packing: layout/delta.py)
-    version=5,
+    # patches the last packing: layout/delta.py); 6: and its loose assets (one leaving the
+    # cook is dropped from the last packing)
+    version=6,
     inputs=("assets", "source", "cooklist", "cooked"),
     outputs=("bundles", "asset_bundles", "packing", "placements"),
     keyed=("bundles", "asset_bundles", "placements"),
@@ -72,9 +74,9 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     if not _order_stands(ctx, changes):
         cooked_ids = _cooked_ids(inputs)
         if digest_value(cooked_ids) != known.order:
-            joined = _joined(ctx, inputs, changes, known, cooked_ids)
-            if joined is not None:
-                return joined
+            patched = _patched(ctx, inputs, changes, known, cooked_ids)
+            if patched is not None:
+                return patched
             return _plan(ctx, inputs, cooked_ids, _kept(ctx, changes), "the cook list changed")
     edited = changes.inputs["assets"].touched
     if cooked_ids is None:  # the cook order stands: the last run signed exactly its assets
@@ -90,52 +92,51 @@ def update(ctx, inputs: dict, changes: StageChanges) -> Plan | None:
     return Plan(units=[], state=known)
 
 
-def _joined(
+def _patched(
     ctx, inputs: dict, changes: StageChanges, known: PackState, cooked_ids: list[str]
 ) -> Plan | None:
     """The one unit taking the last packing patched (layout/delta.py) when one asset came into
-    the cook and every other stands: the cook order is the last one's but for it, and every
-    other cooked asset edited signs as it did."""
+    the cook or left it and every other stands: the cook order is the last one's but for it,
+    and every other cooked asset edited signs as it did."""
     placements = ctx.previous["placements"]
     signed = set(placements)  # the keys, read at once
+    cooked = set(cooked_ids)
     new = [a for a in cooked_ids if a not in signed]
-    if len(new) != 1 or len(signed) != len(cooked_ids) - 1:
+    gone = sorted(signed - cooked)
+    if len(new) + len(gone) != 1:
         return None
-    (newcomer,) = new
-    if digest_value([a for a in cooked_ids if a != newcomer]) != known.order:
+    moved = new[0] if new else gone[0]
+    edited = set(changes.inputs["assets"].touched) - {moved}
+    if len(edited) > LOOKED_UP or not _placed_as_before(ctx, inputs, edited & cooked):
         return None
-    edited = set(changes.inputs["assets"].touched) - {newcomer}
-    if len(edited) > LOOKED_UP or not _placed_as_before(ctx, inputs, edited & set(cooked_ids)):
-        return None
-    options, hook = pack_options(ctx, inputs)
-    assets = inputs["assets"]
-    found = joined(
-        assets[newcomer],
-        cooked_ids,
-        options,
-        layout_matcher(ctx, inputs),
-        known.dangling,
-        ctx.previous,
-        assets,
-    )
+    options, _ = pack_options(ctx, inputs)
+    if new:
+        if digest_value([a for a in cooked_ids if a != moved]) != known.order:
+            return None
+        assets = inputs["assets"]
+        matcher = layout_matcher(ctx, inputs)
+        found = joined(assets[moved], cooked_ids, options, matcher, known, ctx.previous, assets)
+    else:
+        found = left(moved, cooked_ids, options, known, ctx.previous)
     if found is None:
         return None
     key = {"placements": digest_value(list(found.placements.items())), "options": options._asdict()}
-    state = PackState(digest_value(cooked_ids), settings_digest(ctx), known.options, found.dangling)
-    signature = found.placements[newcomer]
-    patch = KeyedPatch({newcomer: signature}, ())
-    (bundle,) = found.packing.asset_bundles[newcomer]
-    unit = Unit(id="bundles", payload=JoinedPacking(found.packing), key=key)
+    state = PackState(
+        digest_value(cooked_ids), settings_digest(ctx), known.options, found.dangling, found.loose
+    )
+    fresh = {moved: found.placements[moved]} if new else {}
+    patch = KeyedPatch(fresh, tuple(gone))
+    unit = Unit(id="bundles", payload=PatchedPacking(found.packing), key=key)
     return Plan(
         units=[unit],
         state=state,
-        scratch=Signed(found.placements, sorted(signed), patch, (newcomer, bundle)),
-        reasons={unit.id: f"{newcomer} joined bundle {bundle}"},
+        scratch=Signed(found.placements, sorted(signed), patch, (found.asset, found.bundle)),
+        reasons={unit.id: f"{moved} {'joined' if new else 'left'} bundle {found.bundle}"},
     )
 
 
 @record
-class JoinedPacking(NamedTuple):
+class PatchedPacking(NamedTuple):
     """The unit's work when `update` patched the last packing (layout/delta.py): the packing a
     clean build computes (the unit keeps that key)."""
 
@@ -188,9 +189,9 @@ class Signed(NamedTuple):
     placements: dict[str, str]
     stored: list[str] | None
     patch: KeyedPatch | None = None  # after an update: the signatures made anew, keys gone
-    # after a join (layout/delta.py): the asset that joined and its bundle, the only entries
-    # of `bundles` and `asset_bundles` that change
-    joined: tuple[str, str] | None = None
+    # after a patch (layout/delta.py): the asset that joined or left and its bundle, the only
+    # entries of `bundles` and `asset_bundles` that change
+    moved: tuple[str, str] | None = None
 
 
 @record
@@ -228,6 +229,7 @@ def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: Signed, why: str = "")
         settings_digest(ctx),
         digest_value([options, hook]),
         dangling_targets(cooked, ids, options.follow_soft),
+        loose_assets(cooked, options.follow_soft),
     )
     job = PackJob(cooked, options, hook)
     unit = Unit(id="bundles", payload=job, key=key)
@@ -240,8 +242,8 @@ def _plan(ctx, inputs: dict, cooked_ids: list[str], kept: Signed, why: str = "")
     return Plan(units=[unit], state=state, scratch=scratch, reasons=reasons)
 
 
-def run(job: PackJob | JoinedPacking, shared, reader) -> Packing:
-    if isinstance(job, JoinedPacking):
+def run(job: PackJob | PatchedPacking, shared, reader) -> Packing:
+    if isinstance(job, PatchedPacking):
         return job.packing
     refine = None
     if job.hook is not None:
@@ -272,12 +274,11 @@ def finish(ctx, inputs: dict, results) -> dict:
     packing: Packing = results["bundles"]
     if getattr(ctx, "log", None) is not None:
         log_problems(ctx.log, "pack.problem", packing.problems)
-    joined = getattr(results.plan.scratch, "joined", None)
-    if joined is not None and results.changed is not None:  # one asset joined one bundle
-        asset_id, name = joined
+    moved = getattr(results.plan.scratch, "moved", None)
+    if moved is not None and results.changed is not None:  # one asset joined or left a bundle
         return {
-            "bundles": KeyedPatch({name: packing.bundles[name]}),
-            "asset_bundles": KeyedPatch({asset_id: packing.asset_bundles[asset_id]}),
+            "bundles": _entry(packing.bundles, moved[1]),
+            "asset_bundles": _entry(packing.asset_bundles, moved[0]),
             "packing": UNCHANGED,
             "placements": placements,
         }
@@ -287,6 +288,11 @@ def finish(ctx, inputs: dict, results) -> dict:
         "packing": PackingInfo(list(packing.cycles), packing.policy, list(packing.problems)),
         "placements": placements,
     }
+
+
+def _entry(value: dict, key: str) -> KeyedPatch:
+    """The patch setting `value`'s entry at `key`, or removing it when it has none."""
+    return KeyedPatch({key: value[key]}) if key in value else KeyedPatch({}, (key,))
 
 
 def _placements(signed: Signed | None) -> Any:

@@ -22,7 +22,7 @@ import lawkit  # noqa: E402
 from test_collect_patching import first_item  # noqa: E402
 from test_incremental_laws import MessiahChanges, aged_project, checkout, settle  # noqa: E402
 
-from orchestrator.keyed import Changes
+from orchestrator.keyed import Changes, Keyed
 from stages import dependency, manifest
 from stages.cooklist import patching
 from stages.cooklist.closure import compute_cooklist
@@ -153,7 +153,13 @@ def test_an_edit_proven_harmless_leaves_the_cook_list_a_clean_build_computes(ste
         before = compute_cooklist(assets, cook, bundles)
         now, changes = applied
         same = same_facts(facts, state, now, changes)
-        patched = patched_state(facts, state, now, changes)
+        named = patching.patched_references(facts, state, now, changes)
+        event(f"{edit}: references {'patched' if named is not None else 'read again'}")
+        if named is not None:  # what the references name, patched from the changed entries
+            assert named == patching.references(now), (edit, target)
+        else:
+            named = patching.references(now)
+        patched = patched_state(facts, state, now, changes, named)
         fresh_state = closure_state(facts, now, "source")
         # The facts patched from the changed entries are a fresh plan's, in the same order, so
         # the closure unit's key is a clean build's.
@@ -295,7 +301,9 @@ def patched_or_none(before, facts, state, now, changes, cook, bundles):
     added = patching.added_ids(facts, state, now, changes)
     if added is None:
         return None
-    return patched_cooklist(before, now, cook, bundles, added, changes.removed)
+    # Assets removed that no reference names: whether a cooked asset follows one is not read.
+    unnamed = state.unnamed(changes.removed)
+    return patched_cooklist(before, now, cook, bundles, added, changes.removed, unnamed)
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -319,6 +327,25 @@ def test_a_cook_list_patched_for_assets_added_or_removed_is_a_clean_one(steps, c
         if patched is not None:
             assert repr(patched) == repr(after), (edit, target)
         state, assets, before = closure_state(facts, now, "source"), now, after
+
+
+stored_ids = st.lists(st.sampled_from(IDS + ("zz", "ab")), unique=True).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_ids, stored_ids, stored_ids, st.sampled_from((0, patching.SEARCHED)))
+def test_stored_ids_are_searched_and_patched_as_decoded_ones(held, asked, other, searched):
+    """The state's sorted newline-separated ids (what references name, the leaves): which ids
+    they hold, and the ids with some added and some removed, alike whether the bytes are
+    searched and patched in place (`searched` at least the ids) or decoded (0)."""
+    ids = "\n".join(held).encode("utf-8")
+    assert patching.present(ids, asked, searched) == set(asked) & set(held)
+    added, removed = set(other) - set(held), set(asked) & set(held)
+    after = patching.merged(ids, added, removed, searched)
+    assert after == "\n".join(sorted((set(held) | added) - removed)).encode("utf-8")
+    assert patching.merged(ids, set(), removed, searched) == "\n".join(
+        sorted(set(held) - removed)
+    ).encode("utf-8")
 
 
 def leaf(asset_id: str, path: str, refs=()) -> Asset:
@@ -393,8 +420,9 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
 ):
     """The benchmark's add and delete (benchmarks/common.py asset_added, asset_deleted): the
     closure unit takes the cook list `update` patched, and the pack unit the packing patched
-    for the texture added (--explain says so), and the manifest is patched by entry; each build
-    equals a clean one."""
+    (--explain says so), and the manifest is patched by entry; each build equals a clean one.
+    The texture deleted named nothing and nothing named it: the dependency stage decodes no
+    asset but the few the layout reads (worlds), and the pack stage none."""
     document = manifest.manifest_document
     base = tmp_path
     checkout(template, base)
@@ -421,9 +449,21 @@ def test_a_texture_added_or_deleted_patches_the_cook_list_and_equals_a_clean_bui
     repository.write_bytes(common.remove_item(doomed.name)(repository.read_bytes()))
     settle(root, 2)
     made.clear()  # the clean build made its own
+    whole = []  # the stages that decoded every entry of a keyed value
+    as_dict = Keyed.as_dict
+
+    def decoding(self):
+        whole.append((sys._getframe(1).f_globals["__name__"], self.name))
+        return as_dict(self)
+
+    monkeypatch.setattr(Keyed, "as_dict", decoding)
     deleted = lawkit.build(base / "build.yaml", explain=True)
+    monkeypatch.setattr(Keyed, "as_dict", as_dict)
     assert ("dependency", "closure", f"the cook list patched ({doomed.name} removed)") in (
         deleted.named
     )
+    left = [r for stage, _, r in deleted.named if stage == "pack"]
+    assert left and left[0].startswith(f"{doomed.name} left bundle chars/"), left
+    assert not [w for w in whole if w[1] == "assets"], whole
     assert made == []
     equals_clean(base, deleted, "a texture deleted")

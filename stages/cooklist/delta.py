@@ -11,7 +11,8 @@ that order. An asset added or removed changes it only where the asset stands, wh
   root of the second search, with the chain (id,);
 - no cooked asset follows a reference to it (one would have reached it: an asset added was
   then reported missing; an asset removed would now be), so it lies on no cycle and reaches
-  the cook list through its root alone;
+  the cook list through its root alone (for an asset removed that no asset's reference names,
+  which the dependency stage's state tells, without reading the cooked assets);
 - an asset added reaches nothing the closure did not reach before the second search began
   (every reference it follows names an asset cooked in the first search, or a root), and an
   asset removed had reached nothing first (no chain, missing or never-cook report runs
@@ -25,7 +26,7 @@ source calls external) returns None: the closure runs again from scratch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from stages.algorithms.globs import compile_globs
 from stages.sources.base import HARD, Asset, CookList
@@ -95,11 +96,13 @@ def patched_cooklist(
     bundles: dict,
     added: Iterable[str],
     removed: Iterable[str],
+    unnamed: Collection[str] = (),
 ) -> CookList | None:
     """The cook list `compute_cooklist(assets, cook, bundles, …)` gives after the assets
     `added` came and the assets `removed` went (every other asset's facts as they were when
     `before` was computed: patching.same_facts), or None when that is not proven (the
-    module's docstring)."""
+    module's docstring). `unnamed`: assets removed that no asset's reference names (the
+    dependency stage's state knows); when every one is, the cooked assets are not read."""
     cook = {**COOK_DEFAULTS, **(cook or {})}
     if "all" in before.roots or before.external or "layout" not in before.roots:
         return None
@@ -112,7 +115,7 @@ def patched_cooklist(
     ambiguous = dict(before.ambiguous)
     gone = set(removed)
     if gone:
-        if not _removable(before, gone, first, layout, assets, follow_soft):
+        if not _removable(before, gone, first, layout, assets, follow_soft, unnamed):
             return None
         cooked = [asset_id for asset_id in cooked if asset_id not in gone]
         roots = [asset_id for asset_id in roots if asset_id not in gone]
@@ -157,9 +160,11 @@ def _removable(
     layout: _Layout,
     assets: Mapping[str, Asset],
     soft: bool,
+    unnamed: Collection[str],
 ) -> bool:
     """Whether each asset in `gone` was cooked as a root of the second search alone, reached
-    nothing first, no cooked asset left follows a reference to it, and no name the layout
+    nothing first, no cooked asset left follows a reference to it (none does when no asset's
+    reference names it: `unnamed`; else the cooked assets are read), and no name the layout
     gives whether or not the asset exists (a world's level, the project's assignment) names
     it."""
     layout_roots = set(before.roots["layout"])
@@ -179,6 +184,8 @@ def _removable(
         return False  # it discovered an asset
     if any(finding.chain and finding.chain[0] in gone for finding in before.findings.values()):
         return False  # it reached a missing or never-cooked id first
+    if gone.issubset(unnamed):
+        return True
     for asset_id in before.cooked:
         asset = assets.get(asset_id)
         if asset is not None and asset_id not in gone and gone.intersection(_followed(asset, soft)):

@@ -40,6 +40,15 @@ class PackOptions(NamedTuple):
 
 
 @record
+class Loose(NamedTuple):
+    """A cooked resource no reference the pack follows touches (layout/delta.py), and where it
+    stands in the cook order."""
+
+    id: str
+    position: int
+
+
+@record
 class PackState(NamedTuple):
     """What the last plan packed besides the assets: the digests of the cook order, of the
     build file's sections it read and of the options (with the source's hook), to tell in
@@ -50,6 +59,8 @@ class PackState(NamedTuple):
     options: str
     # the ids cooked assets follow a reference to that are not cooked (layout/delta.py)
     dangling: tuple[str, ...] = ()
+    # the cooked resources no followed reference touches, in cook order (layout/delta.py)
+    loose: tuple[Loose, ...] = ()
 
 
 def pack_options(ctx, inputs: dict) -> tuple[PackOptions, PackHook | None]:
