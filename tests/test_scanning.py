@@ -611,24 +611,27 @@ def _readable(table: FileTable) -> set[str]:
     return {entry.path for entry in table.entries()}
 
 
+def _edit_steps(kinds: list[str], names: int, per_step: int):
+    """Up to four steps of up to `per_step` edits (kind, folder 0-2, name 0-`names`), each
+    step followed by a scan."""
+    edit = st.tuples(st.sampled_from(kinds), st.integers(0, 2), st.integers(0, names))
+    return st.lists(st.lists(edit, min_size=1, max_size=per_step), min_size=1, max_size=4)
+
+
+def _age_step(root: Path, offset: int) -> None:
+    """Give every folder and file under `root` (not links) the mtime of step `offset`."""
+    for dirpath, _, filenames in os.walk(root):
+        _set_mtime(Path(dirpath), offset)
+        for filename in filenames:
+            path = Path(dirpath, filename)
+            if not path.is_symlink():
+                _set_mtime(path, offset)
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    steps=st.lists(
-        st.lists(
-            st.tuples(
-                st.sampled_from(["write", "grow", "link_out", "link_in", "remove"]),
-                st.integers(0, 2),
-                st.integers(0, 3),
-            ),
-            min_size=1,
-            max_size=6,
-        ),
-        min_size=1,
-        max_size=4,
-    )
-)
+@given(steps=_edit_steps(["write", "grow", "link_out", "link_in", "remove"], 3, 6))
 def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, steps):
     """With links leading out and files over the limit coming and going, a rescan from the
     stored table refuses exactly what a scan from nothing refuses, lists the same readable
@@ -659,12 +662,7 @@ def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, st
             elif op == "link_in":
                 (root / "target").write_bytes(b"t")
                 f.symlink_to(root / "target")
-        for dirpath, _, filenames in os.walk(root):
-            _set_mtime(Path(dirpath), offset)
-            for filename in filenames:
-                path = Path(dirpath, filename)
-                if not path.is_symlink():
-                    _set_mtime(path, offset)
+        _age_step(root, offset)
         before = _readable(table)
         result = scan(str(root), set(), stored(table), files)
         table = result.table
@@ -678,21 +676,7 @@ def test_incremental_scan_with_refusals_equals_a_fresh_scan(tmp_path_factory, st
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    steps=st.lists(
-        st.lists(
-            st.tuples(
-                st.sampled_from(["write", "folder_out", "folder_in", "folder_real", "remove"]),
-                st.integers(0, 2),
-                st.integers(0, 2),
-            ),
-            min_size=1,
-            max_size=4,
-        ),
-        min_size=1,
-        max_size=4,
-    )
-)
+@given(steps=_edit_steps(["write", "folder_out", "folder_in", "folder_real", "remove"], 2, 4))
 def test_a_reader_the_scans_taught_reads_what_a_new_reader_reads(tmp_path_factory, steps):
     """Folders turned into links leading out or inside, and back into folders, between scans:
     the reader each scan told which folders it found real (`ProjectFiles.listed`) reads every
@@ -734,10 +718,7 @@ def test_a_reader_the_scans_taught_reads_what_a_new_reader_reads(tmp_path_factor
                 (d / "deep").mkdir(parents=True, exist_ok=True)
                 (d / f"n{name}").write_bytes(b"w%d" % name)
                 (d / "deep" / f"n{name}").write_bytes(b"d%d" % name)
-        for dirpath, _, filenames in os.walk(root):
-            _set_mtime(Path(dirpath), offset)
-            for filename in filenames:
-                _set_mtime(Path(dirpath, filename), offset)
+        _age_step(root, offset)
         table = scan(str(root), set(), stored(table), files).table
         for path in paths:  # reading first what a folder link leads to, then the link
             assert files.read(path).data == ProjectFiles(str(root)).read(path).data, path
