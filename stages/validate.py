@@ -49,7 +49,7 @@ from stages.rules.parts import (
 )
 from stages.rules.report import ValidationSummary, build_document, patch_document, render, summarize
 from stages.settings import rule_file_paths, worker_limits
-from stages.sources.base import WHOLE_INDEX, IndexPatcher, index_of
+from stages.sources.base import WHOLE_INDEX, IndexPatcher, index_of, member_rooting
 
 #: Entries of the index the plan reads (rpath sets, the root paths are made under): a change
 #: to one plans everything again.
@@ -192,6 +192,9 @@ def stored_index(
         available,
         entries=None if whole else keyed,
         edit=edit,
+        # A unit run here looks GUIDs up entry by entry, not in the index decoded whole; a
+        # resident build patches the index it holds instead, which is cheaper still.
+        rooting=None if resident or whole else member_rooting,
     )
 
 

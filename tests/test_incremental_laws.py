@@ -722,13 +722,23 @@ def counting_decodes(monkeypatch) -> list[int]:
     return decoded
 
 
-@pytest.mark.parametrize(("rules", "decodes"), [(WIDTH_ONLY, 0), (WIDTH_ONLY + INDEXED, 1)])
+LOOKED_UP = """
+- {id: looked, rpath: '/texture\\.xml$', xpath: 'Texture,Width',
+   condition: ['满足表达式', "not res_filter.ALL_RES.get(d) and d not in res_store.res_in_disk"]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("rules", "decodes"),
+    [(WIDTH_ONLY, 0), (WIDTH_ONLY + LOOKED_UP, 0), (WIDTH_ONLY + INDEXED, 1)],
+)
 def test_an_edit_decodes_the_index_only_when_a_rule_it_reruns_reads_it(
     template, tmp_path, monkeypatch, rules, decodes
 ):
     """Re-checking an edited texture with rules that look at the file alone never reads the
-    project index (decoding it from the state takes a second at 100,000 resources); a rule
-    naming the index does."""
+    project index (decoding it from the state takes a second at 100,000 resources), nor do
+    rules that look entries up (they read those entries); a rule reading the index whole
+    (its size) decodes it."""
     build_file = checkout(template, tmp_path)
     (tmp_path / "rules.yaml").write_text(rules, encoding="utf-8")
     assert lawkit.build(build_file).exit_code in (0, 1)

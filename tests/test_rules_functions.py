@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
+from unittest import mock
 
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
+from test_index_patching import GUIDS, RESOURCES, stored_form
 
 from orchestrator import Keyed
 from orchestrator.files.reads import Reader
+from stages.rules import functions
 from stages.rules.engine import check_file, prepare
 from stages.rules.functions import IndexView, StoredIndex
+from stages.sources.base import member_rooting
 from stages.sources.messiah.index import MessiahIndex
 
 G_MODEL = "7a0c3d5e-1b2f-4c6d-8e9f-0a1b2c3d4e5f"
@@ -195,3 +202,37 @@ def test_the_used_levels_come_from_their_entry_without_decoding_the_index(tmp_pa
         assert f"{root}/{LEVEL}" in expected
         assert view.container("res_store.res_in_repo") == index.res_in_repo
         assert loads == [1]  # a set keyed by GUID is read from the index decoded
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    resources=RESOURCES,
+    stored=st.booleans(),
+    looked=st.lists(st.sampled_from([*GUIDS, "Q/a", "P/b", "nope", 3]), max_size=12),
+    whole=st.booleans(),
+)
+def test_sets_read_entry_by_entry_are_those_of_the_index_decoded(resources, stored, looked, whole):
+    """An index stored by entry, read by a unit that looks keys up, answers each lookup (found
+    or not, members rooted) as the index decoded and rooted whole does, without decoding it;
+    reading a set whole, or more keys than LOOKUPS_MAX, decodes it once, and it answers the
+    same from then on. As stored (root "", paths relative) or made with absolute paths."""
+    index = stored_form(resources, set()) if stored else make_index(Path("/p"), resources)
+    loads: list[int] = []
+
+    def load():
+        loads.append(1)
+        return index
+
+    entries = Keyed("index", memory=index.entries())
+    view = IndexView(StoredIndex(load, "d", True, entries=entries, rooting=member_rooting), "/r")
+    rooted = index.at("/r")
+    with mock.patch.object(functions, "LOOKUPS_MAX", 5):
+        for attribute in ("res_in_repo", "res_in_disk", "res_virt_info"):
+            members, expected = view.members(attribute), getattr(rooted, attribute)
+            for key in looked:
+                assert (key in members) == (key in expected)
+                assert members.get(key) == expected.get(key)
+            if whole:
+                assert dict(members) == expected and len(members) == len(expected)
+    many = len({key for key in looked if isinstance(key, str)}) > 5
+    assert loads == ([1] if whole or many else [])

@@ -154,7 +154,7 @@ class TracedView:
             self.whole()
             return self.shared.resource_files(guid)
         prefix = PREFIXES["res_in_disk"]
-        members = _ByEntryKey(self.shared.index.res_in_disk, prefix)
+        members = _ByEntryKey(self.shared.members("res_in_disk"), prefix)
         return self.reader.entry(INDEX_VALUE, prefix + guid, members) or ()
 
     def resource_file_at(self, path: str) -> Any:
@@ -182,17 +182,21 @@ class TracedView:
         if not self.available or not self.keyed:
             self.whole()  # an index its source does not key: all of it
             return self.shared.namespaces()
-        index, reader = self.shared.index, self.reader
-        repo = TracedEntries(index.res_in_repo, reader, PREFIXES["res_in_repo"])
-        disk = TracedEntries(index.res_in_disk, reader, PREFIXES["res_in_disk"])
-        virt = TracedEntries(index.res_virt_info, reader, PREFIXES["res_virt_info"])
+        # Each set read entry by entry while it can be (functions.EntryMembers): an expression
+        # looking a GUID up does not decode the index whole.
+        members, reader = self.shared.members, self.reader
+        repo = TracedEntries(members("res_in_repo"), reader, PREFIXES["res_in_repo"])
+        disk = TracedEntries(members("res_in_disk"), reader, PREFIXES["res_in_disk"])
+        virt = TracedEntries(members("res_virt_info"), reader, PREFIXES["res_virt_info"])
         ilevels = self.container("res_store.ilevels")
         res_store = SimpleNamespace(
             res_in_repo=repo, res_in_disk=disk, res_virt_info=virt, ilevels=set(ilevels)
         )
-        all_res = TracedEntries(index.res_in_repo, reader, PREFIXES["res_in_repo"], all_res_form)
+        all_res = TracedEntries(
+            members("res_in_repo"), reader, PREFIXES["res_in_repo"], all_res_form
+        )
         all_res_guid = TracedEntries(
-            index.res_in_disk, reader, PREFIXES["res_in_disk"], all_res_guid_form
+            members("res_in_disk"), reader, PREFIXES["res_in_disk"], all_res_guid_form
         )
         res_filter = SimpleNamespace(
             ALL_RES=all_res,

@@ -193,6 +193,16 @@ def index_of(entries: Any) -> Any:
     return MessiahIndex.from_entries(items)
 
 
+def member_rooting(stored_root: str, root: str) -> Any:
+    """What roots the members of one entry of a keyed index stored under `stored_root` ("": as
+    stored, project-relative) as the index rooted at `root` holds them (`rooted(attribute,
+    members)`): what reads the index entry by entry (rules/functions.py EntryMembers) makes
+    the members the decoded index would give."""
+    from .messiah.index import RootedMembers
+
+    return RootedMembers(stored_root, root)
+
+
 def index_of_encoded(encoded: Iterable[tuple[str, bytes]]) -> Any:
     """The index whose entries these are, each as the build state stores it (codec bytes:
     orchestrator's `Keyed.encoded_items`), decoded here. Only the Messiah index is stored by

@@ -283,6 +283,24 @@ def _patched_set(
     return dict(sorted(new.items())) if added else new
 
 
+class RootedMembers:
+    """The members of one GUID's or virtual path's entry of a keyed index, with the absolute
+    paths `MessiahIndex.at(root)` gives them, made entry by entry: a unit that looks a few
+    GUIDs up need not decode and root the whole index (seconds at 100,000 resources)."""
+
+    def __init__(self, stored_root: str, root: str) -> None:
+        # An index made with absolute paths is itself wherever it is read (MessiahIndex.at).
+        self._rooting = None if stored_root else _Rooting(to_posix(root).rstrip("/"))
+
+    def rooted(self, attribute: str, members: tuple) -> tuple:
+        """`members` of the set `attribute` (res_in_repo, res_in_disk, res_virt_info) rooted."""
+        rooting = self._rooting
+        if rooting is None:
+            return members
+        make = rooting.folder if attribute == "res_in_disk" else rooting.resource
+        return tuple(map(make, members))
+
+
 class _Rooting:
     """Making an index's records absolute under a root: a repository's path made once and
     shared by its resources, and a resource shared by res_in_repo and res_virt_info."""
