@@ -810,6 +810,27 @@ def change_item_name(guid: str, k: int) -> Callable[[bytes], bytes]:
     return change
 
 
+def used_level(project: Project) -> Path:
+    """Deterministic: the first level (by path) of the first world (by path) that names one:
+    a level the cook uses, which the rules on used levels check."""
+    for world in sorted((project.root / "Worlds").glob("*.iworld")):
+        found = re.search(rb"<Path>([^<]+[.]ilevel)</Path>", world.read_bytes())
+        if found is not None:
+            return project.root / found.group(1).decode("utf-8")
+    raise BenchError("no world names a level in the generated project")
+
+
+def move_entity(k: int) -> Callable[[bytes], bytes]:
+    """Move the first Entity of a level (its Position; another place in each invocation)."""
+
+    def change(data: bytes) -> bytes:
+        start = data.index(b"<Position>") + len(b"<Position>")
+        end = data.index(b"</Position>", start)
+        return data[:start] + f"{INVOCATION % 1000}.{k} 0 0".encode() + data[end:]
+
+    return change
+
+
 def item_of(guid: str, data: bytes) -> tuple[int, int]:
     """Where the repository Item of `guid` starts and ends (its `<Item>` … `</Item>` line)."""
     at = data.index(f"<GUID>{guid}</GUID>".encode())

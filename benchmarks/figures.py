@@ -27,6 +27,7 @@ from common import (
     fmt_s,
     log,
     median,
+    move_entity,
     ninja_noop,
     output_dir,
     pick_cocos_edit_target,
@@ -40,6 +41,7 @@ from common import (
     stat_floor,
     time_validation,
     timed_figure,
+    used_level,
     validation_sample,
     zstd_time,
 )
@@ -239,6 +241,11 @@ def edits(project: Project, results: SizeResults, options: Options) -> None:
             "edit.cosmetic",
             "re-indented line + blank lines in one texture.xml",
             one_file(targets.texture_xml, reindent),
+        ),
+        (
+            "edit.level",
+            "one Entity moved in a used level (its Position)",
+            one_file(used_level(project), move_entity),
         ),
     )
     for name, what, make_edit in kinds:

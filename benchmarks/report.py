@@ -353,6 +353,7 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
         ("edit.add_asset", "one asset added (its folder and its Item)"),
         ("edit.delete_asset", "one asset deleted (its folder and its Item)"),
         ("edit.cosmetic", "cosmetic XML edit (re-indent a texture.xml)"),
+        ("edit.level", "one Entity moved in a used level (its Position)"),
     ):
         value = f(name)
         if value is None:
