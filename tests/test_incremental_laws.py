@@ -751,6 +751,40 @@ def test_an_edit_decodes_the_index_only_when_a_rule_it_reruns_reads_it(
     assert len(decoded) == decodes
 
 
+def test_a_watch_warms_the_index_a_skipped_validate_reads_next(template, tmp_path, monkeypatch):
+    """A resident session's first build skips validate (nothing changed since the last run)
+    and decodes the index then (the stage's `warm` hook), as the watch's later builds hold it:
+    the first index edit after the start patches it by the entries it changed instead of
+    decoding it whole, and publishes what a clean build publishes."""
+    from orchestrator.core.options import RunOptions
+    from orchestrator.core.scheduler import run_in_session
+    from orchestrator.core.session import Session
+    from orchestrator.shell.present import setup_logging
+    from orchestrator.shell.runs import load
+    from stages.sources import base
+
+    build_file = checkout(template, tmp_path)
+    assert lawkit.build(build_file).exit_code in (0, 1)
+    functions.forget_views()  # as a new process starts (the watch)
+    decoded: list[int] = []
+    index_of = base.index_of
+    monkeypatch.setattr(base, "index_of", lambda entries: decoded.append(1) or index_of(entries))
+    options = RunOptions(executor="local", progress=False)
+    settings = load(str(build_file), "local")
+    with Session(settings, options, setup_logging("json"), resident=True) as session:
+        first = run_in_session(session)
+        [check] = [r for r in first.context.reports if r.name == "validate"]
+        assert check.skipped and decoded == [1]  # warmed: decoded while nothing waits on it
+        story = MessiahChanges(tmp_path).edit_repository(0, 0)
+        decoded.clear()
+        second = run_in_session(session)
+        [check] = [r for r in second.context.reports if r.name == "validate"]
+        assert check.built and decoded == [], story  # patched, not decoded whole
+    clean = lawkit.build(build_file, "clean/out", "clean/cache")
+    assert lawkit.published(settings.output_dir) == lawkit.published(tmp_path / "clean/out")
+    assert not clean.error
+
+
 LEVELS_SELECTED = """
 - {id: placed, rpath: artfunc_res_store.ilevels, xpath: 'Level',
    condition: ['满足表达式', 'len(d) >= 0']}

@@ -260,6 +260,9 @@ class Scheduler:
             report.skip(staleness.record.units)
             for callback in callbacks:
                 callback(ctx, {name: values[name] for name in spec.outputs})
+            if self.session.resident:  # the stage may make ready what its next run reads
+                inputs = StageInputs(values, [n for n in spec.inputs if n != PROJECT])
+                self.session.warm(stage, ctx, inputs, staleness.record.state)
             self._close(report, started, step)
             return staleness.record
         report.runs_because(why)

@@ -53,6 +53,7 @@ class Session:
         self.decoded = DecodedEntries() if resident else None
         self.digests = KeptDigests() if resident else None  # of keyed values, by generation
         self.results = KeptResults() if resident else None  # and the large results stored
+        self.warmed: set[str] = set()  # stages whose `warm` hook ran (`warm`)
         self.options = options
         self.log = log
         self.root = str(build.project_root).replace("\\", "/")
@@ -126,6 +127,21 @@ class Session:
     @property
     def holds_table(self) -> bool:
         return self._table is not None
+
+    def warm(self, stage: Stage, ctx, inputs, state) -> None:
+        """A resident session's first skip of a stage lets its optional `warm(ctx, inputs,
+        state)` hook make ready what the stage's next run reads (an index to patch rather than
+        decode, worker processes), so that the first edit after a watch starts costs what later
+        ones do. It changes nothing a build makes: one that fails is logged and forgotten (the
+        next run does that work itself)."""
+        warm, name = getattr(stage.module, "warm", None), stage.spec.name
+        if warm is None or not self.resident or name in self.warmed:
+            return
+        self.warmed.add(name)
+        try:
+            warm(ctx, inputs, state)
+        except Exception as exc:  # an optimisation: the build stands without it
+            self.log.warning("stage.warm_failed", stage=name, error=f"{type(exc).__name__}: {exc}")
 
     # -- damage and the end ------------------------------------------------------------------
     def reopen_cache(self) -> None:
