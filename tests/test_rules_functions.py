@@ -7,7 +7,7 @@ from pathlib import Path
 from unittest import mock
 
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rules_helpers import REPOSITORY, failures_of, make_index, run_rules, write_files
 from test_index_patching import GUIDS, RESOURCES, stored_form
@@ -211,6 +211,7 @@ def test_the_used_levels_come_from_their_entry_without_decoding_the_index(tmp_pa
     looked=st.lists(st.sampled_from([*GUIDS, "Q/a", "P/b", "nope", 3]), max_size=12),
     whole=st.booleans(),
 )
+@example(resources={}, stored=False, looked=GUIDS[:5], whole=False)  # at the limit exactly
 def test_sets_read_entry_by_entry_are_those_of_the_index_decoded(resources, stored, looked, whole):
     """An index stored by entry, read by a unit that looks keys up, answers each lookup (found
     or not, members rooted) as the index decoded and rooted whole does, without decoding it;

@@ -291,12 +291,14 @@ class EntryMembers(Mapping):
 
     def _lookup(self, key: Any) -> Any:
         """The key's members, or _ABSENT."""
-        if self._whole is not None or len(self._found) >= LOOKUPS_MAX:
-            return self._decoded().get(key, _ABSENT)
+        if self._whole is not None:
+            return self._whole.get(key, _ABSENT)
         if not isinstance(key, str):
             return _ABSENT
         found = self._found.get(key)
         if found is None:
+            if len(self._found) >= LOOKUPS_MAX:  # a key looked up already is answered still
+                return self._decoded().get(key, _ABSENT)
             try:
                 members = self._entries[self._prefix + key]  # type: ignore[index]
             except KeyError:
