@@ -135,11 +135,13 @@ def _cooked_files(assets, cooklist, files) -> set[str]:
     return chosen & set(files)
 
 
-def _load(ctx, index, defined: dict | None = None) -> RuleSet:
+def _load(ctx, index, defined: dict | None = None, track: bool = True) -> RuleSet:
+    """The rules compiled (custom code run, unless `defined` says what it defines); `track`:
+    the rule files recorded as the stage's inputs (not by `warm`, whose stage was skipped)."""
     section = ctx.section("rules")
     paths = rule_file_paths(ctx.build)
-    for path in paths:  # the rule files are this stage's inputs too: a skip must see edits
-        ctx.track_file(path)
+    for path in paths if track else ():  # the rule files are the stage's inputs too: a skip
+        ctx.track_file(path)  # must see edits
     use_limits(worker_limits(section))  # loading runs custom code once
     patch_indexes(ctx.resident)  # a resident build's workers are sent the next index as a patch
     return load_rules(
@@ -304,23 +306,13 @@ def warm(ctx, inputs: dict, known) -> None:
     index = stored_index(inputs["index"], known.index_digest, resident=True)
     if not index.available or index.entries is None:  # an index its source does not key
         return
-    section = ctx.section("rules")
     decoded = index.get()  # RESIDENT_INDEX holds it now, under the identity the update names
     rooted = getattr(decoded, "at", None)
     if rooted is not None:  # and its rooted form, from which the next one's is patched
         rooted(ctx.root)
-    if not section.get("allow_custom_code", True):
+    if not ctx.section("rules").get("allow_custom_code", True):
         return
-    use_limits(worker_limits(section))
-    patch_indexes(True)
-    ruleset = load_rules(  # compiled only: what its custom code defines is known already
-        rule_file_paths(ctx.build),
-        index=index,
-        root=ctx.root,
-        allow_custom_code=True,
-        timeout=section.get("timeout"),
-        defined=known.defined,
-    )
+    ruleset = _load(ctx, index, known.defined, track=False)  # what custom code defines is known
     if any(rule.custom_index for rule in ruleset.rules):
         preload_index(index_view(index, ruleset.index_digest, ctx.root))
 
