@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names of _HOMES below, for type checkers
     from typing import Any
 
+    from .cache.entries import decode_entry
     from .codec import record
     from .core.config import unknown_key_message
     from .core.options import RunOptions
@@ -115,6 +116,7 @@ _HOMES: dict[str, str] = {
     " StageModule",
     # Keyed values, their changes, and the helpers of a stage that maps one.
     "keyed": "Keyed KeyedPatch Changes map_update map_finish decoded_entries",
+    "cache.entries": "decode_entry",
     "core.values": "UNCHANGED",
     # Storing and digesting values.
     "codec": "record",

@@ -189,7 +189,7 @@ def stored_index(
     return StoredIndex(
         (lambda: RESIDENT_INDEX.index(keyed, identity, edit))
         if resident and not whole
-        else lambda: index_of(keyed),
+        else lambda: index_of(keyed, lazily=True),
         identity,
         available,
         entries=None if whole else keyed,

@@ -204,3 +204,72 @@ def test_an_index_pickles_without_the_rooted_forms_it_keeps():
     copy = pickle.loads(pickle.dumps(index))
     assert copy == index and not any(name.startswith("_") for name in vars(copy))
     assert pickle.loads(pickle.dumps(rooted)) == rooted
+
+
+@settings(max_examples=60, deadline=None)
+@given(resources=RESOURCES, levels=LEVELS, read=st.sets(st.sampled_from(sorted(PREFIXES))))
+def test_an_index_decoded_set_by_set_is_the_index_decoded_whole(resources, levels, read):
+    """`MessiahIndex.from_encoded` (the stored entries' bytes, each set decoded when first
+    read) is what `from_entries` makes, rooted or not, in every set's order; a set not read
+    is not decoded, and reading one set of the rooted form decodes that set alone."""
+    from orchestrator.codec import dumps, loads
+
+    fresh = stored_form(resources, levels)
+    encoded = [(key, dumps(value)) for key, value in sorted(fresh.entries().items())]
+    decoded: list[object] = []
+
+    def decode(data: bytes) -> object:
+        value = loads(data)
+        decoded.append(value)
+        return value
+
+    lazy = MessiahIndex.from_encoded(encoded, decode)
+    made_first = len(decoded)  # the root and the used levels
+    rooted = lazy.at("/r")
+    for attribute in sorted(read):
+        assert getattr(rooted, attribute) == getattr(fresh.at("/r"), attribute)
+    expected = sum(len(getattr(fresh, attribute)) for attribute in read)
+    assert len(decoded) - made_first == expected
+    assert shape(lazy) == shape(fresh)  # every set, read now
+    assert shape(lazy.at("/r")) == shape(fresh.at("/r"))
+    assert lazy == fresh and lazy.digest() == fresh.digest()
+    assert len(decoded) - made_first == len(fresh.entries()) - 2  # each entry decoded once
+
+
+def test_an_index_decoded_set_by_set_pickles_whole_and_offers_its_sets_unread():
+    """A Ray worker's copy of an index whose sets were not read yet holds them all; asking
+    whether the index offers the predefined sets decodes none of them."""
+    from orchestrator.codec import dumps, loads
+    from stages.rules.functions import index_is_available
+
+    fresh = stored_form({GUIDS[0]: {"file": "Res/x/resource.xml"}, GUIDS[1]: {}}, {"L1"})
+    encoded = [(key, dumps(value)) for key, value in sorted(fresh.entries().items())]
+    decoded: list[bytes] = []
+    lazy = MessiahIndex.from_encoded(encoded, lambda data: decoded.append(data) or loads(data))
+    assert index_is_available(lazy) and index_is_available(lazy.at("/r"))
+    assert len(decoded) == 2  # the root and the used levels
+    copy = pickle.loads(pickle.dumps(lazy))
+    assert shape(copy) == shape(fresh) and not any(name.startswith("_") for name in vars(copy))
+
+
+def test_a_namespace_makes_a_set_when_rule_code_first_reads_it():
+    """`import res_store` gives rule code the sets made on first read: building the modules
+    decodes nothing, reading `res_store.res_in_repo` decodes that set alone, and what the
+    modules hold is what the index decoded whole gives."""
+    from orchestrator.codec import dumps, loads
+    from stages.rules.functions import IndexView
+
+    resources = {GUIDS[0]: {"file": "Res/x/resource.xml"}, GUIDS[1]: {"deps": [GUIDS[0]]}}
+    fresh = stored_form(resources, {"L1"})
+    encoded = [(key, dumps(value)) for key, value in sorted(fresh.entries().items())]
+    decoded: list[bytes] = []
+    lazy = MessiahIndex.from_encoded(encoded, lambda data: decoded.append(data) or loads(data))
+    modules = IndexView(lazy, "/r").namespaces()
+    assert len(decoded) == 2
+    assert modules.res_store.res_in_repo == fresh.at("/r").res_in_repo
+    assert len(decoded) == 2 + len(fresh.res_in_repo)
+    whole = IndexView(fresh, "/r").namespaces()
+    assert modules.res_store == whole.res_store
+    assert modules.res_filter.ALL_RES == whole.res_filter.ALL_RES
+    assert modules.res_filter.ALL_RES_GUID == whole.res_filter.ALL_RES_GUID
+    assert callable(modules.res_filter.guidToRealPath)

@@ -134,3 +134,20 @@ def test_patches_and_changes_are_false_when_empty():
     assert not nothing and Changes(frozenset(), frozenset(), everything=True)
     changes = Changes(frozenset({"a"}), frozenset({"b"}))
     assert changes and changes.touched == {"a", "b"}
+
+
+@pytest.mark.parametrize("overlay", [None, KeyedPatch({"k3": "new", "n": 9}, ("k4",))])
+def test_a_value_read_whole_after_a_few_lookups_is_read_in_one_pass(tmp_path, monkeypatch, overlay):
+    """A consumer that looked a few entries up, then reads the whole value (a rule unit past
+    its lookups), reads the stored entries once: not entry by entry, and without listing the
+    keys first to count them."""
+    state = open_state(tmp_path)
+    state.values.replace_entries("v", {f"k{i}": i for i in range(50)})
+    value = Keyed("v", state.values, overlay=overlay)
+    expected = dict(Keyed("v", state.values, overlay=overlay).items())
+    assert value["k7"] == 7
+    monkeypatch.setattr(state.values, "entry", None)  # no lookup per key
+    monkeypatch.setattr(state.values, "keys", None)  # no listing of the keys
+    assert list(value.items()) == sorted(expected.items())
+    assert {key: value[key] for key in value} == expected
+    state.close()

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 from rules_helpers import parse
 
+from orchestrator.errors import CacheCorrupt, MissingInput
 from stages.rules.conditions import (
     ConditionError,
     check,
@@ -296,3 +297,19 @@ def test_custom_condition_returning_something_else_fails_with_message():
 def test_lines_of_matches_failing_values_to_their_lines():
     """Returned failing values get the lines of equal input values, each used once."""
     assert lines_of(["b", "a", "b", "z"], ["a", "b", "b"], [1, 2, 3]) == [2, 1, 3, None]
+
+
+@pytest.mark.parametrize(
+    "raised", [CacheCorrupt("a stored value cannot be decoded"), MissingInput("x")]
+)
+def test_the_products_own_failure_in_a_value_test_is_no_verdict(raised):
+    """An expression that reads the index decodes it lazily: a build state that fails to decode
+    (CacheCorrupt: the run starts again) or a file the worker lacks (MissingInput: the unit
+    is resent) is the product's to handle, never a failing value of the rule."""
+    from stages.rules.conditions import _per_value
+
+    def test(value):
+        raise raised
+
+    with pytest.raises(type(raised)):
+        _per_value(test, ["a"], [1])

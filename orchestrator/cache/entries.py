@@ -31,11 +31,17 @@ NOTED_KEYS = 64
 
 def named_blobs(rows: Iterable[Sequence]) -> list[str]:
     """The blobs stored entries (key, digest, data) name: the values too large to be inline."""
-    return [
-        data[len(STORED_PREFIX) :].decode("ascii")
-        for _, _, data in rows
-        if data.startswith(STORED_PREFIX)
-    ]
+    skip = len(STORED_PREFIX)
+    return [data[skip:].decode("ascii") for _, _, data in rows if data.startswith(STORED_PREFIX)]
+
+
+def decode_entry(data: bytes) -> Any:
+    """An entry's value from its bytes as `Keyed.encoded_items` checked them; CacheCorrupt
+    (the run starts again, stages planned afresh) if they are no value this process knows."""
+    try:
+        return loads(data)
+    except CodecError as exc:
+        raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
 
 
 class ValueStore:
@@ -69,6 +75,16 @@ class ValueStore:
 
     def decode(self, digest: bytes, data: Any) -> Any:
         """The value of a live entry, its data checked against its digest."""
+        data, stored = self._checked(digest, data)
+        try:
+            return loads(data)
+        except CodecError as exc:
+            if stored is not None:  # intact, but no value: no run may find it again
+                self.blobs.refuse(stored, str(exc))
+            raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
+
+    def _checked(self, digest: bytes, data: Any) -> tuple[bytes, str | None]:
+        """A live entry's bytes checked against its digest, and its blob's name if stored so."""
         stored = None
         if not isinstance(data, bytes):
             raise CacheCorrupt("a stored value is no bytes")
@@ -77,12 +93,7 @@ class ValueStore:
             data = self.blobs.get_blob(stored)
         if digest_bytes(data) != digest.hex():
             raise CacheCorrupt("a stored value does not match its digest")
-        try:
-            return loads(data)
-        except CodecError as exc:
-            if stored is not None:  # intact, but no value: no run may find it again
-                self.blobs.refuse(stored, str(exc))
-            raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
+        return data, stored
 
     def _entry(self, key: str, digest: bytes, data: Any) -> Any:
         """A keyed value's entry: decoded, or as a resident session decoded it before."""
@@ -222,16 +233,8 @@ class ValueStore:
         """Every live entry as its codec bytes (orchestrator.codec), in key order: each checked
         against its digest, none decoded (a process that decodes them itself, a custom-code
         worker, is sent them: the data it gets is what the build state signed)."""
-        found = []
-        for key, _, digest, data in self._live(value, data=True):
-            if not isinstance(data, bytes):
-                raise CacheCorrupt("a stored value is no bytes")
-            if data.startswith(STORED_PREFIX):
-                data = self.blobs.get_blob(data[len(STORED_PREFIX) :].decode("ascii"))
-            if digest_bytes(data) != digest.hex():
-                raise CacheCorrupt("a stored value does not match its digest")
-            found.append((key, data))
-        return found
+        rows = self._live(value, data=True)
+        return [(key, self._checked(digest, data)[0]) for key, _, digest, data in rows]
 
     def items(
         self, value: str, encoded: list[tuple[str, bytes]] | None = None
@@ -242,10 +245,7 @@ class ValueStore:
             yield from self._items_decoded(value, self.decoded)
             return
         if encoded is not None:
-            try:
-                yield from ((key, loads(data)) for key, data in encoded)
-            except CodecError as exc:
-                raise CacheCorrupt(f"a stored value cannot be decoded: {exc}") from None
+            yield from ((key, decode_entry(data)) for key, data in encoded)
             return
         for key, _, digest, data in self._live(value, data=True):
             yield key, self._entry(key, digest, data)

@@ -341,8 +341,8 @@ def _per_value(test, values: list, lines: list) -> Verdict:
         try:
             if test(value):
                 continue
-        except (KeyboardInterrupt, CustomCodeTimeout):
-            raise
+        except (KeyboardInterrupt, CustomCodeTimeout, MissingInput, OrchestrateError):
+            raise  # MissingInput: the executor resends the unit; OrchestrateError: the product's
         except BaseException as exc:  # a value that cannot be checked fails, with the reason
             messages.append(f"{_short(value)}: {type(exc).__name__}: {exc}")
         errors.append(value)

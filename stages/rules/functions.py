@@ -25,6 +25,7 @@ from lxml import etree
 from orchestrator import Keyed, Reader
 
 from .keyed_index import ILEVELS, PREFIXES, ROOT, IndexEdit, rooted_paths
+from .lazy import extended, offers
 from .paths import DocumentError, node_text, parse_xml
 
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -150,7 +151,7 @@ def index_is_available(index: Any) -> bool:
     if isinstance(index, StoredIndex):
         return index.available
     return all(
-        hasattr(index, name)
+        offers(index, name)  # a set is not decoded to be found there (rules/lazy.py)
         for name in ("res_in_repo", "res_in_disk", "res_virt_info", "ilevels", "namespaces")
     )
 
@@ -242,7 +243,7 @@ class IndexView:
                 sets = SimpleNamespace(
                     ALL_RES={}, ALL_RES_GUID={}, ALL_USED_FILTER=set(), ALL_USED_ILEVEL=set()
                 )
-            res_filter = SimpleNamespace(**vars(sets), **functions_for_custom_code(self))
+            res_filter = extended(sets, **functions_for_custom_code(self))
             self._namespaces = RuleModules(res_store, res_filter)
         return self._namespaces
 

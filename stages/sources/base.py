@@ -14,9 +14,10 @@ from typing import Any, NamedTuple, Protocol
 
 from orchestrator import (
     FileEntry,
+    Keyed,
     Reader,
     control_character,
-    decoded_entries,
+    decode_entry,
     fast_pickle,
     record,
 )
@@ -183,12 +184,17 @@ def index_entries(index: Any) -> dict[str, Any]:
     return entries() if callable(entries) else {WHOLE_INDEX: index}
 
 
-def index_of(entries: Any) -> Any:
-    """The index a keyed value's entries describe (collect's `index` as a stage reads it)."""
+def index_of(entries: Any, lazily: bool = False) -> Any:
+    """The index a keyed value's entries describe (collect's `index` as a stage reads it).
+    `lazily`: each set of a Messiah index decoded when first read, from the entries' stored
+    bytes (a reader of one set, a rule unit looking GUIDs up, decodes a third of it)."""
     if WHOLE_INDEX in entries:
         return entries[WHOLE_INDEX]
     from .messiah.index import MessiahIndex
 
+    encoded = entries.encoded_items() if lazily and isinstance(entries, Keyed) else None
+    if encoded is not None:
+        return MessiahIndex.from_encoded(encoded, decode_entry)
     items = entries.items() if hasattr(entries, "items") else entries
     return MessiahIndex.from_entries(items)
 
@@ -205,12 +211,15 @@ def member_rooting(stored_root: str, root: str) -> Any:
 
 def index_of_encoded(encoded: Iterable[tuple[str, bytes]]) -> Any:
     """The index whose entries these are, each as the build state stores it (codec bytes:
-    orchestrator's `Keyed.encoded_items`), decoded here. Only the Messiah index is stored by
-    entry: its records are made known to the codec first (a custom-code worker has not
-    imported it)."""
-    from .messiah import index as _registers_records  # noqa: F401
+    orchestrator's `Keyed.encoded_items`), decoded here, each set when first read. Only the
+    Messiah index is stored by entry (importing it makes its records known to the codec: a
+    custom-code worker has not imported it before)."""
+    from .messiah.index import MessiahIndex
 
-    return index_of(decoded_entries(encoded))
+    encoded = list(encoded)
+    if any(key == WHOLE_INDEX for key, _ in encoded):
+        return decode_entry(dict(encoded)[WHOLE_INDEX])
+    return MessiahIndex.from_encoded(encoded, decode_entry)
 
 
 def patched_index(index: Any, changed: Mapping[str, Any], removed: Iterable[str]) -> Any:

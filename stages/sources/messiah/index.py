@@ -19,13 +19,14 @@ depends on the entries it looked up (stages/rules/traced.py).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from orchestrator import digest_value, paused_gc, record, to_posix
 from stages.rules.keyed_index import ILEVELS, PREFIXES, ROOT, rooted_paths
+from stages.rules.lazy import MADE, MAKING, LazyNamespace
 from stages.rules.traced import all_res_form, all_res_guid_form
 
 
@@ -113,6 +114,49 @@ class MessiahIndex:
             ilevels=ilevels,
         )
 
+    @classmethod
+    def from_encoded(
+        cls, encoded: Iterable[tuple[str, bytes]], decode: Callable[[bytes], Any]
+    ) -> MessiahIndex:
+        """What `from_entries` makes of the entries given as their stored bytes (a keyed
+        value's `encoded_items`), each set decoded by `decode` when first read: most readers
+        read one or two of the three (a custom-code worker running the cycle rule reads
+        res_in_repo alone), and decoding all of them costs 2 to 3 s at 100,000 resources."""
+        pending: dict[str, list[tuple[str, bytes]]] = {prefix: [] for prefix in PREFIXES.values()}
+        root, ilevels = "", frozenset[str]()
+        for key, data in encoded:
+            head, _, rest = key.partition("/")
+            target = pending.get(head + "/")
+            if target is not None:
+                target.append((rest, data))
+            elif key == ROOT:
+                root = decode(data)
+            elif key == ILEVELS:
+                ilevels = frozenset(decode(data))
+        index = cls(root, ilevels=ilevels)
+        index._made_on_read(
+            {attribute: _decoder(pending[prefix], decode) for attribute, prefix in PREFIXES.items()}
+        )
+        return index
+
+    # -- sets made when first read ---------------------------------------------------------
+    def _made_on_read(self, made: dict[str, Callable[[], dict[str, tuple]]]) -> None:
+        """The sets in `made` are made by their function when first read (`__getattr__`)."""
+        for attribute in made:
+            self.__dict__.pop(attribute, None)
+        self.__dict__[MADE] = made
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an attribute the instance lacks: a set still to be made.
+        made = self.__dict__.get(MADE)
+        if made is None or (name not in made and name not in self.__dict__):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        with MAKING:
+            if name in made:  # not made by another thread meanwhile
+                self.__dict__[name] = made[name]()
+                del made[name]  # what made it (and the index it read) is not kept
+        return self.__dict__[name]
+
     # -- 1.x views ----------------------------------------------------------------------------
     def all_res(self) -> dict[str, list[tuple]]:
         """`res_filter.ALL_RES`: GUID → list of (Package, Name, Type, Deps list, repository path)."""
@@ -128,16 +172,18 @@ class MessiahIndex:
             return self._namespaces()
 
     def _namespaces(self) -> IndexNamespaces:
-        res_store = SimpleNamespace(
-            res_in_repo=self.res_in_repo,
-            res_in_disk=self.res_in_disk,
-            res_virt_info=self.res_virt_info,
+        # Each set made when rule code first reads it (rules/lazy.py).
+        res_store = LazyNamespace(
+            {
+                "res_in_repo": lambda: self.res_in_repo,
+                "res_in_disk": lambda: self.res_in_disk,
+                "res_virt_info": lambda: self.res_virt_info,
+            },
             ilevels=set(self.ilevels),
         )
         all_used = set(self.ilevels)
-        res_filter = SimpleNamespace(
-            ALL_RES=self.all_res(),
-            ALL_RES_GUID=self.all_res_guid(),
+        res_filter = LazyNamespace(
+            {"ALL_RES": self.all_res, "ALL_RES_GUID": self.all_res_guid},
             ALL_USED_FILTER=all_used,
             ALL_USED_ILEVEL=set(all_used),
         )
@@ -197,7 +243,10 @@ class MessiahIndex:
         return new
 
     def __getstate__(self) -> dict[str, Any]:
-        """What pickles (a Ray worker's copy): the fields, not the rooted forms kept beside."""
+        """What pickles (a Ray worker's copy): the fields (sets not read yet made now), not
+        the rooted forms kept beside."""
+        for attribute in PREFIXES:
+            getattr(self, attribute)
         return {name: value for name, value in self.__dict__.items() if not name.startswith("_")}
 
     def at(self, root: str) -> MessiahIndex:
@@ -223,26 +272,35 @@ class MessiahIndex:
         """This index rooted by `rooting`; with `base` (the rooted form of the index this one
         was patched from) and the keys each set `touched`, only those entries are rooted."""
 
-        def rooted(attribute: str, make) -> dict[str, tuple]:
-            mine: dict[str, tuple] = getattr(self, attribute)
-            if base is None or touched is None:
-                return {key: tuple(map(make, members)) for key, members in mine.items()}
-            theirs: dict[str, tuple] = getattr(base, attribute)
-            keys = touched[attribute]
-            if not keys:  # the set is the base's own (_patched_set): so is its rooted form
-                return theirs
-            return {
-                key: tuple(map(make, members)) if key in keys else theirs[key]
-                for key, members in mine.items()
-            }
+        def rooted(attribute: str, make) -> Callable[[], dict[str, tuple]]:
+            def made() -> dict[str, tuple]:
+                mine: dict[str, tuple] = getattr(self, attribute)
+                if base is None or touched is None:
+                    with paused_gc():
+                        return {key: tuple(map(make, members)) for key, members in mine.items()}
+                theirs: dict[str, tuple] = getattr(base, attribute)
+                keys = touched[attribute]
+                if not keys:  # the set is the base's own (_patched_set): so is its rooted form
+                    return theirs
+                return {
+                    key: tuple(map(make, members)) if key in keys else theirs[key]
+                    for key, members in mine.items()
+                }
+
+            return made
 
         new = MessiahIndex(
             root=rooting.root or "/",
-            res_in_repo=rooted("res_in_repo", rooting.resource),
-            res_in_disk=rooted("res_in_disk", rooting.folder),
-            res_virt_info=rooted("res_virt_info", rooting.resource),
             ilevels=rooted_paths(self.root, self.ilevels, rooting.root),
             known_digest=self.known_digest,
+        )
+        # Each set rooted when first read, as this index's own are decoded (`from_encoded`).
+        new._made_on_read(
+            {
+                "res_in_repo": rooted("res_in_repo", rooting.resource),
+                "res_in_disk": rooted("res_in_disk", rooting.folder),
+                "res_virt_info": rooted("res_virt_info", rooting.resource),
+            }
         )
         if not self.known_digest:  # the stored index's digest, computed only if asked for
             new.__dict__["_digest_of"] = weakref.ref(self)
@@ -265,6 +323,20 @@ class MessiahIndex:
                 "ilevels": sorted(self.ilevels),
             }
         )
+
+
+def _decoder(
+    pending: list[tuple[str, bytes]], decode: Callable[[bytes], Any]
+) -> Callable[[], dict[str, tuple]]:
+    """What decodes one set of `from_encoded` (its entries' bytes, in key order) when read."""
+
+    def made() -> dict[str, tuple]:
+        with paused_gc():
+            found = {key: decode(data) for key, data in pending}
+        pending.clear()  # the bytes are not needed again
+        return found
+
+    return made
 
 
 def _patched_set(
