@@ -441,3 +441,36 @@ def test_kept_results_keep_large_ones_up_to_a_limit_least_recent_first():
     assert kept.get("huge") is MISSING
     kept.clear()
     assert kept.get("b") is MISSING
+
+
+def test_a_values_digests_then_its_fingerprint_read_its_rows_once(tmp_path, monkeypatch):
+    """Every session keeps the digests it read (a one-off run too): a build that reads the
+    index's digests (which entries a unit's reads name) and then its fingerprint (whether the
+    whole changed) reads its 300,000 rows once at 100,000 resources, not twice."""
+    from orchestrator.cache.resident import KeptDigests
+
+    writer = open_state(tmp_path)
+    writer.begin()
+    writer.values.replace_entries("v", {f"k{i}": i for i in range(20)})
+    writer.commit()
+    writer.close()
+    writer.values.blobs.close()
+    cache = tmp_path / "cache"
+    state = BuildState(
+        cache, str(tmp_path / "project"), str(tmp_path / "out"), Cache(cache), kept=KeptDigests()
+    )
+    try:
+        reads: list[str] = []
+        original = state.values._live
+
+        def counted(value: str, data: bool = False) -> list:
+            reads.append(value)
+            return original(value, data)
+
+        monkeypatch.setattr(state.values, "_live", counted)
+        digests = state.values.digests("v")
+        assert len(digests) == 20 and state.values.fingerprint("v")
+        assert state.values.digests("v") is digests and reads == ["v"]
+    finally:
+        state.close()
+        state.values.blobs.close()

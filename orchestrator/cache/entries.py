@@ -61,7 +61,7 @@ class ValueStore:
         self.blobs = blobs
         self.taken = taken
         self.decoded = decoded  # a resident session's (None: every entry read is decoded)
-        self.kept = kept  # a resident session's digests of values read in earlier builds
+        self.kept = kept  # the session's digests of values read before (in earlier builds too)
         # (value, key) → how the entry changed, for the entries stored in this process
         self.notes: dict[tuple[str, str], str] = {}
 

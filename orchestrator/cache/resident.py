@@ -1,6 +1,7 @@
 """What a resident session (`orchestrate watch`) keeps from one build to the next: the entries
 of keyed values it decoded and the large unit results it stored or read (by digest), and the
-entry digests of keyed values it read (by generation)."""
+entry digests of keyed values it read (by generation; every session keeps those within a
+build too)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,13 @@ MISSING = object()
 
 
 class KeptDigests:
-    """The entry digests of keyed values as a resident session (`orchestrate watch`) last read
-    them, each with the generation of the value they are: a build that reads every digest of
-    the index (which of 100,000 entries a unit's reads name, whether the whole changed) then
-    reads only the rows changed since (cache/entries.py `ValueStore.digests`). A rollback takes
-    rows back and a later build may write others under the same generation: it forgets them
-    all (`clear`)."""
+    """The entry digests of keyed values as the session last read them, each with the
+    generation of the value they are: a build that reads every digest of the index (which of
+    100,000 entries a unit's reads name) and then its fingerprint (whether the whole changed)
+    reads the rows once, and a resident session's next build (`orchestrate watch`) reads only
+    the rows changed since (cache/entries.py `ValueStore.digests`). A rollback takes rows back
+    and a later build may write others under the same generation: it forgets them all
+    (`clear`)."""
 
     def __init__(self) -> None:
         self._values: dict[str, Digests] = {}

@@ -51,7 +51,10 @@ class Session:
         # the next (the stages are told, StageContext.resident, and may keep what is theirs).
         self.resident = resident
         self.decoded = DecodedEntries() if resident else None
-        self.digests = KeptDigests() if resident else None  # of keyed values, by generation
+        # Entry digests of keyed values, by generation: a build reading a value's digests (which
+        # entries a unit's reads name) and its fingerprint (whether the whole changed) reads
+        # its rows once, a resident session's next builds only the rows changed since.
+        self.digests = KeptDigests()
         self.results = KeptResults() if resident else None  # and the large results stored
         self.warmed: set[str] = set()  # stages whose `warm` hook ran (`warm`)
         self.options = options
