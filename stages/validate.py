@@ -36,7 +36,7 @@ from stages.rules.custom.host import close_workers, patch_indexes, preload_index
 from stages.rules.engine import Shared, check_files, plan_files
 from stages.rules.functions import StoredIndex, index_is_available, index_view
 from stages.rules.kept import KEPT
-from stages.rules.keyed_index import ILEVELS, ROOT, IndexEdit
+from stages.rules.keyed_index import ILEVELS, PREFIXES, ROOT, IndexEdit
 from stages.rules.loader import RuleSet, load_rules
 from stages.rules.parts import (
     SHARD_MAX_BYTES,
@@ -309,7 +309,9 @@ def warm(ctx, inputs: dict, known) -> None:
     decoded = index.get()  # RESIDENT_INDEX holds it now, under the identity the update names
     rooted = getattr(decoded, "at", None)
     if rooted is not None:  # and its rooted form, from which the next one's is patched
-        rooted(ctx.root)
+        made = rooted(ctx.root)
+        for attribute in PREFIXES:  # each set rooted now (they are rooted when first read)
+            getattr(made, attribute)
     if not ctx.section("rules").get("allow_custom_code", True):
         return
     ruleset = _load(ctx, index, known.defined, track=False)  # what custom code defines is known

@@ -273,3 +273,25 @@ def test_a_namespace_makes_a_set_when_rule_code_first_reads_it():
     assert modules.res_filter.ALL_RES == whole.res_filter.ALL_RES
     assert modules.res_filter.ALL_RES_GUID == whole.res_filter.ALL_RES_GUID
     assert callable(modules.res_filter.guidToRealPath)
+
+
+def test_a_resident_sessions_rooted_forms_keep_no_earlier_index_alive():
+    """Build after build a resident session patches the index and its rooted form; a set no
+    build reads (rooted when first read) must not chain each rooted form to the one before,
+    which would keep every earlier index (a copy of a changed set each) alive."""
+    import gc
+    import weakref
+
+    held = stored_form({GUIDS[0]: {"name": "a"}, GUIDS[1]: {"file": "Res/x/resource.xml"}}, {"L1"})
+    first = weakref.ref(held)
+    for step in range(4):
+        rooted = held.at("/r")
+        assert GUIDS[0] in rooted.res_in_repo  # the other sets are never read
+        fresh = stored_form({GUIDS[0]: {"name": f"n{step}"}, GUIDS[1]: {}}, {"L1"})
+        old, new = held.entries(), fresh.entries()
+        changed = {key: value for key, value in new.items() if old.get(key) != value}
+        held = held.patched(changed, [key for key in old if key not in new])
+    del rooted, old, changed
+    gc.collect()
+    assert first() is None
+    assert shape(held.at("/r")) == shape(fresh.at("/r"))

@@ -273,13 +273,17 @@ class MessiahIndex:
         was patched from) and the keys each set `touched`, only those entries are rooted."""
 
         def rooted(attribute: str, make) -> Callable[[], dict[str, tuple]]:
+            # The base's rooted set, when it was made (read); else this set is rooted whole,
+            # and the thunk holds no base: a set no build reads would otherwise keep every
+            # earlier index of a resident session alive, each rooted form holding the last.
+            theirs = base.__dict__.get(attribute) if base is not None else None
+            keys = touched[attribute] if touched is not None else set()
+
             def made() -> dict[str, tuple]:
                 mine: dict[str, tuple] = getattr(self, attribute)
-                if base is None or touched is None:
+                if theirs is None:
                     with paused_gc():
                         return {key: tuple(map(make, members)) for key, members in mine.items()}
-                theirs: dict[str, tuple] = getattr(base, attribute)
-                keys = touched[attribute]
                 if not keys:  # the set is the base's own (_patched_set): so is its rooted form
                     return theirs
                 return {
