@@ -208,9 +208,7 @@ class Keyed(Mapping):
         afresh (it is few entries). None for a value held in memory."""
         if self._state is None:
             return None
-        stored = self._encoded or self._state.encoded_items(self.name)
-        if not self._decoded:
-            self._encoded = stored
+        stored = self._encoded = self._encoded or self._state.encoded_items(self.name)
         if self._overlay is None:
             return stored
         from .codec import dumps

@@ -216,9 +216,6 @@ def index_of_encoded(encoded: Iterable[tuple[str, bytes]]) -> Any:
     custom-code worker has not imported it before)."""
     from .messiah.index import MessiahIndex
 
-    encoded = list(encoded)
-    if any(key == WHOLE_INDEX for key, _ in encoded):
-        return decode_entry(dict(encoded)[WHOLE_INDEX])
     return MessiahIndex.from_encoded(encoded, decode_entry)
 
 

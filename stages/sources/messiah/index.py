@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -174,11 +175,7 @@ class MessiahIndex:
     def _namespaces(self) -> IndexNamespaces:
         # Each set made when rule code first reads it (rules/lazy.py).
         res_store = LazyNamespace(
-            {
-                "res_in_repo": lambda: self.res_in_repo,
-                "res_in_disk": lambda: self.res_in_disk,
-                "res_virt_info": lambda: self.res_virt_info,
-            },
+            {attribute: partial(getattr, self, attribute) for attribute in PREFIXES},
             ilevels=set(self.ilevels),
         )
         all_used = set(self.ilevels)
@@ -336,9 +333,7 @@ def _decoder(
 
     def made() -> dict[str, tuple]:
         with paused_gc():
-            found = {key: decode(data) for key, data in pending}
-        pending.clear()  # the bytes are not needed again
-        return found
+            return {key: decode(data) for key, data in pending}
 
     return made
 
