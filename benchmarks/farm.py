@@ -7,7 +7,9 @@ share, checked out at the same path (a farm's agents use one workspace path) and
 path; and through a cache server (nginx with its WebDAV methods, Bazel's HTTP protocol, as
 tests/remotekit.py starts it) with an empty cache folder of their own.
 
-`scaling`: cold Ray builds with 1 and 2 workers, the driver's CPU share of all the build's CPU
+`scaling`: cold builds with executor `local` (the driver alone) and `auto` (below 4 cores, the
+driver and a forked helper per other core: executors/forked.py); cold Ray builds with 1 and 2
+workers, the driver's CPU share of all the build's CPU
 (psutil, benchmarks/runner.py `--cpu`), the ceiling that share puts on more workers (Amdahl:
 1 / (s + (1 - s) / n)), and a cold build on a two-node cluster started on this machine with
 `ray start` (a head and a node, one CPU each, as docs/cluster.md's steps say:
@@ -34,7 +36,7 @@ from common import (
     run_orchestrate,
     runs_figure,
 )
-from figures import RAY1, RAY2, Options, cold_runs, section
+from figures import LOCAL1, LOCAL2, RAY1, RAY2, Options, cold_runs, section
 
 #: The farm's key for the cache server's entries (docs/cluster.md, "The cache key").
 KEY_ENV = "ORCHESTRATE_BENCH_CACHE_KEY"
@@ -142,6 +144,10 @@ def amdahl(share: float, workers: int) -> float:
 
 @section("scaling")
 def scaling(project: Project, results: SizeResults, options: Options) -> None:
+    for label, args in (("local1", LOCAL1), ("local2", LOCAL2)):
+        what = f"cold build, executor {args[-1]}"
+        runs = cold_runs(project, options, f"scale-{label}", args, what)
+        results.put(f"scale.{label}", runs_figure(runs, lambda r: r.engine_s))
     for label, args in (("ray1", RAY1), ("ray2", RAY2)):
         what = f"cold build, {label}, CPU sampled"
         runs = cold_runs(project, options, f"scale-{label}", args, what, flags=("--cpu",))

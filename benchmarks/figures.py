@@ -48,6 +48,10 @@ from common import (
 
 RAY1 = ("--executor", "ray", "--workers", "1")
 RAY2 = ("--executor", "ray", "--workers", "2")
+#: The driver alone, and `auto`: on a machine of fewer than 4 cores, the driver and a forked
+#: helper for each other core (executors/forked.py); with more, a local Ray.
+LOCAL1 = ("--executor", "local")
+LOCAL2 = ("--executor", "auto")
 LOCAL = ("--executor", "local")
 AUTO = ()  # the build file's executor: `auto`, what a user gets
 #: The build whose warm cache the rebuilds (no-op, edits) start from: the cold build users get.

@@ -550,6 +550,16 @@ def figure_rows(figures: dict) -> list[tuple[str, str, str, str]]:
             "no-op rerun",
         )
     for name, label in (
+        ("scale.local1", "local (the driver alone)"),
+        ("scale.local2", "auto (below 4 cores: the driver and forked helpers)"),
+    ):
+        add(
+            f"cold build, executor {label}, engine seconds",
+            f(name),
+            _ratio(f(name), f("scale.local1")),
+            "executor local",
+        )
+    for name, label in (
         ("scale.ray1", "Ray 1 worker"),
         ("scale.ray2", "Ray 2 workers"),
         ("scale.two_nodes", "two-node cluster (`ray start` head + node, 1 CPU each)"),

@@ -49,6 +49,8 @@ class Unit:
     `files` are the project files it is known to read (preloaded for workers without the project).
     `blobs` are digests of stored results of other stages it reads with `reader.blob(digest)`.
     `cost` is a size estimate used to batch work for remote executors.
+    `pinned`: when units run on this machine, it runs in the driver's own process, not in a
+    forked helper (executors/forked.py): it uses what the plan prepared in that process.
     """
 
     id: str
@@ -57,6 +59,7 @@ class Unit:
     files: tuple[str, ...] = ()
     blobs: tuple[str, ...] = ()
     cost: int = 1
+    pinned: bool = False
 
 
 @record

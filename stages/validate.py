@@ -381,6 +381,9 @@ def _unit(ctx, ruleset: RuleSet, unit_id: str, files: list[PlannedFile]) -> Unit
         cost=sum(
             unit_cost(planned.size, [ruleset.rules[i] for i in planned.rules]) for planned in files
         ),
+        # Custom code reading the whole index: the driver's custom-code worker holds it
+        # (`preload_index`), which a forked helper's would have to load again.
+        pinned=any(rule.custom_index for rule in rules.values()),
     )
 
 

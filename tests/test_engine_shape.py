@@ -27,8 +27,10 @@ LAYERS_MAX_DEPTH, LAYERS_MAX_EDGES = 9, 90
 #: session keeps (cache/resident.py, out of cache/entries.py) made 286; what Ray workers store
 #: and read by digest themselves (cache/workers.py, which the executors use) made 293; storing
 #: a stage pausing the cycle collector while it lists the rows it wrote (core/storing.py uses
-#: memory.py: a million reads rows at 100,000 resources, half a second of collections) 294.
-MODULES_MAX_DEPTH, MODULES_MAX_EDGES = 12, 294
+#: memory.py: a million reads rows at 100,000 resources, half a second of collections) 294;
+#: the local executor's forked helpers (executors/forked.py, and what keeps a fork unsafe:
+#: cache/db.py, which the cache server names too) 299.
+MODULES_MAX_DEPTH, MODULES_MAX_EDGES = 12, 299
 #: Attributes the engine sets on objects that are not its own, and why each may be.
 OUTSIDE_ASSIGNMENTS = {
     # The process's temporary folder, for the length of a run: the build's temporary files go

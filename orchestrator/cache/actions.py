@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from ..errors import CacheCorrupt
-from .db import is_damage, open_db, raise_if_outside, set_aside
+from .db import in_forked_child, inherited, is_damage, open_db, raise_if_outside, set_aside
 from .remote import AC, MAX_ENTRY_BYTES, RemoteEntry, action_key, row_check
 from .signing import EntryKey
 
@@ -57,12 +57,18 @@ class ActionCache:
         self.scratch = scratch  # a dry run's: what it records is never written
         self._key = key  # signs what is written; what is read must carry its signature
         self._db: sqlite3.Connection | None = None
+        in_forked_child(self, ActionCache._forget_connection)
         self._pending: list[tuple] = []
         self._used: list[tuple] = []  # entries that served a hit: their stamp moves (gc is LRU)
         self._damaged: list[tuple] = []  # entries that failed their check: deleted at the flush
         self._refused: list[tuple] = []  # results refused: the entries naming them go too
         self._fetched: dict[tuple, RemoteEntry] = {}  # the remote's entries this run has read
         self._adopted: list[tuple] = []  # …that served a hit: written here, not sent back
+
+    def _forget_connection(self) -> None:
+        """In a forked copy of the process: the parent's connection is not this one's."""
+        inherited(self._db)
+        self._db = None
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:

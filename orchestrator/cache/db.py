@@ -19,7 +19,10 @@ import errno
 import os
 import sqlite3
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import CacheCorrupt, StepFailed
 from ..files.confined import ConfinedFolder
@@ -171,3 +174,49 @@ def raise_if_outside(exc: BaseException, path: Path) -> None:
             f"the file system refused the cache database: {exc} (a full quota or a failing disk)",
             file=str(path),
         ) from None
+
+
+# -- a forked copy of this process (executors/forked.py) ---------------------------------------
+#: What to do in a forked child, by the object it is about; and what keeps a fork from being
+#: safe now, by the object that makes it so. Both functions of a class (never bound methods:
+#: they would hold the object alive for ever), called with the object.
+_IN_CHILD: weakref.WeakKeyDictionary[Any, Callable[[Any], None]] = weakref.WeakKeyDictionary()
+_HAZARDS: weakref.WeakKeyDictionary[Any, Callable[[Any], str | None]] = weakref.WeakKeyDictionary()
+#: The connections a forked child inherited: kept open and never used. Closing one in the child
+#: could checkpoint or unlock a database its parent is using.
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def in_forked_child(owner: Any, forget: Callable[[Any], None]) -> None:
+    """Call `forget(owner)` in a forked copy of this process (an object holding a connection
+    lets go of it there, to open its own on demand: `inherited` keeps it)."""
+    _IN_CHILD[owner] = forget
+
+
+def inherited(connection: sqlite3.Connection | None) -> None:
+    """Keep a connection a forked child must not use, nor close."""
+    if connection is not None:
+        _INHERITED.append(connection)
+
+
+def note_hazard(owner: Any, why: Callable[[Any], str | None]) -> None:
+    """While `owner` lives, `why(owner)` says what makes forking this process unsafe now
+    (None: nothing)."""
+    _HAZARDS[owner] = why
+
+
+def fork_hazard() -> str | None:
+    """What keeps this process from forking a helper now, or None."""
+    for owner, why in list(_HAZARDS.items()):
+        found = why(owner)
+        if found is not None:
+            return found
+    return None
+
+
+def _after_fork_in_child() -> None:
+    for owner, forget in list(_IN_CHILD.items()):
+        forget(owner)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from ..hashing import digest_bytes
+from .db import note_hazard
 
 AC, CAS = "ac", "cas"
 BLOB_ADDRESS = b"orchestrate blob v1\0"
@@ -178,6 +179,11 @@ class RemoteStore:
         self._tasks: queue.Queue[tuple[Callable[[], Any], int] | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._closed = False
+        note_hazard(self, RemoteStore._fork_hazard)
+
+    def _fork_hazard(self) -> str | None:
+        """A forked copy would share the pooled connections and the upload threads' queue."""
+        return None if self._closed else "a cache server's connections are open"
 
     @property
     def available(self) -> bool:

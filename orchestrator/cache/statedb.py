@@ -13,7 +13,15 @@ from typing import Any
 from ..errors import CacheCorrupt
 from ..files.confined import ConfinedFolder
 from ..hashing import digest_bytes
-from .db import is_damage, open_db, raise_if_outside, set_aside
+from .db import (
+    in_forked_child,
+    inherited,
+    is_damage,
+    note_hazard,
+    open_db,
+    raise_if_outside,
+    set_aside,
+)
 from .signing import STATE_ROW, EntryKey
 
 
@@ -113,9 +121,24 @@ class StateDatabase:
         self.checks = RowChecks(key, scope)
         self._refused: set[str] = set()  # tables whose refused rows were reported this run
         self._db: sqlite3.Connection | None = open_db(path, schema, version, log, folder)
+        in_forked_child(self, StateDatabase._forget_connection)
+        note_hazard(self, StateDatabase._fork_hazard)
         if scratch:
             self.execute("BEGIN IMMEDIATE")
         self.generation = self._next_generation()
+
+    def _forget_connection(self) -> None:
+        """In a forked copy of the process: the parent's connection is not this one's."""
+        inherited(self._db)
+        self._db = None
+
+    def _fork_hazard(self) -> str | None:
+        """A forked helper opens a connection of its own: it sees what was committed."""
+        if self.scratch:
+            return "a dry run's build state is never committed"
+        if self._db is not None and self._db.in_transaction:
+            return "the build state has uncommitted changes"
+        return None
 
     @property
     def db(self) -> sqlite3.Connection:

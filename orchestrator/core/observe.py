@@ -15,6 +15,8 @@ import psutil
 
 from ..cache.records import UnitRecord
 
+REFRESH_SECONDS = 0.1  # how often a terminal's progress bar is drawn again, at most
+
 
 def is_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -32,6 +34,7 @@ class Progress:
         self._progress: Any = None
         self._task: Any = None
         self._plain_next = 0.0
+        self._drawn = 0.0  # when the bar was last drawn
         self._name = ""
         self._total = 0
         self._done = 0
@@ -48,6 +51,9 @@ class Progress:
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 transient=True,
+                # Drawn from `advance`, not from a thread of its own: a thread holding the
+                # terminal's lock would keep the executor from forking helpers (forked.py).
+                auto_refresh=False,
             )
             self._progress.start()
             self._task = self._progress.add_task(stage, total=total)
@@ -57,6 +63,9 @@ class Progress:
         self._done += n
         if self._progress is not None:
             self._progress.advance(self._task, n)
+            if time.monotonic() - self._drawn >= REFRESH_SECONDS or self._done >= self._total:
+                self._progress.refresh()
+                self._drawn = time.monotonic()
         elif self._total and time.monotonic() >= self._plain_next:
             print(f"  {self._name}: {self._done}/{self._total} units", file=sys.stderr)
             self._plain_next = time.monotonic() + 10.0
@@ -65,6 +74,12 @@ class Progress:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+class _SamplerThread(threading.Thread):
+    #: It takes no lock a forked helper needs (it reads /proc; its own lock is the sampler's,
+    #: which a helper never uses): executors/forked.py forks while it runs.
+    fork_safe = True
 
 
 class ResourceSampler:
@@ -88,7 +103,7 @@ class ResourceSampler:
 
     def __enter__(self) -> ResourceSampler:
         self._me.cpu_percent(None)
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="rss-sampler")
+        self._thread = _SamplerThread(target=self._loop, daemon=True, name="rss-sampler")
         self._thread.start()
         return self
 

@@ -175,6 +175,7 @@ class Rebuilder:
                 self.blobs_for(record.planned),
                 want=record.planned.files,
                 cost=record.planned.cost,
+                pinned=record.planned.pinned,
             )
             for record in misses
         ]

@@ -93,6 +93,7 @@ class WorkItem:
     signatures: dict[str, tuple] = field(default_factory=dict)  # what `files` were read under
     want: tuple[str, ...] = ()  # files it is known to read: preloaded for remote workers
     cost: int = 1
+    pinned: bool = False  # runs in the driver's own process (Unit.pinned)
 
     def forget_files(self) -> None:
         """Let go of the preloaded bytes (sent already; a resend reads the files again)."""
@@ -256,11 +257,17 @@ def make_executor(
     address: str | None = None,
     shared_paths: bool = False,
     log=None,
+    helpers: int = 0,
 ) -> Executor:
-    """An executor by name; Ray is imported only when a Ray executor is made."""
+    """An executor by name; Ray is imported only when a Ray executor is made. `helpers`: a
+    local executor forks that many copies of the driver to run units too."""
     if kind == "local":
         from .local import LocalExecutor
 
+        if helpers:
+            from .forked import ForkedExecutor
+
+            return ForkedExecutor(place.root, place.policy, place.files, helpers=helpers)
         return LocalExecutor(place.root, place.policy, place.files)
     if kind == "ray":
         from .ray import RayExecutor

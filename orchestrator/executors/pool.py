@@ -2,8 +2,8 @@
 
 `auto` decides from the work left after the cache and the machine: a named cluster gets any
 work; a local Ray is started for large work only when workers were asked for or the machine has
-cores to spare; everything else runs in the driver, and a run with nothing to do never imports
-Ray.
+cores to spare; everything else runs in the driver and in copies of it forked to use the other
+cores (executors/forked.py), and a run with nothing to do never imports Ray.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ class ExecutorPool:
     def for_units(self, count: int) -> Chosen:
         """The executor for `count` units."""
         kind = self.kind
+        helpers = 0
         if kind == "auto":
             kind = "ray" if self.ray_pays_off(count) else "local"
+            # In the driver, and in a forked helper for each other core (executors/forked.py).
+            helpers = max(0, (os.cpu_count() or 1) - 1)
         if kind in self._made:
             return Chosen(self._made[kind], 0.0)
         executor = make_executor(
@@ -55,6 +58,7 @@ class ExecutorPool:
             address=self.settings.address,
             shared_paths=self.settings.shared_paths,
             log=self.log,
+            helpers=helpers,
         )
         self._made[kind] = executor
         startup = 0.0
